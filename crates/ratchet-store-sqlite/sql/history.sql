@@ -1,0 +1,10 @@
+-- name: history_insert
+INSERT INTO history (instance, execution, seq, event) VALUES (?1, ?2, ?3, ?4);
+
+-- name: history_read
+SELECT execution, seq, event FROM history
+WHERE instance = ?1 AND (?2 IS NULL OR execution = ?2)
+ORDER BY execution, seq;
+
+-- name: history_clear
+DELETE FROM history WHERE instance = ?1;

@@ -1,0 +1,88 @@
+-- name: instance_status
+SELECT status FROM instances WHERE id = ?1;
+
+-- name: instance_erase
+DELETE FROM instances WHERE id = ?1;
+
+-- name: instance_insert
+INSERT INTO instances (id, name, status, execution, input, parent, created_at, updated_at, lease_owner, lease_until, fence)
+VALUES (?1, ?2, 'Pending', 0, ?3, ?4, ?5, ?5, ?6, ?7, CASE WHEN ?6 IS NULL THEN 0 ELSE 1 END);
+
+-- name: instance_claimable
+SELECT i.id FROM instances i
+WHERE i.id IN (SELECT b.instance FROM inbox b WHERE b.visible_at <= ?1)
+  AND i.status IN ('Pending', 'Running', 'ContinuedAsNew')
+  AND (i.lease_until IS NULL OR i.lease_until < ?1)
+  AND EXISTS (
+      SELECT 1 FROM json_each(?2) r
+      WHERE json_extract(r.value, '$.name') = i.name
+        AND (i.version IS NULL
+             OR i.version IN (SELECT v.value FROM json_each(json_extract(r.value, '$.versions')) v)))
+ORDER BY i.updated_at
+LIMIT ?3;
+
+-- name: instance_lease
+UPDATE instances SET lease_owner = ?2, lease_until = ?3, fence = fence + 1
+WHERE id = ?1
+  AND status IN ('Pending', 'Running', 'ContinuedAsNew')
+  AND (lease_until IS NULL OR lease_until < ?4)
+RETURNING name, version, execution, history_len, fence;
+
+-- name: instance_for_commit
+SELECT fence, status, execution, history_len, parent FROM instances WHERE id = ?1;
+
+-- name: instance_turn_update
+UPDATE instances SET
+    status = ?2,
+    version = coalesce(version, ?3),
+    output = ?4,
+    error = ?5,
+    custom_status = coalesce(?6, custom_status),
+    history_len = history_len + ?7,
+    updated_at = ?8,
+    finished_at = ?9,
+    lease_owner = NULL,
+    lease_until = NULL
+WHERE id = ?1;
+
+-- name: instance_continue
+UPDATE instances SET execution = execution + 1, history_len = 0, input = ?2, status = 'ContinuedAsNew', updated_at = ?3
+WHERE id = ?1
+RETURNING name;
+
+-- name: instance_active_execution
+SELECT execution FROM instances WHERE id = ?1 AND status IN ('Pending', 'Running', 'ContinuedAsNew');
+
+-- name: instance_terminate
+UPDATE instances SET status = 'Terminated', error = ?2, updated_at = ?3, finished_at = ?3,
+    lease_owner = NULL, lease_until = NULL, fence = fence + 1
+WHERE id = ?1
+RETURNING parent;
+
+-- name: instance_get
+SELECT id, name, version, status, execution, input, output, error, custom_status, parent, history_len,
+       created_at, updated_at, finished_at
+FROM instances WHERE id = ?1;
+
+-- name: instance_list
+SELECT id, name, version, status, execution, input, output, error, custom_status, parent, history_len,
+       created_at, updated_at, finished_at
+FROM instances
+WHERE (?1 IS NULL OR status IN (SELECT value FROM json_each(?1)))
+  AND (?2 IS NULL OR name = ?2)
+  AND (?3 IS NULL OR created_at >= ?3)
+  AND (?4 IS NULL OR created_at < ?4)
+ORDER BY created_at DESC, id DESC
+LIMIT ?5;
+
+-- name: instance_release
+UPDATE instances SET lease_owner = NULL, lease_until = NULL WHERE id = ?1 AND fence = ?2;
+
+-- name: instance_purge_history
+DELETE FROM history WHERE instance IN (SELECT id FROM instances WHERE finished_at < ?1);
+
+-- name: instance_purge_dedup
+DELETE FROM signal_dedup WHERE instance IN (SELECT id FROM instances WHERE finished_at < ?1);
+
+-- name: instance_purge
+DELETE FROM instances WHERE finished_at < ?1;

@@ -1,0 +1,366 @@
+use ratchet_core::{ErrorInfo, HistoryEvent, ParentRef, Timestamp};
+use ratchet_store::{
+    parent_event, ClaimedInstance, CreateOutcome, HistoryRecord, IfExists, InboxEvent,
+    InstanceClaim, InstanceClaimed, InstanceFilter, InstanceRecord, InstanceStatus, Lease,
+    NewInboxEvent, NewInstance, NewSignal, Result, SignalOutcome, StopOutcome,
+};
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
+
+use crate::convert::{db_err, event, opt_json, status, to_json, u32_of, InstanceRow};
+use crate::store::sql;
+
+fn current_status(tx: &Connection, id: &str) -> Result<Option<InstanceStatus>> {
+    let s: Option<String> = tx
+        .prepare_cached(sql("instance_status"))
+        .map_err(db_err)?
+        .query_row([id], |r| r.get(0))
+        .optional()
+        .map_err(db_err)?;
+    s.map(|s| status(&s)).transpose()
+}
+
+/// Removes every trace of an instance, so its id can start afresh.
+fn erase(tx: &Transaction<'_>, id: &str) -> Result<()> {
+    for name in [
+        "instance_erase",
+        "inbox_clear",
+        "history_clear",
+        "task_clear_instance",
+        "signal_dedup_clear",
+    ] {
+        tx.prepare_cached(sql(name))
+            .map_err(db_err)?
+            .execute([id])
+            .map_err(db_err)?;
+    }
+    Ok(())
+}
+
+pub(crate) fn create(
+    tx: &Transaction<'_>,
+    new: &NewInstance,
+    lease: Option<&Lease>,
+    now: Timestamp,
+) -> Result<CreateOutcome> {
+    if let Some(existing) = current_status(tx, &new.id)? {
+        match new.if_exists {
+            IfExists::UseExisting => return Ok(CreateOutcome::Existing(existing)),
+            IfExists::RestartIfFinished if existing.is_finished() => erase(tx, &new.id)?,
+            _ => return Ok(CreateOutcome::AlreadyExists(existing)),
+        }
+    }
+    let parent = new.parent.as_ref().map(to_json);
+    tx.prepare_cached(sql("instance_insert"))
+        .map_err(db_err)?
+        .execute(params![
+            new.id,
+            new.name,
+            to_json(&new.input),
+            parent,
+            now.0,
+            lease.map(|l| l.owner.as_str()),
+            lease.map(|l| l.until.0)
+        ])
+        .map_err(db_err)?;
+    let started = HistoryEvent::ExecutionStarted {
+        name: new.name.clone(),
+        version: 0,
+        input: new.input.clone(),
+        parent: new.parent.clone(),
+    };
+    let inbox_id = inbox_insert(
+        tx,
+        &NewInboxEvent {
+            instance: new.id.clone(),
+            event: started.clone(),
+            visible_at: now,
+        },
+    )?;
+    Ok(CreateOutcome::Created(lease.map(|_| ClaimedInstance {
+        id: new.id.clone(),
+        name: new.name.clone(),
+        version: None,
+        execution: 0,
+        history_len: 0,
+        fence: ratchet_store::Fence(1),
+        events: vec![InboxEvent {
+            id: inbox_id,
+            event: started,
+        }],
+    })))
+}
+
+pub(crate) fn inbox_insert(tx: &Connection, e: &NewInboxEvent) -> Result<i64> {
+    tx.prepare_cached(sql("inbox_insert"))
+        .map_err(db_err)?
+        .execute(params![
+            e.instance,
+            e.event.kind(),
+            to_json(&e.event),
+            e.visible_at.0
+        ])
+        .map_err(db_err)?;
+    Ok(tx.last_insert_rowid())
+}
+
+/// Delivers a sub-orchestration's result, only if the parent still runs the execution that
+/// started it (a parent that continued as new or finished no longer waits for it).
+pub(crate) fn deliver_to_parent(
+    tx: &Connection,
+    parent: &ParentRef,
+    result: Result<serde_json::Value, ErrorInfo>,
+) -> Result<()> {
+    let execution: Option<i64> = tx
+        .prepare_cached(sql("instance_active_execution"))
+        .map_err(db_err)?
+        .query_row([&parent.instance], |r| r.get(0))
+        .optional()
+        .map_err(db_err)?;
+    if execution == Some(i64::from(parent.execution)) {
+        inbox_insert(tx, &parent_event(parent, result))?;
+    }
+    Ok(())
+}
+
+/// Leases one instance if it is active and free; returns it with its visible inbox events.
+pub(crate) fn lease(
+    tx: &Connection,
+    id: &str,
+    lease: &Lease,
+    now: Timestamp,
+) -> Result<Option<ClaimedInstance>> {
+    let row: Option<(String, Option<i64>, i64, i64, i64)> = tx
+        .prepare_cached(sql("instance_lease"))
+        .map_err(db_err)?
+        .query_row(params![id, lease.owner, lease.until.0, now.0], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
+        .optional()
+        .map_err(db_err)?;
+    let Some((name, version, execution, history_len, fence)) = row else {
+        return Ok(None);
+    };
+    let mut stmt = tx.prepare_cached(sql("inbox_visible")).map_err(db_err)?;
+    let rows = stmt
+        .query_map(params![id, now.0], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+        })
+        .map_err(db_err)?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(db_err)?;
+    let events = rows
+        .into_iter()
+        .map(|(id, text)| {
+            Ok(InboxEvent {
+                id,
+                event: event(&text)?,
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(Some(ClaimedInstance {
+        id: id.to_string(),
+        name,
+        version: version.map(u32_of),
+        execution: u32_of(execution),
+        history_len: u32_of(history_len),
+        fence: ratchet_store::Fence(fence),
+        events,
+    }))
+}
+
+pub(crate) fn claim(tx: &Transaction<'_>, claim: &InstanceClaim) -> Result<InstanceClaimed> {
+    let registered: Vec<serde_json::Value> = claim
+        .orchestrations
+        .iter()
+        .map(|r| serde_json::json!({ "name": r.name, "versions": r.versions }))
+        .collect();
+    let ids: Vec<String> = {
+        let mut stmt = tx
+            .prepare_cached(sql("instance_claimable"))
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map(
+                params![claim.now.0, to_json(&registered), claim.limit],
+                |r| r.get(0),
+            )
+            .map_err(db_err)?
+            .collect::<rusqlite::Result<Vec<String>>>()
+            .map_err(db_err)?;
+        rows
+    };
+    let mut instances = Vec::with_capacity(ids.len());
+    for id in ids {
+        if let Some(c) = lease(tx, &id, &claim.lease, claim.now)? {
+            instances.push(c);
+        }
+    }
+    let next_due: Option<i64> = tx
+        .prepare_cached(sql("inbox_next_due"))
+        .map_err(db_err)?
+        .query_row([claim.now.0], |r| r.get(0))
+        .map_err(db_err)?;
+    Ok(InstanceClaimed {
+        instances,
+        next_due: next_due.map(Timestamp),
+    })
+}
+
+pub(crate) fn signal(tx: &Transaction<'_>, s: &NewSignal, now: Timestamp) -> Result<SignalOutcome> {
+    match current_status(tx, &s.instance)? {
+        None => return Ok(SignalOutcome::NotFound),
+        Some(st) if st.is_finished() => return Ok(SignalOutcome::Finished(st)),
+        Some(_) => {}
+    }
+    if let Some(dedup) = &s.dedup_id {
+        let inserted = tx
+            .prepare_cached(sql("signal_dedup_insert"))
+            .map_err(db_err)?
+            .execute(params![s.instance, dedup])
+            .map_err(db_err)?;
+        if inserted == 0 {
+            return Ok(SignalOutcome::Duplicate);
+        }
+    }
+    let event = HistoryEvent::SignalReceived {
+        name: s.name.clone(),
+        payload: s.payload.clone(),
+    };
+    inbox_insert(
+        tx,
+        &NewInboxEvent {
+            instance: s.instance.clone(),
+            event,
+            visible_at: now,
+        },
+    )?;
+    Ok(SignalOutcome::Raised)
+}
+
+pub(crate) fn cancel(
+    tx: &Transaction<'_>,
+    id: &str,
+    reason: &str,
+    now: Timestamp,
+) -> Result<StopOutcome> {
+    match current_status(tx, id)? {
+        None => Ok(StopOutcome::NotFound),
+        Some(st) if st.is_finished() => Ok(StopOutcome::Finished(st)),
+        Some(_) => {
+            let event = HistoryEvent::CancelRequested {
+                reason: reason.to_string(),
+            };
+            inbox_insert(
+                tx,
+                &NewInboxEvent {
+                    instance: id.to_string(),
+                    event,
+                    visible_at: now,
+                },
+            )?;
+            Ok(StopOutcome::Done)
+        }
+    }
+}
+
+pub(crate) fn terminate(
+    tx: &Transaction<'_>,
+    id: &str,
+    reason: &str,
+    now: Timestamp,
+) -> Result<StopOutcome> {
+    match current_status(tx, id)? {
+        None => return Ok(StopOutcome::NotFound),
+        Some(st) if st.is_finished() => return Ok(StopOutcome::Finished(st)),
+        Some(_) => {}
+    }
+    let error = ErrorInfo::new("Terminated", reason);
+    let parent: Option<String> = tx
+        .prepare_cached(sql("instance_terminate"))
+        .map_err(db_err)?
+        .query_row(params![id, to_json(&error), now.0], |r| r.get(0))
+        .map_err(db_err)?;
+    for name in ["inbox_clear", "task_clear_instance"] {
+        tx.prepare_cached(sql(name))
+            .map_err(db_err)?
+            .execute([id])
+            .map_err(db_err)?;
+    }
+    if let Some(parent) = opt_json::<ParentRef>(parent, "parent")? {
+        deliver_to_parent(tx, &parent, Err(error))?;
+    }
+    Ok(StopOutcome::Done)
+}
+
+pub(crate) fn get(conn: &Connection, id: &str) -> Result<Option<InstanceRecord>> {
+    let row = conn
+        .prepare_cached(sql("instance_get"))
+        .map_err(db_err)?
+        .query_row([id], InstanceRow::read)
+        .optional()
+        .map_err(db_err)?;
+    row.map(InstanceRow::into_record).transpose()
+}
+
+pub(crate) fn list(conn: &Connection, f: &InstanceFilter) -> Result<Vec<InstanceRecord>> {
+    let statuses = (!f.statuses.is_empty())
+        .then(|| to_json(&f.statuses.iter().map(|s| s.as_str()).collect::<Vec<_>>()));
+    let mut stmt = conn.prepare_cached(sql("instance_list")).map_err(db_err)?;
+    let rows = stmt
+        .query_map(
+            params![
+                statuses,
+                f.name,
+                f.created_after.map(|t| t.0),
+                f.created_before.map(|t| t.0),
+                f.limit.unwrap_or(100)
+            ],
+            InstanceRow::read,
+        )
+        .map_err(db_err)?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(db_err)?;
+    rows.into_iter().map(InstanceRow::into_record).collect()
+}
+
+pub(crate) fn history(
+    conn: &Connection,
+    id: &str,
+    execution: Option<u32>,
+) -> Result<Vec<HistoryRecord>> {
+    let mut stmt = conn.prepare_cached(sql("history_read")).map_err(db_err)?;
+    let rows = stmt
+        .query_map(params![id, execution], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, String>(2)?,
+            ))
+        })
+        .map_err(db_err)?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(db_err)?;
+    rows.into_iter()
+        .map(|(execution, seq, text)| {
+            Ok(HistoryRecord {
+                execution: u32_of(execution),
+                seq: u32_of(seq),
+                event: event(&text)?,
+            })
+        })
+        .collect()
+}
+
+pub(crate) fn purge(tx: &Transaction<'_>, before: Timestamp) -> Result<u64> {
+    for name in ["instance_purge_history", "instance_purge_dedup"] {
+        tx.prepare_cached(sql(name))
+            .map_err(db_err)?
+            .execute([before.0])
+            .map_err(db_err)?;
+    }
+    let n = tx
+        .prepare_cached(sql("instance_purge"))
+        .map_err(db_err)?
+        .execute([before.0])
+        .map_err(db_err)?;
+    Ok(n as u64)
+}

@@ -1,0 +1,246 @@
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use async_trait::async_trait;
+use ratchet_core::Timestamp;
+use ratchet_store::{
+    ClaimedTask, CommitBatch, CommitOutcome, CreateOutcome, Fence, HistoryRecord, InstanceClaim,
+    InstanceClaimed, InstanceFilter, InstanceRecord, Lease, LeaseRelease, NamedQueries,
+    NewInstance, NewSignal, Result, SignalOutcome, StopOutcome, Store, StoreError, StoreStats,
+    TaskClaim, TaskId,
+};
+use rusqlite::{Connection, Transaction, TransactionBehavior};
+
+use crate::convert::db_err;
+use crate::{commit, instance, migrate, task};
+
+/// The named statements of this backend, from `sql/*.sql`.
+fn queries() -> &'static NamedQueries {
+    static QUERIES: OnceLock<NamedQueries> = OnceLock::new();
+    QUERIES.get_or_init(|| {
+        NamedQueries::parse(&[
+            include_str!("../sql/instances.sql"),
+            include_str!("../sql/inbox.sql"),
+            include_str!("../sql/history.sql"),
+            include_str!("../sql/tasks.sql"),
+        ])
+    })
+}
+
+/// The statement named `name`.
+pub(crate) fn sql(name: &str) -> &'static str {
+    queries().get(name)
+}
+
+#[derive(Default)]
+struct Counters {
+    round_trips: AtomicU64,
+    commits: AtomicU64,
+    stale: AtomicU64,
+}
+
+/// A [`Store`] on one SQLite file.
+#[derive(Clone)]
+pub struct SqliteStore {
+    conn: Arc<Mutex<Connection>>,
+    counters: Arc<Counters>,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the file at `path` and applies migrations.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Backend`] when the file cannot be opened, [`StoreError::SchemaTooNew`] when
+    /// a newer Ratchet wrote it.
+    pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let conn = tokio::task::spawn_blocking(move || -> Result<Connection> {
+            let mut conn = Connection::open(&path).map_err(db_err)?;
+            conn.busy_timeout(std::time::Duration::from_secs(10))
+                .map_err(db_err)?;
+            // WAL lets readers run beside the writer; NORMAL sync is safe against process crashes.
+            conn.pragma_update(None, "journal_mode", "WAL")
+                .map_err(db_err)?;
+            conn.pragma_update(None, "synchronous", "NORMAL")
+                .map_err(db_err)?;
+            conn.set_prepared_statement_cache_capacity(64);
+            migrate::migrate(&mut conn)?;
+            Ok(conn)
+        })
+        .await
+        .map_err(|e| StoreError::backend(std::io::Error::other(e.to_string())))??;
+        Ok(Self {
+            conn: Arc::new(Mutex::new(conn)),
+            counters: Arc::default(),
+        })
+    }
+
+    /// Every named statement, for the test that prepares them all.
+    pub fn statement_names() -> Vec<&'static str> {
+        queries().iter().map(|(name, _)| name).collect()
+    }
+
+    /// Prepares the statement `name`, to check it against the schema.
+    ///
+    /// # Errors
+    ///
+    /// The database's error when the statement does not compile.
+    pub async fn prepare(&self, name: &'static str) -> Result<()> {
+        self.read(move |conn| conn.prepare(sql(name)).map(|_| ()).map_err(db_err))
+            .await
+    }
+
+    /// Runs `f` on the connection on a blocking thread: one round trip.
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        self.counters.round_trips.fetch_add(1, Ordering::Relaxed);
+        let conn = self.conn.clone();
+        tokio::task::spawn_blocking(move || {
+            let guard = conn.lock().unwrap_or_else(|p| p.into_inner());
+            f(&guard)
+        })
+        .await
+        .map_err(|e| StoreError::backend(std::io::Error::other(e.to_string())))?
+    }
+
+    /// Runs `f` in one write transaction on a blocking thread: one round trip, one commit.
+    async fn write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        self.counters.round_trips.fetch_add(1, Ordering::Relaxed);
+        let conn = self.conn.clone();
+        let counters = self.counters.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut guard = conn.lock().unwrap_or_else(|p| p.into_inner());
+            let tx = guard
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(db_err)?;
+            let out = f(&tx)?;
+            tx.commit().map_err(db_err)?;
+            counters.commits.fetch_add(1, Ordering::Relaxed);
+            Ok(out)
+        })
+        .await
+        .map_err(|e| StoreError::backend(std::io::Error::other(e.to_string())))?
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn instance_create(
+        &self,
+        instances: Vec<NewInstance>,
+        lease: Option<Lease>,
+        now: Timestamp,
+    ) -> Result<Vec<CreateOutcome>> {
+        self.write(move |tx| {
+            instances
+                .iter()
+                .map(|i| instance::create(tx, i, lease.as_ref(), now))
+                .collect()
+        })
+        .await
+    }
+
+    async fn instance_claim(&self, claim: InstanceClaim) -> Result<InstanceClaimed> {
+        self.write(move |tx| instance::claim(tx, &claim)).await
+    }
+
+    async fn commit(&self, batch: CommitBatch) -> Result<CommitOutcome> {
+        let out = self.write(move |tx| commit::commit(tx, batch)).await?;
+        let stale = out
+            .turns
+            .iter()
+            .filter(|t| matches!(t, ratchet_store::TurnResult::Stale))
+            .count()
+            + out
+                .completions
+                .iter()
+                .filter(|c| matches!(c, ratchet_store::CompletionResult::Stale))
+                .count();
+        self.counters
+            .stale
+            .fetch_add(stale as u64, Ordering::Relaxed);
+        Ok(out)
+    }
+
+    async fn task_claim(&self, claim: TaskClaim) -> Result<Vec<ClaimedTask>> {
+        self.write(move |tx| task::claim(tx, &claim)).await
+    }
+
+    async fn task_heartbeat(
+        &self,
+        tasks: Vec<(TaskId, Fence)>,
+        until: Timestamp,
+    ) -> Result<Vec<bool>> {
+        self.write(move |tx| task::heartbeat(tx, &tasks, until))
+            .await
+    }
+
+    async fn lease_release(&self, release: LeaseRelease) -> Result<()> {
+        self.write(move |tx| task::release(tx, &release)).await
+    }
+
+    async fn signal_raise(
+        &self,
+        signals: Vec<NewSignal>,
+        now: Timestamp,
+    ) -> Result<Vec<SignalOutcome>> {
+        self.write(move |tx| {
+            signals
+                .iter()
+                .map(|s| instance::signal(tx, s, now))
+                .collect()
+        })
+        .await
+    }
+
+    async fn instance_cancel(&self, id: &str, reason: &str, now: Timestamp) -> Result<StopOutcome> {
+        let (id, reason) = (id.to_string(), reason.to_string());
+        self.write(move |tx| instance::cancel(tx, &id, &reason, now))
+            .await
+    }
+
+    async fn instance_terminate(
+        &self,
+        id: &str,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<StopOutcome> {
+        let (id, reason) = (id.to_string(), reason.to_string());
+        self.write(move |tx| instance::terminate(tx, &id, &reason, now))
+            .await
+    }
+
+    async fn instance_get(&self, id: &str) -> Result<Option<InstanceRecord>> {
+        let id = id.to_string();
+        self.read(move |conn| instance::get(conn, &id)).await
+    }
+
+    async fn instance_list(&self, filter: InstanceFilter) -> Result<Vec<InstanceRecord>> {
+        self.read(move |conn| instance::list(conn, &filter)).await
+    }
+
+    async fn history_read(&self, id: &str, execution: Option<u32>) -> Result<Vec<HistoryRecord>> {
+        let id = id.to_string();
+        self.read(move |conn| instance::history(conn, &id, execution))
+            .await
+    }
+
+    async fn instance_purge(&self, before: Timestamp) -> Result<u64> {
+        self.write(move |tx| instance::purge(tx, before)).await
+    }
+
+    fn stats(&self) -> StoreStats {
+        StoreStats {
+            round_trips: self.counters.round_trips.load(Ordering::Relaxed),
+            commits: self.counters.commits.load(Ordering::Relaxed),
+            stale_refused: self.counters.stale.load(Ordering::Relaxed),
+        }
+    }
+}

@@ -1,0 +1,144 @@
+use ratchet_core::{ErrorInfo, HistoryEvent, ParentRef, Timestamp};
+use serde_json::Value;
+
+use crate::{
+    ClaimedInstance, ClaimedTask, Fence, InstanceStatus, NewInstance, NewTask, TaskCompletion,
+};
+
+/// A lease to take: who takes it and until when.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    /// The process (runtime) taking it.
+    pub owner: String,
+    /// When it expires unless renewed.
+    pub until: Timestamp,
+}
+
+/// An event to put in an instance's inbox.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewInboxEvent {
+    /// Target instance.
+    pub instance: String,
+    /// The event.
+    pub event: HistoryEvent,
+    /// Not delivered before this time (timers).
+    pub visible_at: Timestamp,
+}
+
+/// Everything one orchestration turn changes, committed atomically or not at all.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TurnCommit {
+    /// The instance.
+    pub instance: String,
+    /// The fence of the lease the turn ran under; a stale one refuses the whole turn.
+    pub fence: Fence,
+    /// The execution the turn belongs to.
+    pub execution: u32,
+    /// Pins the orchestration version on the first turn.
+    pub version: Option<u32>,
+    /// Inbox rows the turn consumed.
+    pub consumed: Vec<i64>,
+    /// Position of the first appended event (the history length before the turn).
+    pub history_start: u32,
+    /// Events to append.
+    pub history: Vec<HistoryEvent>,
+    /// New status.
+    pub status: InstanceStatus,
+    /// Output, when completed or cancelled with one.
+    pub output: Option<Value>,
+    /// Error, when failed or cancelled with one.
+    pub error: Option<ErrorInfo>,
+    /// New custom status, when the code set one.
+    pub custom_status: Option<Value>,
+    /// Activities to schedule.
+    pub tasks: Vec<NewTask>,
+    /// Inbox events to add: timers for this instance, results for a parent.
+    pub inbox: Vec<NewInboxEvent>,
+    /// Sub-orchestrations to start.
+    pub children: Vec<NewInstance>,
+    /// Continue as new: begin execution + 1 with this input and these carried-over events.
+    pub continue_as_new: Option<ContinueAsNew>,
+}
+
+/// The next execution of an instance that continued as new.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ContinueAsNew {
+    /// Its input.
+    pub input: Value,
+    /// Signals that arrived but were not consumed, delivered again to the new execution.
+    pub carried: Vec<HistoryEvent>,
+}
+
+/// The outcome of one turn commit.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum TurnResult {
+    /// Written. `tasks` are the scheduled activities leased to the committer (eager dispatch).
+    Committed {
+        /// Activities leased to the committer in the same commit.
+        tasks: Vec<ClaimedTask>,
+    },
+    /// Refused: the lease was lost (stale fence) or the instance was terminated. Nothing
+    /// of this turn was written.
+    Stale,
+}
+
+/// The outcome of one task completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CompletionResult {
+    /// Written.
+    Applied,
+    /// Refused: the attempt's lease was taken over (stale fence) or the task is gone.
+    Stale,
+}
+
+/// A group commit: turn commits and task completions of many instances in one round trip.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CommitBatch {
+    /// Turns to commit.
+    pub turns: Vec<TurnCommit>,
+    /// Task attempts to complete.
+    pub completions: Vec<TaskCompletion>,
+    /// Lease scheduled activities to this owner, at most `task_capacity` of them.
+    pub task_lease: Option<Lease>,
+    /// How many new tasks the committer can run now.
+    pub task_capacity: u32,
+    /// Instances cached by the committer: if this batch delivers them an event and they are
+    /// free, lease them to `instance_lease` and return them, so their next turn needs no claim.
+    pub lock_instances: Vec<String>,
+    /// The lease for `lock_instances`.
+    pub instance_lease: Option<Lease>,
+    /// The commit's time.
+    pub now: Timestamp,
+}
+
+/// The per-item outcome of a [`CommitBatch`], in the same order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CommitOutcome {
+    /// One per turn.
+    pub turns: Vec<TurnResult>,
+    /// One per completion.
+    pub completions: Vec<CompletionResult>,
+    /// Instances from `lock_instances` now leased to the caller, with their inbox events.
+    pub locked: Vec<ClaimedInstance>,
+}
+
+/// A parent to deliver a finished child's result to.
+pub fn parent_event(parent: &ParentRef, result: Result<Value, ErrorInfo>) -> NewInboxEvent {
+    let event = match result {
+        Ok(output) => HistoryEvent::SubOrchestrationCompleted {
+            seq: parent.seq,
+            output,
+        },
+        Err(error) => HistoryEvent::SubOrchestrationFailed {
+            seq: parent.seq,
+            error,
+        },
+    };
+    NewInboxEvent {
+        instance: parent.instance.clone(),
+        event,
+        visible_at: Timestamp(0),
+    }
+}

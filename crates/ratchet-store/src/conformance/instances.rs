@@ -1,0 +1,527 @@
+use std::time::Duration;
+
+use ratchet_core::{ErrorInfo, HistoryEvent, ParentRef, Timestamp};
+use serde_json::json;
+
+use super::*;
+use crate::{
+    parent_event, ContinueAsNew, InstanceFilter, NewInboxEvent, NewSignal, SignalOutcome,
+    StopOutcome, TurnResult,
+};
+
+pub async fn create_and_claim(store: &dyn Store) {
+    start(store, "a").await;
+    let rec = store.instance_get("a").await.unwrap().unwrap();
+    assert_eq!(rec.status, InstanceStatus::Pending);
+    assert_eq!(rec.input, json!({ "n": 1 }));
+    let claimed = claim(store, "p1", T0).await;
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].id, "a");
+    assert_eq!(claimed[0].history_len, 0);
+    assert!(matches!(
+        claimed[0].events[0].event,
+        HistoryEvent::ExecutionStarted { .. }
+    ));
+    // Leased: a second claimer gets nothing until the lease expires.
+    assert!(claim(store, "p2", T0).await.is_empty());
+    let later = claim(store, "p2", T0.add(Duration::from_secs(31))).await;
+    assert_eq!(later.len(), 1);
+    assert!(
+        later[0].fence > claimed[0].fence,
+        "a new lease gets a larger fence"
+    );
+}
+
+pub async fn create_if_exists(store: &dyn Store) {
+    start(store, "a").await;
+    let again = store
+        .instance_create(vec![new_instance("a", "wf")], None, T0)
+        .await
+        .unwrap();
+    assert_eq!(
+        again[0],
+        CreateOutcome::AlreadyExists(InstanceStatus::Pending)
+    );
+    let mut reuse = new_instance("a", "wf");
+    reuse.if_exists = IfExists::UseExisting;
+    assert_eq!(
+        store.instance_create(vec![reuse], None, T0).await.unwrap()[0],
+        CreateOutcome::Existing(InstanceStatus::Pending)
+    );
+    let mut restart = new_instance("a", "wf");
+    restart.if_exists = IfExists::RestartIfFinished;
+    assert_eq!(
+        store
+            .instance_create(vec![restart.clone()], None, T0)
+            .await
+            .unwrap()[0],
+        CreateOutcome::AlreadyExists(InstanceStatus::Pending),
+        "a running instance is never restarted"
+    );
+    let c = claim(store, "p", T0).await.remove(0);
+    let mut done = turn(&c, InstanceStatus::Completed);
+    done.output = Some(json!("ok"));
+    store.commit(batch(vec![done])).await.unwrap();
+    restart.input = json!({ "n": 2 });
+    assert!(matches!(
+        store
+            .instance_create(vec![restart], None, T0)
+            .await
+            .unwrap()[0],
+        CreateOutcome::Created(_)
+    ));
+    let rec = store.instance_get("a").await.unwrap().unwrap();
+    assert_eq!(
+        (rec.status, rec.input, rec.history_len),
+        (InstanceStatus::Pending, json!({ "n": 2 }), 0)
+    );
+    assert!(
+        store.history_read("a", None).await.unwrap().is_empty(),
+        "restart erases the old history"
+    );
+}
+
+pub async fn create_leased(store: &dyn Store) {
+    let out = store
+        .instance_create(
+            vec![new_instance("a", "wf"), new_instance("b", "wf")],
+            Some(lease("p1", T0.add(Duration::from_secs(30)))),
+            T0,
+        )
+        .await
+        .unwrap();
+    let CreateOutcome::Created(Some(claimed)) = &out[1] else {
+        panic!("expected a leased instance: {out:?}")
+    };
+    assert_eq!(claimed.id, "b");
+    assert_eq!(claimed.events.len(), 1);
+    assert!(
+        claim(store, "p2", T0).await.is_empty(),
+        "created-and-leased instances are not claimable by others"
+    );
+    let r = store
+        .commit(batch(vec![turn(claimed, InstanceStatus::Running)]))
+        .await
+        .unwrap();
+    assert!(
+        matches!(r.turns[0], TurnResult::Committed { .. }),
+        "the create's fence is valid for a commit"
+    );
+}
+
+pub async fn commit_turn_appends_history(store: &dyn Store) {
+    start(store, "a").await;
+    let c = claim(store, "p", T0).await.remove(0);
+    let mut t = turn(&c, InstanceStatus::Running);
+    t.custom_status = Some(json!("step 1"));
+    let r = store.commit(batch(vec![t])).await.unwrap();
+    assert!(matches!(r.turns[0], TurnResult::Committed { .. }));
+    let rec = store.instance_get("a").await.unwrap().unwrap();
+    assert_eq!(
+        (rec.status, rec.version, rec.history_len),
+        (InstanceStatus::Running, Some(1), 2)
+    );
+    assert_eq!(rec.custom_status, Some(json!("step 1")));
+    let h = store.history_read("a", Some(0)).await.unwrap();
+    assert_eq!(h.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![0, 1]);
+    assert!(matches!(h[1].event, HistoryEvent::ExecutionStarted { .. }));
+    // The consumed inbox event is gone and the lease released: nothing left to claim.
+    assert!(claim(store, "p", T0).await.is_empty());
+    // A second commit with the same fence and history start is refused: the turn already landed.
+    let again = store
+        .commit(batch(vec![turn(&c, InstanceStatus::Running)]))
+        .await
+        .unwrap();
+    assert_eq!(again.turns[0], TurnResult::Stale);
+}
+
+pub async fn stale_turn_is_refused_alone(store: &dyn Store) {
+    start(store, "a").await;
+    let a1 = claim(store, "p1", T0).await.remove(0);
+    // p2 takes "a" over after p1's lease expired.
+    let later = T0.add(Duration::from_secs(31));
+    assert_eq!(claim(store, "p2", later).await[0].id, "a");
+    start(store, "b").await;
+    let b1 = claim(store, "p1", later).await.remove(0);
+    assert_eq!(b1.id, "b");
+    let r = store
+        .commit(batch(vec![
+            turn(&a1, InstanceStatus::Running),
+            turn(&b1, InstanceStatus::Running),
+        ]))
+        .await
+        .unwrap();
+    assert_eq!(r.turns[0], TurnResult::Stale, "the stale fence is refused");
+    assert!(
+        matches!(r.turns[1], TurnResult::Committed { .. }),
+        "the other item still commits"
+    );
+    assert_eq!(
+        store.instance_get("a").await.unwrap().unwrap().history_len,
+        0,
+        "history unchanged"
+    );
+    assert_eq!(store.stats().stale_refused, 1);
+}
+
+pub async fn continue_as_new_starts_next_execution(store: &dyn Store) {
+    start(store, "a").await;
+    let c = claim(store, "p", T0).await.remove(0);
+    let mut t = turn(&c, InstanceStatus::ContinuedAsNew);
+    t.history
+        .push(HistoryEvent::ContinuedAsNew { input: json!(2) });
+    let carried = HistoryEvent::SignalReceived {
+        name: "s".into(),
+        payload: json!(1),
+    };
+    t.continue_as_new = Some(ContinueAsNew {
+        input: json!(2),
+        carried: vec![carried.clone()],
+    });
+    store.commit(batch(vec![t])).await.unwrap();
+    let rec = store.instance_get("a").await.unwrap().unwrap();
+    assert_eq!(
+        (rec.execution, rec.history_len, rec.status),
+        (1, 0, InstanceStatus::ContinuedAsNew)
+    );
+    let c = claim(store, "p", T0).await.remove(0);
+    assert_eq!(c.execution, 1);
+    let events: Vec<_> = c.events.iter().map(|e| e.event.clone()).collect();
+    assert!(
+        matches!(&events[0], HistoryEvent::ExecutionStarted { input, .. } if *input == json!(2))
+    );
+    assert_eq!(events[1], carried);
+    store
+        .commit(batch(vec![turn(&c, InstanceStatus::Running)]))
+        .await
+        .unwrap();
+    assert_eq!(store.history_read("a", None).await.unwrap().len(), 3 + 3);
+    assert_eq!(store.history_read("a", Some(1)).await.unwrap().len(), 3);
+}
+
+pub async fn child_result_reaches_parent(store: &dyn Store) {
+    start(store, "parent").await;
+    let c = claim(store, "p", T0).await.remove(0);
+    let parent = ParentRef {
+        instance: "parent".into(),
+        execution: 0,
+        seq: 4,
+    };
+    let mut t = turn(&c, InstanceStatus::Running);
+    t.children.push(NewInstance {
+        parent: Some(parent.clone()),
+        ..new_instance("kid", "child")
+    });
+    store.commit(batch(vec![t])).await.unwrap();
+    let kid = claim(store, "p", T0).await.remove(0);
+    assert_eq!(kid.id, "kid");
+    let mut done = turn(&kid, InstanceStatus::Completed);
+    done.output = Some(json!("toy"));
+    done.inbox.push(parent_event(&parent, Ok(json!("toy"))));
+    store.commit(batch(vec![done])).await.unwrap();
+    let p = claim(store, "p", T0).await.remove(0);
+    assert_eq!(
+        p.events[0].event,
+        HistoryEvent::SubOrchestrationCompleted {
+            seq: 4,
+            output: json!("toy")
+        }
+    );
+    assert_eq!(
+        store.instance_get("kid").await.unwrap().unwrap().parent,
+        Some(parent)
+    );
+}
+
+pub async fn timers_become_visible_at_their_time(store: &dyn Store) {
+    start(store, "a").await;
+    let c = claim(store, "p", T0).await.remove(0);
+    let mut t = turn(&c, InstanceStatus::Running);
+    let fire = T0.add(Duration::from_secs(5));
+    t.inbox.push(NewInboxEvent {
+        instance: "a".into(),
+        event: HistoryEvent::TimerFired { seq: 0 },
+        visible_at: fire,
+    });
+    store.commit(batch(vec![t])).await.unwrap();
+    let early = store
+        .instance_claim(InstanceClaim {
+            lease: lease("p", fire),
+            limit: 10,
+            orchestrations: registered(&["wf"]),
+            now: T0,
+        })
+        .await
+        .unwrap();
+    assert!(early.instances.is_empty());
+    assert_eq!(
+        early.next_due,
+        Some(fire),
+        "the claim says when to look again"
+    );
+    let due = claim(store, "p", fire).await;
+    assert_eq!(due[0].events[0].event, HistoryEvent::TimerFired { seq: 0 });
+}
+
+pub async fn signals_buffer_in_order_and_dedup(store: &dyn Store) {
+    start(store, "a").await;
+    let sig = |n: i64, dedup: Option<&str>| NewSignal {
+        instance: "a".into(),
+        name: "go".into(),
+        payload: json!(n),
+        dedup_id: dedup.map(str::to_string),
+    };
+    let out = store
+        .signal_raise(
+            vec![
+                sig(1, Some("x")),
+                sig(2, None),
+                sig(3, Some("x")),
+                NewSignal {
+                    instance: "nope".into(),
+                    ..sig(4, None)
+                },
+            ],
+            T0,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        vec![
+            SignalOutcome::Raised,
+            SignalOutcome::Raised,
+            SignalOutcome::Duplicate,
+            SignalOutcome::NotFound
+        ]
+    );
+    let c = claim(store, "p", T0).await.remove(0);
+    let payloads: Vec<_> = c
+        .events
+        .iter()
+        .filter_map(|e| match &e.event {
+            HistoryEvent::SignalReceived { payload, .. } => Some(payload.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(payloads, vec![json!(1), json!(2)]);
+    store
+        .commit(batch(vec![turn(&c, InstanceStatus::Running)]))
+        .await
+        .unwrap();
+    // The dedup id outlives the consumed inbox row.
+    assert_eq!(
+        store
+            .signal_raise(vec![sig(5, Some("x"))], T0)
+            .await
+            .unwrap(),
+        vec![SignalOutcome::Duplicate]
+    );
+}
+
+pub async fn cancel_and_terminate(store: &dyn Store) {
+    start(store, "a").await;
+    start(store, "b").await;
+    assert_eq!(
+        store
+            .instance_cancel("a", "changed my mind", T0)
+            .await
+            .unwrap(),
+        StopOutcome::Done
+    );
+    assert_eq!(
+        store.instance_cancel("zz", "x", T0).await.unwrap(),
+        StopOutcome::NotFound
+    );
+    let c = claim(store, "p", T0).await;
+    let a = c.iter().find(|c| c.id == "a").unwrap();
+    assert!(a.events.iter().any(|e| e.event
+        == HistoryEvent::CancelRequested {
+            reason: "changed my mind".into()
+        }));
+    let b = c.iter().find(|c| c.id == "b").unwrap().clone();
+    assert_eq!(
+        store.instance_terminate("b", "stop now", T0).await.unwrap(),
+        StopOutcome::Done
+    );
+    let rec = store.instance_get("b").await.unwrap().unwrap();
+    assert_eq!(rec.status, InstanceStatus::Terminated);
+    assert_eq!(rec.error, Some(ErrorInfo::new("Terminated", "stop now")));
+    // The turn that was running when it was terminated is refused.
+    let r = store
+        .commit(batch(vec![turn(&b, InstanceStatus::Running)]))
+        .await
+        .unwrap();
+    assert_eq!(r.turns[0], TurnResult::Stale);
+    assert_eq!(
+        store.instance_terminate("b", "again", T0).await.unwrap(),
+        StopOutcome::Finished(InstanceStatus::Terminated)
+    );
+    let sig = NewSignal {
+        instance: "b".into(),
+        name: "s".into(),
+        payload: json!(null),
+        dedup_id: None,
+    };
+    assert_eq!(
+        store.signal_raise(vec![sig], T0).await.unwrap(),
+        vec![SignalOutcome::Finished(InstanceStatus::Terminated)]
+    );
+}
+
+pub async fn claim_respects_versions_and_leases(store: &dyn Store) {
+    start(store, "a").await;
+    store
+        .instance_create(vec![new_instance("other", "unknown-name")], None, T0)
+        .await
+        .unwrap();
+    let c = claim(store, "p", T0).await;
+    assert_eq!(
+        c.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
+        vec!["a"],
+        "unregistered names are not claimed"
+    );
+    // Pin "a" to version 1 and give it another event.
+    store
+        .commit(batch(vec![turn(&c[0], InstanceStatus::Running)]))
+        .await
+        .unwrap();
+    store
+        .signal_raise(
+            vec![NewSignal {
+                instance: "a".into(),
+                name: "s".into(),
+                payload: json!(0),
+                dedup_id: None,
+            }],
+            T0,
+        )
+        .await
+        .unwrap();
+    let v2_only = store
+        .instance_claim(InstanceClaim {
+            lease: lease("p", T0.add(Duration::from_secs(30))),
+            limit: 10,
+            orchestrations: vec![Registered {
+                name: "wf".into(),
+                versions: vec![2],
+            }],
+            now: T0,
+        })
+        .await
+        .unwrap();
+    assert!(
+        v2_only.instances.is_empty(),
+        "a process only runs versions it registered"
+    );
+    assert_eq!(claim(store, "p", T0).await.len(), 1);
+}
+
+pub async fn list_filters_and_history(store: &dyn Store) {
+    for (i, id) in ["a", "b", "c"].iter().enumerate() {
+        let t = Timestamp(T0.0 + i as i64 * 1000);
+        store
+            .instance_create(
+                vec![new_instance(id, if *id == "c" { "child" } else { "wf" })],
+                None,
+                t,
+            )
+            .await
+            .unwrap();
+    }
+    let c = claim(store, "p", Timestamp(T0.0 + 5000)).await;
+    let a = c.iter().find(|c| c.id == "a").unwrap();
+    let mut done = turn(a, InstanceStatus::Failed);
+    done.error = Some(ErrorInfo::new("Boom", "bad"));
+    store.commit(batch(vec![done])).await.unwrap();
+    let all = store
+        .instance_list(InstanceFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        all.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        vec!["c", "b", "a"],
+        "newest first"
+    );
+    let failed = store
+        .instance_list(InstanceFilter {
+            statuses: vec![InstanceStatus::Failed],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].error, Some(ErrorInfo::new("Boom", "bad")));
+    assert!(failed[0].finished_at.is_some());
+    let by_name = store
+        .instance_list(InstanceFilter {
+            name: Some("child".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(by_name.len(), 1);
+    let window = InstanceFilter {
+        created_after: Some(Timestamp(T0.0 + 500)),
+        created_before: Some(Timestamp(T0.0 + 1500)),
+        ..Default::default()
+    };
+    assert_eq!(store.instance_list(window).await.unwrap()[0].id, "b");
+    let limited = store
+        .instance_list(InstanceFilter {
+            limit: Some(2),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(limited.len(), 2);
+    assert_eq!(store.history_read("a", None).await.unwrap().len(), 2);
+    assert!(store
+        .history_read("missing", None)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(store.instance_get("missing").await.unwrap().is_none());
+}
+
+pub async fn purge_removes_finished(store: &dyn Store) {
+    start(store, "a").await;
+    start(store, "b").await;
+    let c = claim(store, "p", T0).await;
+    let a = c.iter().find(|c| c.id == "a").unwrap();
+    store
+        .commit(batch(vec![turn(a, InstanceStatus::Completed)]))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.instance_purge(T0).await.unwrap(),
+        0,
+        "finished exactly at the cut-off stays"
+    );
+    assert_eq!(
+        store
+            .instance_purge(T0.add(Duration::from_millis(1)))
+            .await
+            .unwrap(),
+        1
+    );
+    assert!(store.instance_get("a").await.unwrap().is_none());
+    assert!(store.history_read("a", None).await.unwrap().is_empty());
+    assert!(
+        store.instance_get("b").await.unwrap().is_some(),
+        "running instances are never purged"
+    );
+}
+
+pub async fn stats_count_round_trips(store: &dyn Store) {
+    let before = store.stats();
+    start(store, "a").await;
+    let _ = store.instance_get("a").await.unwrap();
+    let after = store.stats();
+    assert_eq!(
+        after.round_trips - before.round_trips,
+        2,
+        "one round trip per call"
+    );
+    assert_eq!(after.commits - before.commits, 1, "reads do not commit");
+}

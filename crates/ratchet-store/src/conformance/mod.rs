@@ -1,0 +1,142 @@
+//! The conformance suite: every backend runs these same tests against a real database.
+//!
+//! A backend's test file calls [`conformance_suite!`](crate::conformance_suite) with an async
+//! expression that returns a fresh, empty store (its own file or schema):
+//!
+//! ```ignore
+//! ratchet_store::conformance_suite!(async { my_backend::open_fresh().await });
+//! ```
+#![allow(clippy::unwrap_used, missing_docs, unreachable_pub)]
+
+mod instances;
+mod tasks;
+
+pub use instances::*;
+pub use tasks::*;
+
+use ratchet_core::{ActivityOptions, HistoryEvent, Timestamp};
+use serde_json::json;
+
+use crate::{
+    ClaimedInstance, CommitBatch, CreateOutcome, IfExists, InstanceClaim, InstanceStatus, Lease,
+    NewInstance, NewTask, Registered, Store, TaskOwner, TurnCommit,
+};
+
+/// Generates one `#[tokio::test]` per conformance test. `$make` is an async expression
+/// evaluating to a fresh store (anything that derefs to `dyn Store` or implements it).
+#[macro_export]
+macro_rules! conformance_suite {
+    ($make:expr) => {
+        $crate::conformance_suite!(@tests $make;
+            create_and_claim, create_if_exists, create_leased, commit_turn_appends_history,
+            stale_turn_is_refused_alone, eager_task_lease_respects_capacity, completion_delivers_and_locks,
+            stale_completion_is_refused_alone, retry_reschedules_task, timers_become_visible_at_their_time,
+            signals_buffer_in_order_and_dedup, cancel_and_terminate, continue_as_new_starts_next_execution,
+            child_result_reaches_parent, claim_respects_versions_and_leases, list_filters_and_history,
+            heartbeat_and_release, purge_removes_finished, stats_count_round_trips);
+    };
+    (@tests $make:expr; $($name:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let store = $make.await;
+                $crate::conformance::$name(&store).await;
+            }
+        )*
+    };
+}
+
+pub(crate) const T0: Timestamp = Timestamp(1_000_000);
+
+pub(crate) fn lease(owner: &str, until: Timestamp) -> Lease {
+    Lease {
+        owner: owner.to_string(),
+        until,
+    }
+}
+
+pub(crate) fn new_instance(id: &str, name: &str) -> NewInstance {
+    NewInstance {
+        id: id.into(),
+        name: name.into(),
+        input: json!({ "n": 1 }),
+        parent: None,
+        if_exists: IfExists::Fail,
+    }
+}
+
+pub(crate) fn registered(names: &[&str]) -> Vec<Registered> {
+    names
+        .iter()
+        .map(|n| Registered {
+            name: n.to_string(),
+            versions: vec![1],
+        })
+        .collect()
+}
+
+pub(crate) async fn claim(store: &dyn Store, owner: &str, now: Timestamp) -> Vec<ClaimedInstance> {
+    store
+        .instance_claim(InstanceClaim {
+            lease: lease(owner, now.add(std::time::Duration::from_secs(30))),
+            limit: 100,
+            orchestrations: registered(&["wf", "child"]),
+            now,
+        })
+        .await
+        .unwrap()
+        .instances
+}
+
+pub(crate) async fn start(store: &dyn Store, id: &str) {
+    let out = store
+        .instance_create(vec![new_instance(id, "wf")], None, T0)
+        .await
+        .unwrap();
+    assert!(matches!(out[0], CreateOutcome::Created(None)), "{out:?}");
+}
+
+/// A turn that consumes `claimed`'s events and appends them after a `TurnStarted`.
+pub(crate) fn turn(claimed: &ClaimedInstance, status: InstanceStatus) -> TurnCommit {
+    let mut history = vec![HistoryEvent::TurnStarted { at: T0 }];
+    history.extend(claimed.events.iter().map(|e| e.event.clone()));
+    TurnCommit {
+        instance: claimed.id.clone(),
+        fence: claimed.fence,
+        execution: claimed.execution,
+        version: Some(1),
+        consumed: claimed.events.iter().map(|e| e.id).collect(),
+        history_start: claimed.history_len,
+        history,
+        status,
+        output: None,
+        error: None,
+        custom_status: None,
+        tasks: Vec::new(),
+        inbox: Vec::new(),
+        children: Vec::new(),
+        continue_as_new: None,
+    }
+}
+
+pub(crate) fn activity(instance: &str, seq: u32) -> NewTask {
+    NewTask {
+        name: "act".into(),
+        input: json!(seq),
+        options: ActivityOptions::default(),
+        owner: TaskOwner {
+            instance: instance.into(),
+            execution: 0,
+            seq,
+        },
+        visible_at: T0,
+    }
+}
+
+pub(crate) fn batch(turns: Vec<TurnCommit>) -> CommitBatch {
+    CommitBatch {
+        turns,
+        now: T0,
+        ..CommitBatch::default()
+    }
+}

@@ -1,0 +1,229 @@
+use std::time::Duration;
+
+use ratchet_core::{ErrorInfo, HistoryEvent};
+use serde_json::json;
+
+use super::*;
+use crate::{CompletionResult, LeaseRelease, TaskClaim, TaskCompletion, TaskResult, TurnResult};
+
+async fn task_claim(store: &dyn Store, owner: &str, now: Timestamp) -> Vec<crate::ClaimedTask> {
+    store
+        .task_claim(TaskClaim {
+            lease: lease(owner, now.add(Duration::from_secs(30))),
+            limit: 100,
+            names: vec!["act".into()],
+            now,
+        })
+        .await
+        .unwrap()
+}
+
+/// Starts "a" and commits a first turn scheduling `n` activities, none leased.
+async fn scheduled(store: &dyn Store, n: u32) {
+    start(store, "a").await;
+    let c = claim(store, "p", T0).await.remove(0);
+    let mut t = turn(&c, InstanceStatus::Running);
+    t.tasks = (0..n).map(|seq| activity("a", seq)).collect();
+    store.commit(batch(vec![t])).await.unwrap();
+}
+
+pub async fn eager_task_lease_respects_capacity(store: &dyn Store) {
+    start(store, "a").await;
+    let c = claim(store, "p", T0).await.remove(0);
+    let mut t = turn(&c, InstanceStatus::Running);
+    t.tasks = (0..5).map(|seq| activity("a", seq)).collect();
+    let mut b = batch(vec![t]);
+    b.task_lease = Some(lease("p", T0.add(Duration::from_secs(30))));
+    b.task_capacity = 3;
+    let r = store.commit(b).await.unwrap();
+    let TurnResult::Committed { tasks } = &r.turns[0] else {
+        panic!("{r:?}")
+    };
+    assert_eq!(tasks.len(), 3, "eager lease is bounded by free capacity");
+    assert_eq!(
+        tasks.iter().map(|t| t.owner.seq).collect::<Vec<_>>(),
+        vec![0, 1, 2]
+    );
+    assert!(tasks.iter().all(|t| t.attempt == 1));
+    let rest = task_claim(store, "q", T0).await;
+    assert_eq!(
+        rest.iter().map(|t| t.owner.seq).collect::<Vec<_>>(),
+        vec![3, 4],
+        "the rest is claimable by anyone"
+    );
+}
+
+pub async fn completion_delivers_and_locks(store: &dyn Store) {
+    scheduled(store, 2).await;
+    let tasks = task_claim(store, "p", T0).await;
+    assert_eq!(tasks.len(), 2);
+    let mut b = batch(vec![]);
+    b.completions = vec![TaskCompletion {
+        id: tasks[0].id,
+        fence: tasks[0].fence,
+        result: TaskResult::Completed(json!("r0")),
+    }];
+    b.lock_instances = vec!["a".into()];
+    b.instance_lease = Some(lease("p", T0.add(Duration::from_secs(30))));
+    let r = store.commit(b).await.unwrap();
+    assert_eq!(r.completions, vec![CompletionResult::Applied]);
+    assert_eq!(
+        r.locked.len(),
+        1,
+        "the cached instance comes back leased in the same commit"
+    );
+    assert_eq!(
+        r.locked[0].events[0].event,
+        HistoryEvent::ActivityCompleted {
+            seq: 0,
+            output: json!("r0")
+        }
+    );
+    assert!(
+        claim(store, "q", T0).await.is_empty(),
+        "and nobody else can claim it"
+    );
+    // A failure for good carries the attempt count.
+    let mut b = batch(vec![turn(&r.locked[0], InstanceStatus::Running)]);
+    b.completions = vec![TaskCompletion {
+        id: tasks[1].id,
+        fence: tasks[1].fence,
+        result: TaskResult::Failed(ErrorInfo::new("Bad", "no")),
+    }];
+    store.commit(b).await.unwrap();
+    let c = claim(store, "p", T0).await.remove(0);
+    assert_eq!(
+        c.events[0].event,
+        HistoryEvent::ActivityFailed {
+            seq: 1,
+            error: ErrorInfo::new("Bad", "no"),
+            attempts: 1
+        }
+    );
+    assert!(
+        task_claim(store, "p", T0.add(Duration::from_secs(60)))
+            .await
+            .is_empty(),
+        "finished tasks leave the table"
+    );
+}
+
+pub async fn stale_completion_is_refused_alone(store: &dyn Store) {
+    scheduled(store, 2).await;
+    let first = task_claim(store, "p1", T0).await;
+    let later = T0.add(Duration::from_secs(31));
+    let retaken = task_claim(store, "p2", later).await;
+    assert_eq!(retaken.len(), 2, "expired task leases are taken over");
+    let mut b = batch(vec![]);
+    b.completions = vec![
+        TaskCompletion {
+            id: first[0].id,
+            fence: first[0].fence,
+            result: TaskResult::Completed(json!("late")),
+        },
+        TaskCompletion {
+            id: retaken[1].id,
+            fence: retaken[1].fence,
+            result: TaskResult::Completed(json!("ok")),
+        },
+    ];
+    let r = store.commit(b).await.unwrap();
+    assert_eq!(
+        r.completions,
+        vec![CompletionResult::Stale, CompletionResult::Applied]
+    );
+    let c = claim(store, "p", later).await.remove(0);
+    assert_eq!(c.events.len(), 1, "the stale completion left no trace");
+    assert_eq!(
+        c.events[0].event,
+        HistoryEvent::ActivityCompleted {
+            seq: 1,
+            output: json!("ok")
+        }
+    );
+}
+
+pub async fn retry_reschedules_task(store: &dyn Store) {
+    scheduled(store, 1).await;
+    let t = task_claim(store, "p", T0).await.remove(0);
+    let at = T0.add(Duration::from_secs(2));
+    let mut b = batch(vec![]);
+    b.completions = vec![TaskCompletion {
+        id: t.id,
+        fence: t.fence,
+        result: TaskResult::Retry {
+            error: ErrorInfo::new("Flaky", "x"),
+            at,
+        },
+    }];
+    store.commit(b).await.unwrap();
+    assert!(
+        task_claim(store, "p", T0).await.is_empty(),
+        "not visible before its backoff"
+    );
+    let again = task_claim(store, "p", at).await;
+    assert_eq!(again[0].attempt, 2);
+    assert!(again[0].fence > t.fence);
+    assert!(
+        claim(store, "p", at).await.is_empty(),
+        "a retry tells the orchestration nothing"
+    );
+}
+
+pub async fn heartbeat_and_release(store: &dyn Store) {
+    scheduled(store, 2).await;
+    let t = task_claim(store, "p", T0).await;
+    let far = T0.add(Duration::from_secs(300));
+    let ok = store
+        .task_heartbeat(
+            vec![
+                (t[0].id, t[0].fence),
+                (t[1].id, crate::Fence(t[1].fence.0 + 7)),
+            ],
+            far,
+        )
+        .await
+        .unwrap();
+    assert_eq!(ok, vec![true, false], "a wrong fence is not extended");
+    let mid = T0.add(Duration::from_secs(60));
+    let taken = task_claim(store, "q", mid).await;
+    assert_eq!(
+        taken.iter().map(|t| t.id).collect::<Vec<_>>(),
+        vec![t[1].id],
+        "the heartbeated lease holds"
+    );
+    store
+        .lease_release(LeaseRelease {
+            tasks: vec![(t[0].id, t[0].fence)],
+            instances: vec![],
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        task_claim(store, "q", mid).await.len(),
+        1,
+        "a released task is claimable at once"
+    );
+    // Instance leases can be released too.
+    store
+        .signal_raise(
+            vec![crate::NewSignal {
+                instance: "a".into(),
+                name: "s".into(),
+                payload: json!(1),
+                dedup_id: None,
+            }],
+            mid,
+        )
+        .await
+        .unwrap();
+    let c = claim(store, "p", mid).await.remove(0);
+    store
+        .lease_release(LeaseRelease {
+            instances: vec![(c.id.clone(), c.fence)],
+            tasks: vec![],
+        })
+        .await
+        .unwrap();
+    assert_eq!(claim(store, "q", mid).await.len(), 1);
+}

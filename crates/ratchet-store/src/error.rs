@@ -1,0 +1,48 @@
+use crate::InstanceStatus;
+
+/// A store operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The named instance or task does not exist.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// An instance with this id exists and the start did not ask to reuse it.
+    #[error("instance \"{id}\" already exists with status {status}")]
+    AlreadyExists {
+        /// The instance id.
+        id: String,
+        /// Its current status.
+        status: InstanceStatus,
+    },
+    /// The input was refused (bad id, oversized payload, ...); nothing was written.
+    #[error("invalid input: {0}")]
+    Invalid(String),
+    /// The database holds a schema newer than this code understands.
+    #[error("the database schema is at version {found}, newer than the {supported} this Ratchet supports; upgrade Ratchet")]
+    SchemaTooNew {
+        /// Version found in the database.
+        found: i64,
+        /// Newest version this code knows.
+        supported: i64,
+    },
+    /// The database holds data this code cannot read.
+    #[error("corrupt data: {0}")]
+    Corrupt(String),
+    /// The store was shut down.
+    #[error("the store is closed")]
+    Closed,
+    /// The database itself failed; retrying later may help.
+    #[error("database error: {0}")]
+    Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl StoreError {
+    /// Wraps a driver error.
+    pub fn backend(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::Backend(Box::new(e))
+    }
+}
+
+/// Result of a store operation.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;

@@ -1,0 +1,247 @@
+use std::str::FromStr;
+
+use ratchet_core::{ErrorInfo, HistoryEvent, ParentRef, Timestamp};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A fencing token: each lease of an instance or task gets a larger one, and a write carrying
+/// an older token is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Fence(pub i64);
+
+/// Where an instance stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum InstanceStatus {
+    /// Started, no turn has run yet.
+    Pending,
+    /// At least one turn has run; not finished.
+    Running,
+    /// Returned an output.
+    Completed,
+    /// Returned an error, hit a limit, or replay found nondeterminism.
+    Failed,
+    /// Ended after a client asked to cancel it.
+    Cancelled,
+    /// Stopped by a client at once, without running more code.
+    Terminated,
+    /// Its last execution continued as new; the next one has not started yet.
+    ContinuedAsNew,
+}
+
+impl InstanceStatus {
+    /// Every status, in display order.
+    pub const ALL: [InstanceStatus; 7] = [
+        Self::Pending,
+        Self::Running,
+        Self::Completed,
+        Self::Failed,
+        Self::Cancelled,
+        Self::Terminated,
+        Self::ContinuedAsNew,
+    ];
+
+    /// True once the instance will run no more code.
+    pub fn is_finished(self) -> bool {
+        matches!(
+            self,
+            Self::Completed | Self::Failed | Self::Cancelled | Self::Terminated
+        )
+    }
+
+    /// The name stored in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "Pending",
+            Self::Running => "Running",
+            Self::Completed => "Completed",
+            Self::Failed => "Failed",
+            Self::Cancelled => "Cancelled",
+            Self::Terminated => "Terminated",
+            Self::ContinuedAsNew => "ContinuedAsNew",
+        }
+    }
+}
+
+impl FromStr for InstanceStatus {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|v| v.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| format!("unknown status \"{s}\" (expected one of Pending, Running, Completed, Failed, Cancelled, Terminated, ContinuedAsNew)"))
+    }
+}
+
+impl std::fmt::Display for InstanceStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An instance as stored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InstanceRecord {
+    /// Instance id.
+    pub id: String,
+    /// Orchestration name.
+    pub name: String,
+    /// Orchestration version, fixed by the first turn.
+    pub version: Option<u32>,
+    /// Status.
+    pub status: InstanceStatus,
+    /// Current execution number.
+    pub execution: u32,
+    /// Input of the current execution.
+    pub input: Value,
+    /// Output, once completed.
+    pub output: Option<Value>,
+    /// Error, once failed, cancelled with an error, or terminated.
+    pub error: Option<ErrorInfo>,
+    /// The last custom status the code set.
+    pub custom_status: Option<Value>,
+    /// The parent, for a sub-orchestration.
+    pub parent: Option<ParentRef>,
+    /// Events in the current execution's history.
+    pub history_len: u32,
+    /// When it was created.
+    pub created_at: Timestamp,
+    /// When it last changed.
+    pub updated_at: Timestamp,
+    /// When it finished.
+    pub finished_at: Option<Timestamp>,
+}
+
+/// What to do when the id of a new instance is taken.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum IfExists {
+    /// Refuse with [`crate::StoreError::AlreadyExists`].
+    #[default]
+    Fail,
+    /// Do nothing and report the existing instance (an idempotent start).
+    UseExisting,
+    /// If the existing instance is finished, erase it and start afresh; otherwise refuse.
+    RestartIfFinished,
+}
+
+/// An instance to create.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewInstance {
+    /// Instance id.
+    pub id: String,
+    /// Orchestration name.
+    pub name: String,
+    /// Input payload.
+    pub input: Value,
+    /// The parent, for a sub-orchestration.
+    pub parent: Option<ParentRef>,
+    /// What to do when the id is taken.
+    pub if_exists: IfExists,
+}
+
+/// The outcome of creating one instance.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum CreateOutcome {
+    /// Created; leased to the caller when it asked for that.
+    Created(Option<ClaimedInstance>),
+    /// Existed and `UseExisting` was asked: nothing changed.
+    Existing(InstanceStatus),
+    /// Existed and could not be reused: nothing changed.
+    AlreadyExists(InstanceStatus),
+}
+
+/// An inbox row: an event waiting to be delivered to an instance.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InboxEvent {
+    /// Row id; the order of delivery.
+    pub id: i64,
+    /// The event.
+    pub event: HistoryEvent,
+}
+
+/// An instance leased to the caller, with the inbox events its next turn consumes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimedInstance {
+    /// Instance id.
+    pub id: String,
+    /// Orchestration name.
+    pub name: String,
+    /// Pinned version, or `None` before the first turn.
+    pub version: Option<u32>,
+    /// Current execution.
+    pub execution: u32,
+    /// Events already in this execution's history.
+    pub history_len: u32,
+    /// The lease's fence.
+    pub fence: Fence,
+    /// Visible inbox events, oldest first.
+    pub events: Vec<InboxEvent>,
+}
+
+/// Filter for listing instances. Empty fields match everything.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct InstanceFilter {
+    /// Any of these statuses.
+    pub statuses: Vec<InstanceStatus>,
+    /// This orchestration name.
+    pub name: Option<String>,
+    /// Created at or after.
+    pub created_after: Option<Timestamp>,
+    /// Created before.
+    pub created_before: Option<Timestamp>,
+    /// At most this many, newest first (default 100).
+    pub limit: Option<u32>,
+}
+
+/// One stored history event with its position.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HistoryRecord {
+    /// Execution it belongs to.
+    pub execution: u32,
+    /// Position within the execution.
+    pub seq: u32,
+    /// The event.
+    pub event: HistoryEvent,
+}
+
+/// A signal to raise.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewSignal {
+    /// Target instance.
+    pub instance: String,
+    /// Signal name.
+    pub name: String,
+    /// Payload.
+    pub payload: Value,
+    /// When set, a second signal with the same id for the same instance is ignored.
+    pub dedup_id: Option<String>,
+}
+
+/// The outcome of raising one signal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SignalOutcome {
+    /// Delivered to the inbox.
+    Raised,
+    /// A signal with the same dedup id was raised before; nothing changed.
+    Duplicate,
+    /// No such instance.
+    NotFound,
+    /// The instance has finished; nothing changed.
+    Finished(InstanceStatus),
+}
+
+/// The outcome of a cancel or terminate request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StopOutcome {
+    /// Requested (cancel) or done (terminate).
+    Done,
+    /// No such instance.
+    NotFound,
+    /// Already finished; nothing changed.
+    Finished(InstanceStatus),
+}

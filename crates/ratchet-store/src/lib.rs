@@ -1,0 +1,43 @@
+//! The storage API of Ratchet: the batch-shaped [`Store`] trait, its types and errors, and
+//! (feature `conformance`) the suite every backend passes.
+//!
+//! # Round trips
+//!
+//! Each method costs one round trip: one statement, one SQL function or one pipelined batch.
+//! The hot path is batch-shaped: [`Store::commit`] writes the turns and task completions of
+//! many instances at once with a per-item outcome, [`Store::instance_claim`] and
+//! [`Store::task_claim`] take as many items as the caller has room for, and a commit can lease
+//! what it creates to the caller (eager dispatch) so that work this process wrote is never
+//! fetched again.
+//!
+//! # Leases and fences
+//!
+//! Every claim takes a lease with an expiry and a new [`Fence`]. A write carrying an older
+//! fence is refused for that item only ([`TurnResult::Stale`], [`CompletionResult::Stale`]),
+//! so a process that lost its lease can never overwrite its successor's work.
+#![deny(missing_docs)]
+
+mod commit;
+mod error;
+mod instance;
+mod sql;
+mod store;
+mod task;
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
+
+pub use commit::{
+    parent_event, CommitBatch, CommitOutcome, CompletionResult, ContinueAsNew, Lease,
+    NewInboxEvent, TurnCommit, TurnResult,
+};
+pub use error::{Result, StoreError};
+pub use instance::{
+    ClaimedInstance, CreateOutcome, Fence, HistoryRecord, IfExists, InboxEvent, InstanceFilter,
+    InstanceRecord, InstanceStatus, NewInstance, NewSignal, SignalOutcome, StopOutcome,
+};
+pub use sql::NamedQueries;
+pub use store::{
+    InstanceClaim, InstanceClaimed, LeaseRelease, Registered, Store, StoreStats, TaskClaim,
+};
+pub use task::{ClaimedTask, NewTask, TaskCompletion, TaskId, TaskOwner, TaskResult};

@@ -1,0 +1,201 @@
+use async_trait::async_trait;
+use ratchet_core::Timestamp;
+
+use crate::{
+    ClaimedInstance, ClaimedTask, CommitBatch, CommitOutcome, CreateOutcome, Fence, HistoryRecord,
+    InstanceFilter, InstanceRecord, Lease, NewInstance, NewSignal, Result, SignalOutcome,
+    StopOutcome, TaskId,
+};
+
+/// Which orchestrations a claimer can run: a name and the versions it registered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Registered {
+    /// Orchestration or activity name.
+    pub name: String,
+    /// Versions (orchestrations only; empty for activities).
+    pub versions: Vec<u32>,
+}
+
+/// Parameters of [`Store::instance_claim`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct InstanceClaim {
+    /// The lease to take.
+    pub lease: Lease,
+    /// At most this many instances (the caller's free capacity).
+    pub limit: u32,
+    /// Orchestrations the caller can run. An instance whose version is not pinned yet is
+    /// claimable by any caller that registered its name.
+    pub orchestrations: Vec<Registered>,
+    /// The claim's time.
+    pub now: Timestamp,
+}
+
+/// What [`Store::instance_claim`] returns.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct InstanceClaimed {
+    /// Leased instances with their visible inbox events.
+    pub instances: Vec<ClaimedInstance>,
+    /// The earliest future time an inbox event or task becomes visible, so the caller can sleep
+    /// exactly until then instead of polling.
+    pub next_due: Option<Timestamp>,
+}
+
+/// Parameters of [`Store::task_claim`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskClaim {
+    /// The lease to take.
+    pub lease: Lease,
+    /// At most this many tasks.
+    pub limit: u32,
+    /// Activity names the caller can run.
+    pub names: Vec<String>,
+    /// The claim's time.
+    pub now: Timestamp,
+}
+
+/// Leases to give back (graceful shutdown).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LeaseRelease {
+    /// Instances and the fences of their leases.
+    pub instances: Vec<(String, Fence)>,
+    /// Tasks and the fences of their leases.
+    pub tasks: Vec<(TaskId, Fence)>,
+}
+
+/// Counters a store keeps about its own traffic.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Round trips to the database (one statement, function call or pipelined batch each).
+    pub round_trips: u64,
+    /// Transactions committed.
+    pub commits: u64,
+    /// Turn commits and task completions refused for a stale fence.
+    pub stale_refused: u64,
+}
+
+/// The storage API of Ratchet. Every method is one round trip to the database and is shaped
+/// for batches, so the runtime can group the work of many instances into one call.
+///
+/// Backends must pass the conformance suite (feature `conformance`).
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Creates instances, each with an `ExecutionStarted` inbox event; with `lease`, created
+    /// instances come back leased to the caller so their first turn needs no claim.
+    /// One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures only; per-instance conflicts are in the outcomes.
+    async fn instance_create(
+        &self,
+        instances: Vec<NewInstance>,
+        lease: Option<Lease>,
+        now: Timestamp,
+    ) -> Result<Vec<CreateOutcome>>;
+
+    /// Leases up to `limit` instances that have visible inbox events and no live lease.
+    /// One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures.
+    async fn instance_claim(&self, claim: InstanceClaim) -> Result<InstanceClaimed>;
+
+    /// Commits turns and task completions of many instances atomically per item, with a
+    /// result per item: a stale item never fails the others. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures (then nothing of the batch was written).
+    async fn commit(&self, batch: CommitBatch) -> Result<CommitOutcome>;
+
+    /// Leases up to `limit` visible tasks. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures.
+    async fn task_claim(&self, claim: TaskClaim) -> Result<Vec<ClaimedTask>>;
+
+    /// Extends the leases of running tasks; `false` for a task whose lease was lost.
+    /// One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures.
+    async fn task_heartbeat(
+        &self,
+        tasks: Vec<(TaskId, Fence)>,
+        until: Timestamp,
+    ) -> Result<Vec<bool>>;
+
+    /// Gives leases back so other processes can take the work at once. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures.
+    async fn lease_release(&self, release: LeaseRelease) -> Result<()>;
+
+    /// Raises signals, buffered in each instance's inbox in order. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures; per-signal outcomes otherwise.
+    async fn signal_raise(
+        &self,
+        signals: Vec<NewSignal>,
+        now: Timestamp,
+    ) -> Result<Vec<SignalOutcome>>;
+
+    /// Asks an instance to cancel: the code sees it on its next turn. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures.
+    async fn instance_cancel(&self, id: &str, reason: &str, now: Timestamp) -> Result<StopOutcome>;
+
+    /// Stops an instance at once: status Terminated, pending work dropped, leases fenced
+    /// off, the parent told. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures.
+    async fn instance_terminate(
+        &self,
+        id: &str,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<StopOutcome>;
+
+    /// Reads one instance. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures.
+    async fn instance_get(&self, id: &str) -> Result<Option<InstanceRecord>>;
+
+    /// Lists instances, newest first. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures.
+    async fn instance_list(&self, filter: InstanceFilter) -> Result<Vec<InstanceRecord>>;
+
+    /// Reads an instance's history: one execution, or all when `execution` is `None`.
+    /// One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures; [`crate::StoreError::Corrupt`] for an unreadable event.
+    async fn history_read(&self, id: &str, execution: Option<u32>) -> Result<Vec<HistoryRecord>>;
+
+    /// Deletes finished instances (and their history) that finished before `before`.
+    /// Returns how many. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures.
+    async fn instance_purge(&self, before: Timestamp) -> Result<u64>;
+
+    /// This store's traffic counters.
+    fn stats(&self) -> StoreStats;
+}
