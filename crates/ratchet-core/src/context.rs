@@ -30,7 +30,9 @@ pub(crate) struct State {
     results: HashMap<u32, StepResult>,
     step_names: HashMap<u32, String>,
     wakers: HashMap<u32, Waker>,
-    signals: HashMap<String, VecDeque<Value>>,
+    /// Buffered signals by name, each with its arrival number so carried-over signals keep order.
+    signals: HashMap<String, VecDeque<(u64, Value)>>,
+    signals_arrived: u64,
     signal_wakers: Vec<Waker>,
     /// Set once cancellation is requested: steps numbered below `before` are cancelled.
     cancel: Option<(String, u32)>,
@@ -58,6 +60,7 @@ impl State {
             step_names: HashMap::new(),
             wakers: HashMap::new(),
             signals: HashMap::new(),
+            signals_arrived: 0,
             signal_wakers: Vec::new(),
             cancel: None,
             produced: Vec::new(),
@@ -115,13 +118,15 @@ impl State {
                             ),
                         ))
                     }
-                    None => self.mismatch = Some((
-                        self.cursor,
-                        format!(
+                    None => {
+                        self.mismatch = Some((
+                            self.cursor,
+                            format!(
                             "history holds nothing more for this turn but the code asked for {}",
                             event.describe()
                         ),
-                    )),
+                        ))
+                    }
                 }
             }
             self.cursor += 1;
@@ -157,10 +162,12 @@ impl State {
                 (*seq, StepResult::Sub(Err(error.clone())))
             }
             HistoryEvent::SignalReceived { name, payload } => {
+                self.signals_arrived += 1;
+                let order = self.signals_arrived;
                 self.signals
                     .entry(name.clone())
                     .or_default()
-                    .push_back(payload.clone());
+                    .push_back((order, payload.clone()));
                 self.signal_wakers.drain(..).for_each(Waker::wake);
                 return;
             }
@@ -178,6 +185,27 @@ impl State {
         if let Some(w) = self.wakers.remove(&seq) {
             w.wake();
         }
+    }
+
+    /// Signals delivered but not consumed by the code, in arrival order.
+    pub(crate) fn unconsumed_signals(&self) -> Vec<HistoryEvent> {
+        let mut all: Vec<(u64, HistoryEvent)> = self
+            .signals
+            .iter()
+            .flat_map(|(name, queue)| {
+                queue.iter().map(move |(order, payload)| {
+                    (
+                        *order,
+                        HistoryEvent::SignalReceived {
+                            name: name.clone(),
+                            payload: payload.clone(),
+                        },
+                    )
+                })
+            })
+            .collect();
+        all.sort_by_key(|(order, _)| *order);
+        all.into_iter().map(|(_, e)| e).collect()
     }
 
     fn cancelled_before(&self, seq: u32) -> Option<String> {
@@ -609,7 +637,7 @@ impl<T: DeserializeOwned> Future for SignalFuture<T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut s = lock(&self.state);
-        if let Some(payload) = s.signals.get_mut(&self.name).and_then(VecDeque::pop_front) {
+        if let Some((_, payload)) = s.signals.get_mut(&self.name).and_then(VecDeque::pop_front) {
             drop(s);
             let name = self.name.clone();
             return Poll::Ready(decode(payload, || {

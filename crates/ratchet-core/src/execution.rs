@@ -149,6 +149,12 @@ impl Execution {
         &self.outcome
     }
 
+    /// Signals delivered but not yet consumed by the code, in arrival order; continue-as-new
+    /// carries them over to the next execution so none is lost.
+    pub fn unconsumed_signals(&self) -> Vec<HistoryEvent> {
+        lock(&self.state).unconsumed_signals()
+    }
+
     /// Re-executes the code against stored history, turn by turn, checking that it makes the
     /// same decisions.
     ///

@@ -26,6 +26,7 @@ UPDATE instances SET lease_owner = ?2, lease_until = ?3, fence = fence + 1
 WHERE id = ?1
   AND status IN ('Pending', 'Running', 'ContinuedAsNew')
   AND (lease_until IS NULL OR lease_until < ?4)
+  AND EXISTS (SELECT 1 FROM inbox b WHERE b.instance = ?1 AND b.visible_at <= ?4)
 RETURNING name, version, execution, history_len, fence;
 
 -- name: instance_for_commit

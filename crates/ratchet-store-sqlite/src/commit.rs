@@ -1,5 +1,3 @@
-use std::collections::BTreeSet;
-
 use ratchet_core::{ErrorInfo, HistoryEvent, ParentRef, Timestamp};
 use ratchet_store::{
     ClaimedTask, CommitBatch, CommitOutcome, CompletionResult, CreateOutcome, Lease, NewInboxEvent,
@@ -16,7 +14,6 @@ use crate::store::sql;
 pub(crate) fn commit(tx: &Transaction<'_>, batch: CommitBatch) -> Result<CommitOutcome> {
     let mut out = CommitOutcome::default();
     let mut capacity = batch.task_capacity;
-    let mut touched = BTreeSet::new();
     for turn in &batch.turns {
         let result = commit_turn(
             tx,
@@ -24,24 +21,16 @@ pub(crate) fn commit(tx: &Transaction<'_>, batch: CommitBatch) -> Result<CommitO
             batch.task_lease.as_ref(),
             &mut capacity,
             batch.now,
-            &mut touched,
         )?;
         out.turns.push(result);
     }
     for completion in &batch.completions {
-        out.completions
-            .push(complete(tx, completion, &mut touched)?);
+        out.completions.push(complete(tx, completion)?);
     }
     if let Some(lease) = &batch.instance_lease {
-        for id in batch
-            .lock_instances
-            .iter()
-            .filter(|id| touched.contains(id.as_str()))
-        {
+        for id in &batch.lock_instances {
             if let Some(claimed) = instance::lease(tx, id, lease, batch.now)? {
-                if !claimed.events.is_empty() {
-                    out.locked.push(claimed);
-                }
+                out.locked.push(claimed);
             }
         }
     }
@@ -54,7 +43,6 @@ fn commit_turn(
     task_lease: Option<&Lease>,
     capacity: &mut u32,
     now: Timestamp,
-    touched: &mut BTreeSet<String>,
 ) -> Result<TurnResult> {
     let row: Option<(i64, String, i64, i64, Option<String>)> = tx
         .prepare_cached(sql("instance_for_commit"))
@@ -178,7 +166,6 @@ fn commit_turn(
                 },
             )?;
         }
-        touched.insert(t.instance.clone());
     }
     if finished {
         for name in ["inbox_clear", "task_clear_instance"] {
@@ -227,11 +214,7 @@ fn insert_task(
     }))
 }
 
-fn complete(
-    tx: &Transaction<'_>,
-    c: &TaskCompletion,
-    touched: &mut BTreeSet<String>,
-) -> Result<CompletionResult> {
+fn complete(tx: &Transaction<'_>, c: &TaskCompletion) -> Result<CompletionResult> {
     let row: Option<(String, i64, i64, i64)> = tx
         .prepare_cached(sql("task_for_completion"))
         .map_err(db_err)?
@@ -286,7 +269,6 @@ fn complete(
                 visible_at: Timestamp(0),
             },
         )?;
-        touched.insert(owner.instance);
     }
     Ok(CompletionResult::Applied)
 }

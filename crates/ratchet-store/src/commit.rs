@@ -104,8 +104,9 @@ pub struct CommitBatch {
     pub task_lease: Option<Lease>,
     /// How many new tasks the committer can run now.
     pub task_capacity: u32,
-    /// Instances cached by the committer: if this batch delivers them an event and they are
-    /// free, lease them to `instance_lease` and return them, so their next turn needs no claim.
+    /// Instances cached by the committer: if after this batch they have visible inbox events
+    /// and no live lease, lease them to `instance_lease` and return them, so their next turn
+    /// needs no claim.
     pub lock_instances: Vec<String>,
     /// The lease for `lock_instances`.
     pub instance_lease: Option<Lease>,

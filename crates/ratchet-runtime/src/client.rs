@@ -1,0 +1,460 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use ratchet_core::Timestamp;
+use ratchet_store::{
+    CreateOutcome, HistoryRecord, IfExists, InstanceFilter, InstanceRecord, Lease, NewInstance,
+    NewSignal, SignalOutcome, StopOutcome, Store,
+};
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use crate::hub::InstanceOutcome;
+use crate::runtime::Shared;
+use crate::{turn, Error, Result};
+
+/// Options of [`Client::start_with`].
+#[derive(Clone, Debug, Default)]
+pub struct StartOptions {
+    /// The instance id; a UUID is generated when `None`.
+    pub id: Option<String>,
+    /// What to do when the id is taken (default: refuse).
+    pub if_exists: IfExists,
+}
+
+impl StartOptions {
+    /// Options with a caller-chosen id.
+    pub fn id(id: impl Into<String>) -> Self {
+        Self {
+            id: Some(id.into()),
+            if_exists: IfExists::Fail,
+        }
+    }
+
+    /// Sets what to do when the id is taken.
+    pub fn if_exists(mut self, policy: IfExists) -> Self {
+        self.if_exists = policy;
+        self
+    }
+}
+
+/// Starts, signals, cancels, terminates, inspects and awaits orchestration instances.
+///
+/// A client made by a [`crate::Runtime`] hands the instances it starts straight to that
+/// runtime (no claim round trip) and is woken by it when they finish. A client made with
+/// [`Client::new`] talks to the store alone and polls while waiting.
+#[derive(Clone)]
+pub struct Client {
+    store: Arc<dyn Store>,
+    local: Option<Arc<Shared>>,
+    max_payload_bytes: usize,
+    poll_interval: Duration,
+}
+
+/// A started instance; await it with [`InstanceHandle::wait`].
+pub struct InstanceHandle {
+    id: String,
+    client: Client,
+    finished: Option<oneshot::Receiver<InstanceOutcome>>,
+}
+
+impl InstanceHandle {
+    /// The instance id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Waits until the instance finishes, for at most `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`], or a store error.
+    pub async fn wait(self, timeout: Duration) -> Result<InstanceOutcome> {
+        self.client
+            .wait_inner(&self.id, self.finished, timeout)
+            .await
+    }
+}
+
+fn validate_id(id: &str) -> Result<()> {
+    if id.is_empty() || id.len() > 255 {
+        return Err(Error::InvalidInput(format!(
+            "an instance id must be 1 to 255 bytes, got {}",
+            id.len()
+        )));
+    }
+    if id.chars().any(char::is_control) {
+        return Err(Error::InvalidInput(
+            "an instance id must not contain control characters".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn validate_name(what: &str, name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > 255 || name.chars().any(char::is_control) {
+        return Err(Error::InvalidInput(format!(
+            "a {what} name must be 1 to 255 bytes without control characters"
+        )));
+    }
+    Ok(())
+}
+
+impl Client {
+    /// A client on the store alone (no runtime in this process).
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        let defaults = crate::RuntimeConfig::default();
+        Self {
+            store,
+            local: None,
+            max_payload_bytes: defaults.max_payload_bytes,
+            poll_interval: Duration::from_millis(200),
+        }
+    }
+
+    pub(crate) fn local(shared: Arc<Shared>) -> Self {
+        Self {
+            store: shared.store.clone(),
+            max_payload_bytes: shared.config.max_payload_bytes,
+            poll_interval: shared.config.poll_interval,
+            local: Some(shared),
+        }
+    }
+
+    /// Sets how often a wait polls the store when no runtime in this process can wake it.
+    pub fn with_poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval.max(Duration::from_millis(1));
+        self
+    }
+
+    /// The store this client talks to.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    fn payload(&self, what: &str, value: impl Serialize) -> Result<Value> {
+        let value = serde_json::to_value(value)
+            .map_err(|e| Error::InvalidInput(format!("{what} does not serialize: {e}")))?;
+        let size = serde_json::to_vec(&value).map(|b| b.len()).unwrap_or(0);
+        if size > self.max_payload_bytes {
+            return Err(Error::PayloadTooLarge {
+                what: what.to_string(),
+                size,
+                limit: self.max_payload_bytes,
+            });
+        }
+        Ok(value)
+    }
+
+    /// Starts an orchestration with a generated id.
+    ///
+    /// # Errors
+    ///
+    /// See [`Client::start_with`].
+    pub async fn start(&self, name: &str, input: impl Serialize) -> Result<InstanceHandle> {
+        self.start_with(name, input, StartOptions::default()).await
+    }
+
+    /// Starts an orchestration. Nothing is written when the name is unknown to this process's
+    /// registry, the input does not decode to the orchestration's input type, or it is too large.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownOrchestration`], [`Error::InvalidInput`], [`Error::PayloadTooLarge`],
+    /// [`Error::AlreadyExists`], or a store error.
+    pub async fn start_with(
+        &self,
+        name: &str,
+        input: impl Serialize,
+        options: StartOptions,
+    ) -> Result<InstanceHandle> {
+        validate_name("orchestration", name)?;
+        let input = self.payload("the input", input)?;
+        let id = options
+            .id
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        validate_id(&id)?;
+        let runnable_here = match &self.local {
+            Some(shared) => match shared.registry.orchestration_entry(name, None) {
+                Some((_, entry)) => {
+                    (entry.check)(&input)
+                        .map_err(|e| Error::InvalidInput(format!("input of \"{name}\": {e}")))?;
+                    !shared.is_closing()
+                }
+                None => return Err(Error::UnknownOrchestration(name.to_string())),
+            },
+            None => false,
+        };
+        let finished = self.local.as_ref().map(|s| s.hub.subscribe(&id));
+        let now = Timestamp::now();
+        let lease = self
+            .local
+            .as_ref()
+            .filter(|_| runnable_here)
+            .map(|s| Lease {
+                owner: s.owner.clone(),
+                until: now.add(s.config.lease),
+            });
+        let new = NewInstance {
+            id: id.clone(),
+            name: name.to_string(),
+            input,
+            parent: None,
+            if_exists: options.if_exists,
+        };
+        let outcome = self
+            .store
+            .instance_create(vec![new], lease, now)
+            .await?
+            .pop();
+        match outcome {
+            Some(CreateOutcome::Created(claimed)) => {
+                if let (Some(shared), Some(claimed)) = (&self.local, claimed) {
+                    turn::spawn(shared.clone(), claimed);
+                } else if let Some(shared) = &self.local {
+                    shared.wake.notify_one();
+                }
+            }
+            Some(CreateOutcome::Existing(_)) => {}
+            Some(CreateOutcome::AlreadyExists(status)) => {
+                return Err(Error::AlreadyExists { id, status })
+            }
+            Some(_) | None => {
+                return Err(Error::InvalidInput("the store returned no outcome".into()))
+            }
+        }
+        Ok(InstanceHandle {
+            id,
+            client: self.clone(),
+            finished,
+        })
+    }
+
+    /// Raises a signal. If the orchestration is not waiting for it yet, it is buffered.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotFound`], [`Error::Finished`], [`Error::PayloadTooLarge`], or a store error.
+    pub async fn signal(&self, id: &str, name: &str, payload: impl Serialize) -> Result<()> {
+        self.signal_inner(id, name, payload, None).await.map(|_| ())
+    }
+
+    /// Raises a signal at most once per `dedup_id`: returns `false` when it was raised before.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::signal`].
+    pub async fn signal_once(
+        &self,
+        id: &str,
+        name: &str,
+        payload: impl Serialize,
+        dedup_id: &str,
+    ) -> Result<bool> {
+        self.signal_inner(id, name, payload, Some(dedup_id.to_string()))
+            .await
+    }
+
+    async fn signal_inner(
+        &self,
+        id: &str,
+        name: &str,
+        payload: impl Serialize,
+        dedup_id: Option<String>,
+    ) -> Result<bool> {
+        validate_id(id)?;
+        validate_name("signal", name)?;
+        let payload = self.payload("the signal payload", payload)?;
+        let signal = NewSignal {
+            instance: id.to_string(),
+            name: name.to_string(),
+            payload,
+            dedup_id,
+        };
+        let outcome = self
+            .store
+            .signal_raise(vec![signal], Timestamp::now())
+            .await?
+            .pop();
+        match outcome {
+            Some(SignalOutcome::Raised) => {
+                self.wake_local();
+                Ok(true)
+            }
+            Some(SignalOutcome::Duplicate) => Ok(false),
+            Some(SignalOutcome::NotFound) => Err(Error::NotFound(id.to_string())),
+            Some(SignalOutcome::Finished(status)) => Err(Error::Finished {
+                id: id.to_string(),
+                status,
+            }),
+            Some(_) | None => Err(Error::InvalidInput("the store returned no outcome".into())),
+        }
+    }
+
+    fn wake_local(&self) {
+        if let Some(shared) = &self.local {
+            shared.wake.notify_one();
+        }
+    }
+
+    /// Asks an instance to cancel. Its pending steps fail with `Cancelled`; the code may clean
+    /// up, and the instance ends with status Cancelled.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotFound`], [`Error::Finished`], or a store error.
+    pub async fn cancel(&self, id: &str, reason: &str) -> Result<()> {
+        validate_id(id)?;
+        let outcome = self
+            .store
+            .instance_cancel(id, reason, Timestamp::now())
+            .await?;
+        self.stop_result(id, outcome)?;
+        self.wake_local();
+        Ok(())
+    }
+
+    /// Stops an instance at once without running more of its code: status Terminated.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotFound`], [`Error::Finished`], or a store error.
+    pub async fn terminate(&self, id: &str, reason: &str) -> Result<()> {
+        validate_id(id)?;
+        let outcome = self
+            .store
+            .instance_terminate(id, reason, Timestamp::now())
+            .await?;
+        self.stop_result(id, outcome)?;
+        if let Some(shared) = &self.local {
+            shared.cache_lock().pop(id);
+            let error = ratchet_core::ErrorInfo::new("Terminated", reason);
+            let status = ratchet_store::InstanceStatus::Terminated;
+            shared.hub.publish(&InstanceOutcome {
+                id: id.to_string(),
+                status,
+                output: None,
+                error: Some(error),
+            });
+            // A parent waiting for this instance has an event now.
+            shared.wake.notify_one();
+        }
+        Ok(())
+    }
+
+    fn stop_result(&self, id: &str, outcome: StopOutcome) -> Result<()> {
+        match outcome {
+            StopOutcome::Done => Ok(()),
+            StopOutcome::NotFound => Err(Error::NotFound(id.to_string())),
+            StopOutcome::Finished(status) => Err(Error::Finished {
+                id: id.to_string(),
+                status,
+            }),
+            _ => Err(Error::InvalidInput(
+                "the store returned an unknown outcome".into(),
+            )),
+        }
+    }
+
+    /// Reads an instance: status, output, error, custom status and more.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotFound`], or a store error.
+    pub async fn status(&self, id: &str) -> Result<InstanceRecord> {
+        self.store
+            .instance_get(id)
+            .await?
+            .ok_or_else(|| Error::NotFound(id.to_string()))
+    }
+
+    /// Lists instances, newest first.
+    ///
+    /// # Errors
+    ///
+    /// A store error.
+    pub async fn list(&self, filter: InstanceFilter) -> Result<Vec<InstanceRecord>> {
+        Ok(self.store.instance_list(filter).await?)
+    }
+
+    /// Reads an instance's whole history, every execution.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotFound`], or a store error.
+    pub async fn history(&self, id: &str) -> Result<Vec<HistoryRecord>> {
+        let history = self.store.history_read(id, None).await?;
+        if history.is_empty() && self.store.instance_get(id).await?.is_none() {
+            return Err(Error::NotFound(id.to_string()));
+        }
+        Ok(history)
+    }
+
+    /// Waits until an instance finishes, for at most `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`], [`Error::NotFound`], or a store error.
+    pub async fn wait(&self, id: &str, timeout: Duration) -> Result<InstanceOutcome> {
+        let finished = self.local.as_ref().map(|s| s.hub.subscribe(id));
+        if let Some(outcome) = self.read_outcome(id).await? {
+            return Ok(outcome);
+        }
+        self.wait_inner(id, finished, timeout).await
+    }
+
+    async fn read_outcome(&self, id: &str) -> Result<Option<InstanceOutcome>> {
+        let record = self.status(id).await?;
+        Ok(record.status.is_finished().then(|| InstanceOutcome {
+            id: record.id,
+            status: record.status,
+            output: record.output,
+            error: record.error,
+        }))
+    }
+
+    async fn wait_inner(
+        &self,
+        id: &str,
+        finished: Option<oneshot::Receiver<InstanceOutcome>>,
+        timeout: Duration,
+    ) -> Result<InstanceOutcome> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut finished = finished;
+        let result = loop {
+            let tick = tokio::time::sleep(
+                self.poll_interval
+                    .min(deadline.saturating_duration_since(tokio::time::Instant::now())),
+            );
+            // Woken by the local runtime when it commits the final turn; the poll covers
+            // instances finished by another process.
+            let woken = match finished.as_mut() {
+                Some(rx) => tokio::select! {
+                    r = rx => Some(r),
+                    _ = tick => None,
+                },
+                None => {
+                    tick.await;
+                    None
+                }
+            };
+            match woken {
+                Some(Ok(outcome)) => break Ok(outcome),
+                Some(Err(_)) => finished = None,
+                None => {}
+            }
+            if let Some(outcome) = self.read_outcome(id).await? {
+                break Ok(outcome);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                break Err(Error::Timeout(id.to_string()));
+            }
+        };
+        if let Some(shared) = &self.local {
+            drop(finished);
+            shared.hub.forget_closed(id);
+        }
+        result
+    }
+}

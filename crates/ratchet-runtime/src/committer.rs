@@ -1,0 +1,193 @@
+//! The group committer: one service that writes the turn commits and task completions of many
+//! instances in one store round trip, flushing whenever the previous flush is done.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ratchet_core::Timestamp;
+use ratchet_store::{
+    CommitBatch, CompletionResult, Lease, StoreError, TaskCompletion, TurnCommit, TurnResult,
+};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::runtime::Shared;
+use crate::turn;
+
+pub(crate) enum CommitItem {
+    Turn(
+        Box<TurnCommit>,
+        oneshot::Sender<Result<TurnResult, Arc<StoreError>>>,
+    ),
+    Completion(TaskCompletion, String),
+    Stop,
+}
+
+/// The sending side, held by turn runners and activity workers.
+#[derive(Clone)]
+pub(crate) struct Committer {
+    tx: mpsc::UnboundedSender<CommitItem>,
+}
+
+impl Committer {
+    pub(crate) fn new() -> (Self, mpsc::UnboundedReceiver<CommitItem>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Self { tx }, rx)
+    }
+
+    /// Commits a turn with the next group commit and returns its outcome.
+    pub(crate) async fn turn(&self, commit: TurnCommit) -> Result<TurnResult, Arc<StoreError>> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(CommitItem::Turn(Box::new(commit), reply))
+            .map_err(|_| Arc::new(StoreError::Closed))?;
+        rx.await.map_err(|_| Arc::new(StoreError::Closed))?
+    }
+
+    /// Queues an activity completion; the committer retries it until the store takes it.
+    pub(crate) fn complete(&self, completion: TaskCompletion, instance: String) {
+        if self
+            .tx
+            .send(CommitItem::Completion(completion, instance))
+            .is_err()
+        {
+            tracing::warn!(
+                "completion dropped after shutdown; the task will run again after its lease"
+            );
+        }
+    }
+
+    pub(crate) fn stop(&self) {
+        let _ = self.tx.send(CommitItem::Stop);
+    }
+}
+
+/// Runs until [`Committer::stop`].
+pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<CommitItem>) {
+    let max = shared.config.commit_batch;
+    let mut retry: Vec<(TaskCompletion, String)> = Vec::new();
+    let mut backoff = Duration::from_millis(50);
+    let mut stopping = false;
+    loop {
+        let mut turns = Vec::new();
+        let mut completions = std::mem::take(&mut retry);
+        if completions.is_empty() {
+            match rx.recv().await {
+                Some(CommitItem::Stop) | None => break,
+                Some(item) => push(item, &mut turns, &mut completions, &mut stopping),
+            }
+        }
+        // Everything that queued while the previous flush ran goes into this one.
+        while turns.len() + completions.len() < max {
+            match rx.try_recv() {
+                Ok(item) => push(item, &mut turns, &mut completions, &mut stopping),
+                Err(_) => break,
+            }
+        }
+        if turns.is_empty() && completions.is_empty() {
+            if stopping {
+                break;
+            }
+            continue;
+        }
+        match flush(&shared, turns, &completions).await {
+            Ok(()) => backoff = Duration::from_millis(50),
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in = ?backoff, "group commit failed; completions will be retried");
+                retry = completions;
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        }
+        if stopping && retry.is_empty() {
+            break;
+        }
+    }
+}
+
+fn push(
+    item: CommitItem,
+    turns: &mut Vec<(
+        Box<TurnCommit>,
+        oneshot::Sender<Result<TurnResult, Arc<StoreError>>>,
+    )>,
+    completions: &mut Vec<(TaskCompletion, String)>,
+    stopping: &mut bool,
+) {
+    match item {
+        CommitItem::Turn(t, reply) => turns.push((t, reply)),
+        CommitItem::Completion(c, instance) => completions.push((c, instance)),
+        CommitItem::Stop => *stopping = true,
+    }
+}
+
+async fn flush(
+    shared: &Arc<Shared>,
+    turns: Vec<(
+        Box<TurnCommit>,
+        oneshot::Sender<Result<TurnResult, Arc<StoreError>>>,
+    )>,
+    completions: &[(TaskCompletion, String)],
+) -> Result<(), Arc<StoreError>> {
+    let now = Timestamp::now();
+    let until = now.add(shared.config.lease);
+    let lease = Lease {
+        owner: shared.owner.clone(),
+        until,
+    };
+    let lock_instances: Vec<String> = if shared.is_closing() {
+        Vec::new()
+    } else {
+        let cache = shared.cache_lock();
+        // Instances cached here that may have new events: those receiving completions, and
+        // those whose turn commits now (events may have arrived during the turn).
+        let running_turns = turns
+            .iter()
+            .filter(|(t, _)| !t.status.is_finished())
+            .map(|(t, _)| t.instance.clone());
+        let mut ids: Vec<String> = completions
+            .iter()
+            .map(|(_, i)| i.clone())
+            .chain(running_turns)
+            .filter(|i| cache.contains(i))
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    };
+    let (turn_items, replies): (Vec<TurnCommit>, Vec<_>) =
+        turns.into_iter().map(|(t, r)| (*t, r)).unzip();
+    let batch = CommitBatch {
+        turns: turn_items,
+        completions: completions.iter().map(|(c, _)| c.clone()).collect(),
+        task_lease: (!shared.is_closing()).then(|| lease.clone()),
+        task_capacity: u32::try_from(shared.activity_room()).unwrap_or(u32::MAX),
+        lock_instances: lock_instances.clone(),
+        instance_lease: Some(lease),
+        now,
+    };
+    let outcome = match shared.store.commit(batch).await {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            let e = Arc::new(e);
+            for reply in replies {
+                let _ = reply.send(Err(e.clone()));
+            }
+            return Err(e);
+        }
+    };
+    for (reply, result) in replies.into_iter().zip(outcome.turns) {
+        let _ = reply.send(Ok(result));
+    }
+    let stale = outcome
+        .completions
+        .iter()
+        .filter(|c| **c == CompletionResult::Stale)
+        .count();
+    if stale > 0 {
+        tracing::debug!(stale, "completions refused for a lost lease");
+    }
+    for claimed in outcome.locked {
+        turn::spawn(shared.clone(), claimed);
+    }
+    Ok(())
+}

@@ -1,0 +1,77 @@
+use std::time::Duration;
+
+use ratchet_core::Limits;
+
+/// How a runtime behaves. Every field has a sensible default; see [`RuntimeConfig::default`].
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    /// Orchestration turns run at once.
+    pub max_orchestrations: usize,
+    /// Activities run at once.
+    pub max_activities: usize,
+    /// How long a lease lasts; a crashed process's work is taken over after this.
+    pub lease: Duration,
+    /// How often running activities renew their leases (keep it well under `lease`).
+    pub heartbeat: Duration,
+    /// How often the runtime looks for work when nothing woke it.
+    pub poll_interval: Duration,
+    /// Live orchestrations kept in memory between turns.
+    pub cache_size: usize,
+    /// Items per group commit at most.
+    pub commit_batch: usize,
+    /// Per-instance limits.
+    pub limits: Limits,
+    /// Largest payload (input, output, signal) in bytes.
+    pub max_payload_bytes: usize,
+    /// How long shutdown waits for running work before releasing its leases.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            max_orchestrations: 256,
+            max_activities: 256,
+            lease: Duration::from_secs(15),
+            heartbeat: Duration::from_secs(5),
+            poll_interval: Duration::from_secs(1),
+            cache_size: 10_000,
+            commit_batch: 512,
+            limits: Limits::default(),
+            max_payload_bytes: 1 << 20,
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+impl RuntimeConfig {
+    /// Checks the values fit together.
+    ///
+    /// # Errors
+    ///
+    /// A message naming the bad field.
+    pub fn validate(&self) -> Result<(), String> {
+        let positive = [
+            ("max_orchestrations", self.max_orchestrations),
+            ("max_activities", self.max_activities),
+            ("cache_size", self.cache_size),
+            ("commit_batch", self.commit_batch),
+            ("max_payload_bytes", self.max_payload_bytes),
+            ("limits.max_fan_out", self.limits.max_fan_out),
+            ("limits.max_history", self.limits.max_history),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(format!("{name} must be at least 1"));
+        }
+        if self.lease < Duration::from_millis(100) {
+            return Err("lease must be at least 100 ms".into());
+        }
+        if self.heartbeat >= self.lease {
+            return Err("heartbeat must be shorter than lease".into());
+        }
+        if self.poll_interval.is_zero() {
+            return Err("poll_interval must be positive".into());
+        }
+        Ok(())
+    }
+}

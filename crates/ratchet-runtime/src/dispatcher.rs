@@ -1,0 +1,96 @@
+//! The dispatcher: claims instances with new events and ready activities, sized to free
+//! capacity, and sleeps until woken, until the next timer is due, or for the poll interval.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ratchet_core::Timestamp;
+use ratchet_store::{InstanceClaim, Lease, TaskClaim};
+
+use crate::runtime::Shared;
+use crate::{turn, worker};
+
+pub(crate) async fn run(shared: Arc<Shared>) {
+    let orchestrations = shared.registry.registered_orchestrations();
+    let activities = shared.registry.activity_names();
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        if shared.is_closing() {
+            return;
+        }
+        let now = Timestamp::now();
+        let lease = Lease {
+            owner: shared.owner.clone(),
+            until: now.add(shared.config.lease),
+        };
+        let mut busy = false;
+        let mut next_due = None;
+        let mut failed = false;
+
+        let room = shared
+            .orchestration_slots
+            .available_permits()
+            .min(shared.config.commit_batch);
+        if !orchestrations.is_empty() && room > 0 {
+            let claim = InstanceClaim {
+                lease: lease.clone(),
+                limit: u32::try_from(room).unwrap_or(u32::MAX),
+                orchestrations: orchestrations.clone(),
+                now,
+            };
+            match shared.store.instance_claim(claim).await {
+                Ok(claimed) => {
+                    busy |= claimed.instances.len() == room;
+                    next_due = claimed.next_due;
+                    for instance in claimed.instances {
+                        turn::spawn(shared.clone(), instance);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "instance claim failed");
+                    failed = true;
+                }
+            }
+        }
+        let room = shared.activity_room().min(shared.config.commit_batch);
+        if !activities.is_empty() && room > 0 && !failed {
+            let claim = TaskClaim {
+                lease,
+                limit: u32::try_from(room).unwrap_or(u32::MAX),
+                names: activities.clone(),
+                now,
+            };
+            match shared.store.task_claim(claim).await {
+                Ok(tasks) => {
+                    busy |= tasks.len() == room;
+                    for task in tasks {
+                        worker::spawn(shared.clone(), task);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "task claim failed");
+                    failed = true;
+                }
+            }
+        }
+        if failed {
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+            continue;
+        }
+        backoff = Duration::from_millis(50);
+        if busy {
+            // A full claim: more may be waiting. Give running work a moment to free slots.
+            tokio::task::yield_now().await;
+            continue;
+        }
+        let mut wait = shared.config.poll_interval;
+        if let Some(due) = next_due {
+            wait = wait.min(due.since(Timestamp::now()) + Duration::from_millis(1));
+        }
+        tokio::select! {
+            _ = shared.wake.notified() => {}
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+}

@@ -1,0 +1,75 @@
+use ratchet_store::{InstanceStatus, StoreError};
+
+/// What a client call or the runtime's start can fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No instance has this id.
+    #[error("instance \"{0}\" not found")]
+    NotFound(String),
+    /// The id is taken and the start did not ask to reuse it.
+    #[error("instance \"{id}\" already exists with status {status}")]
+    AlreadyExists {
+        /// The id.
+        id: String,
+        /// The existing instance's status.
+        status: InstanceStatus,
+    },
+    /// The instance has finished, so it takes no more signals or cancellation.
+    #[error("instance \"{id}\" has already finished with status {status}")]
+    Finished {
+        /// The id.
+        id: String,
+        /// Its final status.
+        status: InstanceStatus,
+    },
+    /// No orchestration of this name is registered.
+    #[error("no orchestration named \"{0}\" is registered")]
+    UnknownOrchestration(String),
+    /// The input, id or name was refused before anything was written.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// A payload is larger than the configured limit; nothing was written.
+    #[error("{what} is {size} bytes, over the limit of {limit} bytes")]
+    PayloadTooLarge {
+        /// Which payload.
+        what: String,
+        /// Its size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// Waiting for the instance took longer than the timeout.
+    #[error("timed out waiting for instance \"{0}\"")]
+    Timeout(String),
+    /// The instance ended without completing.
+    #[error("instance \"{id}\" ended with status {status}{}", error.as_ref().map(|e| format!(": {e}")).unwrap_or_default())]
+    Failed {
+        /// The id.
+        id: String,
+        /// Its final status.
+        status: InstanceStatus,
+        /// Its error, if any.
+        error: Option<ratchet_core::ErrorInfo>,
+    },
+    /// The instance's output does not decode to the requested type.
+    #[error("the output of instance \"{id}\" does not decode: {message}")]
+    Decode {
+        /// The id.
+        id: String,
+        /// Why.
+        message: String,
+    },
+    /// The runtime configuration was refused.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The runtime has shut down.
+    #[error("the runtime has shut down")]
+    Closed,
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Result of client and runtime calls.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

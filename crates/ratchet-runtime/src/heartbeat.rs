@@ -1,0 +1,46 @@
+//! The lease heartbeat: renews the leases of every activity running here in one round trip.
+
+use std::sync::Arc;
+
+use ratchet_core::Timestamp;
+use ratchet_store::{Fence, TaskId};
+
+use crate::runtime::Shared;
+
+pub(crate) async fn run(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(shared.config.heartbeat);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let tasks: Vec<(TaskId, Fence)> = shared
+            .running_lock()
+            .iter()
+            .map(|(k, v)| (*k, *v))
+            .collect();
+        if tasks.is_empty() {
+            continue;
+        }
+        let until = Timestamp::now().add(shared.config.lease);
+        match shared.store.task_heartbeat(tasks.clone(), until).await {
+            Ok(kept) => {
+                let lost: Vec<_> = tasks
+                    .iter()
+                    .zip(kept)
+                    .filter(|(_, k)| !k)
+                    .map(|((id, _), _)| *id)
+                    .collect();
+                if !lost.is_empty() {
+                    tracing::warn!(
+                        ?lost,
+                        "activity leases were taken over; their results will be refused"
+                    );
+                    let mut running = shared.running_lock();
+                    for id in lost {
+                        running.remove(&id);
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "lease heartbeat failed"),
+        }
+    }
+}

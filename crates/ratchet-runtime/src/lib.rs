@@ -1,0 +1,40 @@
+//! Ratchet's runtime: claims orchestration turns and activities from a [`Store`], runs them,
+//! and commits their results in groups.
+//!
+//! # Services
+//!
+//! - the dispatcher claims instances with new events and ready activities, as many as there is
+//!   room for, and otherwise sleeps until woken, until the next timer, or for the poll interval;
+//! - the committer writes the turns and completions of many instances in one round trip;
+//! - the heartbeat renews the leases of running activities in one round trip;
+//! - the sticky cache keeps live orchestrations between turns, so a turn feeds only new events.
+//!
+//! # Round trips of one orchestration started and awaited in this process
+//!
+//! Start (creates the instance already leased here) → first turn commit (returns its
+//! activities already leased here) → completions commit (locks the instance here when it is
+//! cached) → next turn commit. The waiting client is woken in memory, without a read.
+//!
+//! [`Store`]: ratchet_store::Store
+#![deny(missing_docs)]
+
+mod activity;
+mod client;
+mod committer;
+mod config;
+mod dispatcher;
+mod error;
+mod heartbeat;
+mod hub;
+mod registry;
+mod runtime;
+mod turn;
+mod worker;
+
+pub use activity::ActivityContext;
+pub use client::{Client, InstanceHandle, StartOptions};
+pub use config::RuntimeConfig;
+pub use error::{Error, Result};
+pub use hub::InstanceOutcome;
+pub use registry::Registry;
+pub use runtime::Runtime;

@@ -1,0 +1,215 @@
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use lru::LruCache;
+use ratchet_core::{Execution, ParentRef};
+use ratchet_store::{Fence, LeaseRelease, Store, TaskId};
+use tokio::sync::{Notify, Semaphore};
+use tokio::task::JoinHandle;
+
+use crate::committer::{self, Committer};
+use crate::hub::Hub;
+use crate::{dispatcher, heartbeat, Client, Error, Registry, Result, RuntimeConfig};
+
+/// A live execution kept between turns (the sticky cache).
+pub(crate) struct Cached {
+    pub(crate) exec: Execution,
+    pub(crate) execution: u32,
+    pub(crate) version: u32,
+    pub(crate) parent: Option<ParentRef>,
+}
+
+/// State shared by the runtime's services.
+pub(crate) struct Shared {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) config: RuntimeConfig,
+    pub(crate) owner: String,
+    cache: Mutex<LruCache<String, Cached>>,
+    pub(crate) committer: Committer,
+    pub(crate) orchestration_slots: Arc<Semaphore>,
+    pub(crate) activity_slots: Arc<Semaphore>,
+    /// Wakes the dispatcher: local work was created, or capacity freed after a full claim.
+    pub(crate) wake: Notify,
+    pub(crate) hub: Hub,
+    /// Activity attempts running here, with their fences (for heartbeats and release).
+    pub(crate) running: Mutex<std::collections::HashMap<TaskId, Fence>>,
+    /// Turns and activities in flight, for graceful shutdown.
+    inflight: AtomicUsize,
+    idle: Notify,
+    closing: AtomicBool,
+}
+
+impl Shared {
+    pub(crate) fn cache_lock(&self) -> MutexGuard<'_, LruCache<String, Cached>> {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn running_lock(&self) -> MutexGuard<'_, std::collections::HashMap<TaskId, Fence>> {
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::SeqCst)
+    }
+
+    /// Activities this process can start now without queueing.
+    pub(crate) fn activity_room(&self) -> usize {
+        let running = self.running_lock().len();
+        self.config.max_activities.saturating_sub(running)
+    }
+
+    /// Marks one unit of work in flight until the guard drops.
+    pub(crate) fn begin_work(self: &Arc<Self>) -> WorkGuard {
+        self.inflight.fetch_add(1, Ordering::SeqCst);
+        WorkGuard(self.clone())
+    }
+}
+
+pub(crate) struct WorkGuard(Arc<Shared>);
+
+impl Drop for WorkGuard {
+    fn drop(&mut self) {
+        if self.0.inflight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+/// A running Ratchet runtime: claims orchestration turns and activities from the store, runs
+/// them, and commits the results in groups. Stop it with [`Runtime::shutdown`].
+pub struct Runtime {
+    shared: Arc<Shared>,
+    services: Mutex<Vec<JoinHandle<()>>>,
+    committer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Runtime {
+    /// Starts the runtime's services on the current tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for an invalid configuration.
+    pub fn start(store: Arc<dyn Store>, registry: Registry, config: RuntimeConfig) -> Result<Self> {
+        config.validate().map_err(Error::Config)?;
+        let cache_size = NonZeroUsize::new(config.cache_size).unwrap_or(NonZeroUsize::MIN);
+        let (committer, rx) = Committer::new();
+        let shared = Arc::new(Shared {
+            store,
+            registry: Arc::new(registry),
+            owner: format!("ratchet-{}", uuid::Uuid::new_v4()),
+            cache: Mutex::new(LruCache::new(cache_size)),
+            committer,
+            orchestration_slots: Arc::new(Semaphore::new(config.max_orchestrations)),
+            activity_slots: Arc::new(Semaphore::new(config.max_activities)),
+            wake: Notify::new(),
+            hub: Hub::default(),
+            running: Mutex::default(),
+            inflight: AtomicUsize::new(0),
+            idle: Notify::new(),
+            closing: AtomicBool::new(false),
+            config,
+        });
+        tracing::info!(owner = %shared.owner, "runtime started");
+        let committer = tokio::spawn(committer::run(shared.clone(), rx));
+        let services = vec![
+            tokio::spawn(dispatcher::run(shared.clone())),
+            tokio::spawn(heartbeat::run(shared.clone())),
+        ];
+        Ok(Self {
+            shared,
+            services: Mutex::new(services),
+            committer: Mutex::new(Some(committer)),
+        })
+    }
+
+    /// A client that starts work on this runtime without a claim round trip and is woken by it
+    /// when instances finish.
+    pub fn client(&self) -> Client {
+        Client::local(self.shared.clone())
+    }
+
+    /// This runtime's lease owner id.
+    pub fn owner(&self) -> &str {
+        &self.shared.owner
+    }
+
+    /// Number of live orchestrations in the sticky cache.
+    pub fn cached_instances(&self) -> usize {
+        self.shared.cache_lock().len()
+    }
+
+    /// Stops claiming work, lets running turns and activities finish for up to
+    /// `shutdown_grace`, releases the leases of whatever is still running so other processes
+    /// take it at once, and stops. Calling it twice is harmless.
+    pub async fn shutdown(&self) {
+        if self.shared.closing.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.shared.wake.notify_waiters();
+        let services: Vec<_> =
+            std::mem::take(&mut *self.services.lock().unwrap_or_else(|p| p.into_inner()));
+        for s in &services {
+            s.abort();
+        }
+        let drained = tokio::time::timeout(self.shared.config.shutdown_grace, async {
+            loop {
+                let idle = self.shared.idle.notified();
+                if self.shared.inflight.load(Ordering::SeqCst) == 0 {
+                    break;
+                }
+                idle.await;
+            }
+        })
+        .await;
+        if drained.is_err() {
+            let tasks: Vec<(TaskId, Fence)> = self
+                .shared
+                .running_lock()
+                .iter()
+                .map(|(k, v)| (*k, *v))
+                .collect();
+            tracing::warn!(
+                tasks = tasks.len(),
+                "shutdown grace expired; releasing leases of running activities"
+            );
+            if let Err(e) = self
+                .shared
+                .store
+                .lease_release(LeaseRelease {
+                    tasks,
+                    instances: Vec::new(),
+                })
+                .await
+            {
+                tracing::warn!(error = %e, "could not release leases; they expire on their own");
+            }
+        }
+        self.shared.committer.stop();
+        let handle = self
+            .committer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(handle) = handle {
+            let _ = handle.await;
+        }
+        tracing::info!(owner = %self.shared.owner, "runtime stopped");
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.shared.closing.store(true, Ordering::SeqCst);
+        for s in self
+            .services
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
+            s.abort();
+        }
+        self.shared.committer.stop();
+    }
+}

@@ -1,0 +1,357 @@
+//! Running one orchestration turn: from a leased instance and its inbox events to a commit.
+
+use std::sync::Arc;
+
+use ratchet_core::{
+    ErrorInfo, Execution, HistoryEvent, OrchestrationError, ParentRef, Timestamp, Turn, TurnOutcome,
+};
+use ratchet_store::{
+    parent_event, ClaimedInstance, ContinueAsNew, IfExists, InstanceStatus, LeaseRelease,
+    NewInboxEvent, NewInstance, NewTask, TaskOwner, TurnCommit, TurnResult,
+};
+use serde_json::Value;
+
+use crate::hub::InstanceOutcome;
+use crate::runtime::{Cached, Shared};
+use crate::worker;
+
+/// Runs a turn for `claimed` on its own task.
+pub(crate) fn spawn(shared: Arc<Shared>, claimed: ClaimedInstance) {
+    let guard = shared.begin_work();
+    tokio::spawn(async move {
+        let _guard = guard;
+        let Ok(_permit) = shared.orchestration_slots.clone().acquire_owned().await else {
+            return;
+        };
+        run(&shared, claimed).await;
+    });
+}
+
+async fn run(shared: &Arc<Shared>, claimed: ClaimedInstance) {
+    let now = Timestamp::now();
+    let (mut cached, inbound, replay_error) = match prepare(shared, &claimed, now).await {
+        Ok(p) => p,
+        Err(message) => {
+            tracing::warn!(instance = %claimed.id, %message, "cannot run turn; releasing the instance");
+            release(shared, &claimed).await;
+            return;
+        }
+    };
+    let inbound_len = inbound.len();
+    let turn = match replay_error {
+        Some(error) => cached.exec.fail_turn(now, inbound, error),
+        None => cached.exec.turn(now, inbound),
+    };
+    let commit = build_commit(shared, &claimed, &cached, turn, inbound_len, now);
+    let outcome = outcome_of(&claimed.id, &commit);
+    let running = !commit.status.is_finished() && commit.continue_as_new.is_none();
+    // Cache before committing, so a turn that the same group commit locks for us finds it.
+    if running {
+        shared.cache_lock().put(claimed.id.clone(), cached);
+    } else {
+        shared.cache_lock().pop(&claimed.id);
+    }
+    match shared.committer.turn(commit).await {
+        Ok(TurnResult::Committed { tasks }) => {
+            for task in tasks {
+                worker::spawn(shared.clone(), task);
+            }
+            if let Some(outcome) = outcome {
+                shared.hub.publish(&outcome);
+            }
+        }
+        Ok(_) => {
+            tracing::debug!(instance = %claimed.id, "turn refused: the lease was lost");
+            shared.cache_lock().pop(&claimed.id);
+        }
+        Err(e) => {
+            tracing::warn!(instance = %claimed.id, error = %e, "turn commit failed; the instance will be retried");
+            shared.cache_lock().pop(&claimed.id);
+            release(shared, &claimed).await;
+        }
+    }
+}
+
+async fn release(shared: &Arc<Shared>, claimed: &ClaimedInstance) {
+    let release = LeaseRelease {
+        instances: vec![(claimed.id.clone(), claimed.fence)],
+        tasks: Vec::new(),
+    };
+    if let Err(e) = shared.store.lease_release(release).await {
+        tracing::debug!(error = %e, "lease release failed; it expires on its own");
+    }
+}
+
+type Prepared = (Cached, Vec<HistoryEvent>, Option<ErrorInfo>);
+
+/// Finds the live execution in the cache, or rebuilds it by replaying its history.
+async fn prepare(
+    shared: &Arc<Shared>,
+    claimed: &ClaimedInstance,
+    _now: Timestamp,
+) -> Result<Prepared, String> {
+    let hit = shared.cache_lock().pop(&claimed.id).filter(|c| {
+        c.execution == claimed.execution && c.exec.history_len() == claimed.history_len as usize
+    });
+    let (cached, replay_error) = match hit {
+        Some(cached) => (cached, None),
+        None => {
+            let (version, entry) = shared
+                .registry
+                .orchestration_entry(&claimed.name, claimed.version)
+                .ok_or_else(|| {
+                    format!(
+                        "orchestration \"{}\" version {:?} is not registered here",
+                        claimed.name, claimed.version
+                    )
+                })?;
+            let mut exec = Execution::new(
+                entry.run.clone(),
+                &claimed.id,
+                claimed.execution,
+                shared.config.limits,
+            );
+            let mut parent = None;
+            let mut replay_error = None;
+            if claimed.history_len > 0 {
+                let history: Vec<HistoryEvent> = shared
+                    .store
+                    .history_read(&claimed.id, Some(claimed.execution))
+                    .await
+                    .map_err(|e| format!("history load failed: {e}"))?
+                    .into_iter()
+                    .map(|r| r.event)
+                    .collect();
+                parent = parent_of(&history);
+                if let Err(nd) = exec.replay(&history) {
+                    tracing::error!(instance = %claimed.id, error = %nd, "replay found nondeterminism");
+                    replay_error = Some(nd.to_info());
+                }
+            }
+            (
+                Cached {
+                    exec,
+                    execution: claimed.execution,
+                    version,
+                    parent,
+                },
+                replay_error,
+            )
+        }
+    };
+    let mut cached = cached;
+    let inbound: Vec<HistoryEvent> = claimed
+        .events
+        .iter()
+        .map(|e| match &e.event {
+            HistoryEvent::ExecutionStarted {
+                name,
+                input,
+                parent,
+                ..
+            } => {
+                if cached.parent.is_none() {
+                    cached.parent = parent.clone();
+                }
+                HistoryEvent::ExecutionStarted {
+                    name: name.clone(),
+                    version: cached.version,
+                    input: input.clone(),
+                    parent: parent.clone(),
+                }
+            }
+            other => other.clone(),
+        })
+        .collect();
+    Ok((cached, inbound, replay_error))
+}
+
+fn parent_of(history: &[HistoryEvent]) -> Option<ParentRef> {
+    history.iter().find_map(|e| match e {
+        HistoryEvent::ExecutionStarted { parent, .. } => parent.clone(),
+        _ => None,
+    })
+}
+
+/// Checks what the turn asks for against this process's registry and limits; the first
+/// violation fails the instance instead of scheduling anything.
+fn violation(shared: &Shared, turn: &Turn) -> Option<ErrorInfo> {
+    let limit = shared.config.max_payload_bytes;
+    let too_big = |what: String, v: &Value| {
+        let size = serde_json::to_vec(v).map(|b| b.len()).unwrap_or(0);
+        (size > limit).then(|| {
+            OrchestrationError::Limit {
+                message: format!("{what} is {size} bytes, over the limit of {limit} bytes"),
+            }
+            .to_info()
+        })
+    };
+    for event in turn.outbound() {
+        let found = match event {
+            HistoryEvent::ActivityScheduled { name, input, .. } => {
+                if !shared.registry.has_activity(name) {
+                    Some(ErrorInfo::new(
+                        "UnknownActivity",
+                        format!("no activity named \"{name}\" is registered"),
+                    ))
+                } else {
+                    too_big(format!("the input of activity \"{name}\""), input)
+                }
+            }
+            HistoryEvent::SubOrchestrationScheduled { name, input, .. } => {
+                if !shared.registry.has_orchestration(name) {
+                    Some(ErrorInfo::new(
+                        "UnknownOrchestration",
+                        format!("no orchestration named \"{name}\" is registered"),
+                    ))
+                } else {
+                    too_big(format!("the input of sub-orchestration \"{name}\""), input)
+                }
+            }
+            HistoryEvent::ExecutionCompleted { output } => {
+                too_big("the orchestration's output".into(), output)
+            }
+            HistoryEvent::ContinuedAsNew { input } => {
+                too_big("the continue-as-new input".into(), input)
+            }
+            HistoryEvent::CustomStatusSet { status } => too_big("the custom status".into(), status),
+            _ => None,
+        };
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
+}
+
+fn build_commit(
+    shared: &Shared,
+    claimed: &ClaimedInstance,
+    cached: &Cached,
+    turn: Turn,
+    inbound_len: usize,
+    now: Timestamp,
+) -> TurnCommit {
+    let mut commit = TurnCommit {
+        instance: claimed.id.clone(),
+        fence: claimed.fence,
+        execution: claimed.execution,
+        version: Some(cached.version),
+        consumed: claimed.events.iter().map(|e| e.id).collect(),
+        history_start: claimed.history_len,
+        history: Vec::new(),
+        status: InstanceStatus::Running,
+        output: None,
+        error: None,
+        custom_status: None,
+        tasks: Vec::new(),
+        inbox: Vec::new(),
+        children: Vec::new(),
+        continue_as_new: None,
+    };
+    let (events, outcome) = match violation(shared, &turn) {
+        Some(error) => {
+            let mut events: Vec<HistoryEvent> =
+                turn.events.into_iter().take(1 + inbound_len).collect();
+            events.push(HistoryEvent::ExecutionFailed {
+                error: error.clone(),
+            });
+            (events, TurnOutcome::Failed(error))
+        }
+        None => (turn.events, turn.outcome),
+    };
+    for event in events.iter().skip(1 + inbound_len) {
+        match event {
+            HistoryEvent::ActivityScheduled {
+                seq,
+                name,
+                input,
+                options,
+            } => commit.tasks.push(NewTask {
+                name: name.clone(),
+                input: input.clone(),
+                options: options.clone(),
+                owner: TaskOwner {
+                    instance: claimed.id.clone(),
+                    execution: claimed.execution,
+                    seq: *seq,
+                },
+                visible_at: now,
+            }),
+            HistoryEvent::TimerCreated { seq, fire_at } => commit.inbox.push(NewInboxEvent {
+                instance: claimed.id.clone(),
+                event: HistoryEvent::TimerFired { seq: *seq },
+                visible_at: *fire_at,
+            }),
+            HistoryEvent::SubOrchestrationScheduled {
+                seq,
+                instance,
+                name,
+                input,
+            } => commit.children.push(NewInstance {
+                id: instance.clone(),
+                name: name.clone(),
+                input: input.clone(),
+                parent: Some(ParentRef {
+                    instance: claimed.id.clone(),
+                    execution: claimed.execution,
+                    seq: *seq,
+                }),
+                if_exists: IfExists::Fail,
+            }),
+            HistoryEvent::CustomStatusSet { status } => commit.custom_status = Some(status.clone()),
+            _ => {}
+        }
+    }
+    commit.history = events;
+    let parent_result = match outcome {
+        TurnOutcome::Running => None,
+        TurnOutcome::Completed(output) => {
+            commit.status = InstanceStatus::Completed;
+            commit.output = Some(output.clone());
+            Some(Ok(output))
+        }
+        TurnOutcome::Failed(error) => {
+            commit.status = InstanceStatus::Failed;
+            commit.error = Some(error.clone());
+            Some(Err(error))
+        }
+        TurnOutcome::Cancelled { output, error } => {
+            commit.status = InstanceStatus::Cancelled;
+            commit.output = output;
+            commit.error = error;
+            Some(Err(ErrorInfo::new(
+                "Cancelled",
+                "the sub-orchestration was cancelled",
+            )))
+        }
+        TurnOutcome::ContinueAsNew(input) => {
+            commit.status = InstanceStatus::ContinuedAsNew;
+            commit.continue_as_new = Some(ContinueAsNew {
+                input,
+                carried: cached.exec.unconsumed_signals(),
+            });
+            None
+        }
+        _ => None,
+    };
+    if let (Some(parent), Some(result)) = (&cached.parent, parent_result) {
+        commit.inbox.push(parent_event(parent, result));
+    }
+    // A finished instance schedules nothing more.
+    if commit.status.is_finished() {
+        commit.tasks.clear();
+        commit.children.clear();
+        commit.inbox.retain(|e| e.instance != claimed.id);
+    }
+    commit
+}
+
+fn outcome_of(id: &str, commit: &TurnCommit) -> Option<InstanceOutcome> {
+    commit.status.is_finished().then(|| InstanceOutcome {
+        id: id.to_string(),
+        status: commit.status,
+        output: commit.output.clone(),
+        error: commit.error.clone(),
+    })
+}

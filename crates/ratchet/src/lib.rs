@@ -1,0 +1,185 @@
+//! Ratchet: durable workflows on nothing but a database.
+//!
+//! Write an orchestration as a plain `async fn`; Ratchet records every step in history, so a
+//! crash at any point loses nothing and repeats no step at the orchestration level. It runs on
+//! an embedded SQLite file for development and on PostgreSQL in production.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use ratchet::{ActivityContext, ActivityError, OrchestrationContext, OrchestrationError, Ratchet};
+//!
+//! async fn greet(_ctx: ActivityContext, name: String) -> Result<String, ActivityError> {
+//!     Ok(format!("Hello, {name}!"))
+//! }
+//!
+//! async fn hello(ctx: OrchestrationContext, names: Vec<String>) -> Result<Vec<String>, OrchestrationError> {
+//!     let calls = names.iter().map(|n| ctx.activity::<String>("greet", n));
+//!     ratchet::join_all(calls).await.into_iter().collect()
+//! }
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let ratchet = Ratchet::builder()
+//!     .sqlite("hello.db")
+//!     .orchestration("hello", hello)
+//!     .activity("greet", greet)
+//!     .start()
+//!     .await?;
+//! let handle = ratchet.client().start("hello", vec!["Ada", "Linus"]).await?;
+//! let greetings: Vec<String> = handle.wait(Duration::from_secs(10)).await?.into_result()?;
+//! ratchet.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! # Guarantees
+//!
+//! - A turn's history append, the work it schedules and its status change commit atomically.
+//! - Activities run at least once; a completion carrying a lost lease is refused.
+//! - Signals are never dropped: raised before the orchestration waits, they are buffered.
+//! - A replay that disagrees with history fails the instance with an error naming the event.
+//!
+//! # Determinism
+//!
+//! Orchestration code must reach the outside world only through its [`OrchestrationContext`]:
+//! `ctx.now()`, `ctx.uuid()`, `ctx.random()`, activities, timers and signals. Use
+//! [`join_all`] and [`race`] to combine steps (`futures::select!` picks at random and must not
+//! be used).
+#![deny(missing_docs)]
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub use ratchet_core::{
+    join_all, race, ActivityError, ActivityOptions, ErrorInfo, HistoryEvent, Limits,
+    OrchestrationContext, OrchestrationError, RetryPolicy, Timestamp,
+};
+pub use ratchet_runtime::{
+    ActivityContext, Client, Error, InstanceHandle, InstanceOutcome, Registry, Result, Runtime,
+    RuntimeConfig, StartOptions,
+};
+pub use ratchet_store::{
+    HistoryRecord, IfExists, InstanceFilter, InstanceRecord, InstanceStatus, Store, StoreError,
+    StoreStats,
+};
+pub use ratchet_store_sqlite::SqliteStore;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// A runtime and a client on one store: the usual way to embed Ratchet.
+pub struct Ratchet {
+    runtime: Runtime,
+    client: Client,
+}
+
+impl Ratchet {
+    /// Starts building: choose a store, register orchestrations and activities, then `start`.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// The client, which hands the instances it starts straight to this runtime.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The runtime.
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// The store's traffic counters.
+    pub fn stats(&self) -> StoreStats {
+        self.client.store().stats()
+    }
+
+    /// Finishes or releases running work and stops. See [`Runtime::shutdown`].
+    pub async fn shutdown(&self) {
+        self.runtime.shutdown().await;
+    }
+}
+
+/// Builds a [`Ratchet`].
+#[derive(Default)]
+pub struct Builder {
+    registry: Registry,
+    config: RuntimeConfig,
+    store: Option<Arc<dyn Store>>,
+    sqlite: Option<PathBuf>,
+}
+
+impl Builder {
+    /// Uses the embedded SQLite file at `path` (created if missing).
+    pub fn sqlite(mut self, path: impl Into<PathBuf>) -> Self {
+        self.sqlite = Some(path.into());
+        self
+    }
+
+    /// Uses an already opened store.
+    pub fn store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Sets the runtime configuration.
+    pub fn config(mut self, config: RuntimeConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Registers version 1 of an orchestration.
+    pub fn orchestration<I, O, F, Fut>(mut self, name: &str, f: F) -> Self
+    where
+        I: DeserializeOwned + Send + 'static,
+        O: Serialize + Send + 'static,
+        F: Fn(OrchestrationContext, I) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<O, OrchestrationError>> + Send + 'static,
+    {
+        self.registry.orchestration(name, f);
+        self
+    }
+
+    /// Registers one version of an orchestration (new instances run the highest).
+    pub fn orchestration_version<I, O, F, Fut>(mut self, name: &str, version: u32, f: F) -> Self
+    where
+        I: DeserializeOwned + Send + 'static,
+        O: Serialize + Send + 'static,
+        F: Fn(OrchestrationContext, I) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<O, OrchestrationError>> + Send + 'static,
+    {
+        self.registry.orchestration_version(name, version, f);
+        self
+    }
+
+    /// Registers an activity.
+    pub fn activity<I, O, F, Fut>(mut self, name: &str, f: F) -> Self
+    where
+        I: DeserializeOwned + Send + 'static,
+        O: Serialize + Send + 'static,
+        F: Fn(ActivityContext, I) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<O, ActivityError>> + Send + 'static,
+    {
+        self.registry.activity(name, f);
+        self
+    }
+
+    /// Opens the store and starts the runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Store`] when the store cannot be opened, [`Error::Config`] for a bad
+    /// configuration or when no store was chosen.
+    pub async fn start(self) -> Result<Ratchet> {
+        let store: Arc<dyn Store> = match (self.store, self.sqlite) {
+            (Some(store), _) => store,
+            (None, Some(path)) => Arc::new(SqliteStore::open(path).await?),
+            (None, None) => {
+                return Err(Error::Config(
+                    "choose a store: .sqlite(path) or .store(store)".into(),
+                ))
+            }
+        };
+        let runtime = Runtime::start(store, self.registry, self.config)?;
+        let client = runtime.client();
+        Ok(Ratchet { runtime, client })
+    }
+}

@@ -1,0 +1,12 @@
+//! End-to-end tests: orchestrations through the runtime on a real store.
+#![allow(clippy::unwrap_used, unreachable_pub)]
+
+mod harness;
+
+mod bad_input;
+mod basics;
+mod cancel;
+mod leases;
+mod replay;
+mod signals;
+mod steps;
