@@ -431,7 +431,7 @@ impl OrchestrationContext {
 
     /// Sleeps on a durable timer for `duration`.
     pub fn sleep(&self, duration: Duration) -> StepFuture<()> {
-        let at = self.now().add(duration);
+        let at = self.now().plus(duration);
         self.sleep_until(at)
     }
 

@@ -24,7 +24,7 @@ impl Timestamp {
     }
 
     /// This time plus `d`, saturating.
-    pub fn add(self, d: Duration) -> Self {
+    pub fn plus(self, d: Duration) -> Self {
         let ms = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
         Self(self.0.saturating_add(ms))
     }
@@ -69,9 +69,9 @@ mod tests {
         let t = Timestamp(1_700_000_000_123);
         assert_eq!(Timestamp::from(SystemTime::from(t)), t);
         assert_eq!(
-            t.add(Duration::from_millis(7)).since(t),
+            t.plus(Duration::from_millis(7)).since(t),
             Duration::from_millis(7)
         );
-        assert_eq!(t.since(t.add(Duration::from_secs(1))), Duration::ZERO);
+        assert_eq!(t.since(t.plus(Duration::from_secs(1))), Duration::ZERO);
     }
 }

@@ -194,7 +194,7 @@ impl Client {
             .filter(|_| runnable_here)
             .map(|s| Lease {
                 owner: s.owner.clone(),
-                until: now.add(s.config.lease),
+                until: now.plus(s.config.lease),
             });
         let new = NewInstance {
             id: id.clone(),
@@ -406,7 +406,7 @@ impl Client {
 
     async fn read_outcome(&self, id: &str) -> Result<Option<InstanceOutcome>> {
         let record = self.status(id).await?;
-        Ok(record.status.is_finished().then(|| InstanceOutcome {
+        Ok(record.status.is_finished().then_some(InstanceOutcome {
             id: record.id,
             status: record.status,
             output: record.output,

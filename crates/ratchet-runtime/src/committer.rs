@@ -13,11 +13,11 @@ use tokio::sync::{mpsc, oneshot};
 use crate::runtime::Shared;
 use crate::turn;
 
+/// Where a turn's outcome goes back to its runner.
+type TurnReply = oneshot::Sender<Result<TurnResult, Arc<StoreError>>>;
+
 pub(crate) enum CommitItem {
-    Turn(
-        Box<TurnCommit>,
-        oneshot::Sender<Result<TurnResult, Arc<StoreError>>>,
-    ),
+    Turn(Box<TurnCommit>, TurnReply),
     Completion(TaskCompletion, String),
     Stop,
 }
@@ -106,10 +106,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
 
 fn push(
     item: CommitItem,
-    turns: &mut Vec<(
-        Box<TurnCommit>,
-        oneshot::Sender<Result<TurnResult, Arc<StoreError>>>,
-    )>,
+    turns: &mut Vec<(Box<TurnCommit>, TurnReply)>,
     completions: &mut Vec<(TaskCompletion, String)>,
     stopping: &mut bool,
 ) {
@@ -122,14 +119,11 @@ fn push(
 
 async fn flush(
     shared: &Arc<Shared>,
-    turns: Vec<(
-        Box<TurnCommit>,
-        oneshot::Sender<Result<TurnResult, Arc<StoreError>>>,
-    )>,
+    turns: Vec<(Box<TurnCommit>, TurnReply)>,
     completions: &[(TaskCompletion, String)],
 ) -> Result<(), Arc<StoreError>> {
     let now = Timestamp::now();
-    let until = now.add(shared.config.lease);
+    let until = now.plus(shared.config.lease);
     let lease = Lease {
         owner: shared.owner.clone(),
         until,

@@ -21,7 +21,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         let now = Timestamp::now();
         let lease = Lease {
             owner: shared.owner.clone(),
-            until: now.add(shared.config.lease),
+            until: now.plus(shared.config.lease),
         };
         let mut busy = false;
         let mut next_due = None;

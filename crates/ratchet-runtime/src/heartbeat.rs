@@ -20,7 +20,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         if tasks.is_empty() {
             continue;
         }
-        let until = Timestamp::now().add(shared.config.lease);
+        let until = Timestamp::now().plus(shared.config.lease);
         match shared.store.task_heartbeat(tasks.clone(), until).await {
             Ok(kept) => {
                 let lost: Vec<_> = tasks

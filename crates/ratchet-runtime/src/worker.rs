@@ -94,7 +94,7 @@ async fn attempt(shared: &Shared, task: &ClaimedTask) -> TaskResult {
             tracing::debug!(activity = %task.name, attempt = task.attempt, error = %error, ?delay, "activity failed; will retry");
             TaskResult::Retry {
                 error: error.info,
-                at: Timestamp::now().add(delay),
+                at: Timestamp::now().plus(delay),
             }
         }
         None => TaskResult::Failed(error.info),

@@ -61,7 +61,7 @@ pub use ratchet_store::{
     HistoryRecord, IfExists, InstanceFilter, InstanceRecord, InstanceStatus, Store, StoreError,
     StoreStats,
 };
-pub use ratchet_store_sqlite::SqliteStore;
+pub use ratchet_store_sqlite::{SqliteStore, SCHEMA_VERSION};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 

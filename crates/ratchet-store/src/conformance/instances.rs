@@ -24,7 +24,7 @@ pub async fn create_and_claim(store: &dyn Store) {
     ));
     // Leased: a second claimer gets nothing until the lease expires.
     assert!(claim(store, "p2", T0).await.is_empty());
-    let later = claim(store, "p2", T0.add(Duration::from_secs(31))).await;
+    let later = claim(store, "p2", T0.plus(Duration::from_secs(31))).await;
     assert_eq!(later.len(), 1);
     assert!(
         later[0].fence > claimed[0].fence,
@@ -85,7 +85,7 @@ pub async fn create_leased(store: &dyn Store) {
     let out = store
         .instance_create(
             vec![new_instance("a", "wf"), new_instance("b", "wf")],
-            Some(lease("p1", T0.add(Duration::from_secs(30)))),
+            Some(lease("p1", T0.plus(Duration::from_secs(30)))),
             T0,
         )
         .await
@@ -139,7 +139,7 @@ pub async fn stale_turn_is_refused_alone(store: &dyn Store) {
     start(store, "a").await;
     let a1 = claim(store, "p1", T0).await.remove(0);
     // p2 takes "a" over after p1's lease expired.
-    let later = T0.add(Duration::from_secs(31));
+    let later = T0.plus(Duration::from_secs(31));
     assert_eq!(claim(store, "p2", later).await[0].id, "a");
     start(store, "b").await;
     let b1 = claim(store, "p1", later).await.remove(0);
@@ -237,7 +237,7 @@ pub async fn timers_become_visible_at_their_time(store: &dyn Store) {
     start(store, "a").await;
     let c = claim(store, "p", T0).await.remove(0);
     let mut t = turn(&c, InstanceStatus::Running);
-    let fire = T0.add(Duration::from_secs(5));
+    let fire = T0.plus(Duration::from_secs(5));
     t.inbox.push(NewInboxEvent {
         instance: "a".into(),
         event: HistoryEvent::TimerFired { seq: 0 },
@@ -400,7 +400,7 @@ pub async fn claim_respects_versions_and_leases(store: &dyn Store) {
         .unwrap();
     let v2_only = store
         .instance_claim(InstanceClaim {
-            lease: lease("p", T0.add(Duration::from_secs(30))),
+            lease: lease("p", T0.plus(Duration::from_secs(30))),
             limit: 10,
             orchestrations: vec![Registered {
                 name: "wf".into(),
@@ -500,7 +500,7 @@ pub async fn purge_removes_finished(store: &dyn Store) {
     );
     assert_eq!(
         store
-            .instance_purge(T0.add(Duration::from_millis(1)))
+            .instance_purge(T0.plus(Duration::from_millis(1)))
             .await
             .unwrap(),
         1

@@ -78,7 +78,7 @@ pub(crate) fn registered(names: &[&str]) -> Vec<Registered> {
 pub(crate) async fn claim(store: &dyn Store, owner: &str, now: Timestamp) -> Vec<ClaimedInstance> {
     store
         .instance_claim(InstanceClaim {
-            lease: lease(owner, now.add(std::time::Duration::from_secs(30))),
+            lease: lease(owner, now.plus(std::time::Duration::from_secs(30))),
             limit: 100,
             orchestrations: registered(&["wf", "child"]),
             now,

@@ -9,7 +9,7 @@ use crate::{CompletionResult, LeaseRelease, TaskClaim, TaskCompletion, TaskResul
 async fn task_claim(store: &dyn Store, owner: &str, now: Timestamp) -> Vec<crate::ClaimedTask> {
     store
         .task_claim(TaskClaim {
-            lease: lease(owner, now.add(Duration::from_secs(30))),
+            lease: lease(owner, now.plus(Duration::from_secs(30))),
             limit: 100,
             names: vec!["act".into()],
             now,
@@ -33,7 +33,7 @@ pub async fn eager_task_lease_respects_capacity(store: &dyn Store) {
     let mut t = turn(&c, InstanceStatus::Running);
     t.tasks = (0..5).map(|seq| activity("a", seq)).collect();
     let mut b = batch(vec![t]);
-    b.task_lease = Some(lease("p", T0.add(Duration::from_secs(30))));
+    b.task_lease = Some(lease("p", T0.plus(Duration::from_secs(30))));
     b.task_capacity = 3;
     let r = store.commit(b).await.unwrap();
     let TurnResult::Committed { tasks } = &r.turns[0] else {
@@ -64,7 +64,7 @@ pub async fn completion_delivers_and_locks(store: &dyn Store) {
         result: TaskResult::Completed(json!("r0")),
     }];
     b.lock_instances = vec!["a".into()];
-    b.instance_lease = Some(lease("p", T0.add(Duration::from_secs(30))));
+    b.instance_lease = Some(lease("p", T0.plus(Duration::from_secs(30))));
     let r = store.commit(b).await.unwrap();
     assert_eq!(r.completions, vec![CompletionResult::Applied]);
     assert_eq!(
@@ -101,7 +101,7 @@ pub async fn completion_delivers_and_locks(store: &dyn Store) {
         }
     );
     assert!(
-        task_claim(store, "p", T0.add(Duration::from_secs(60)))
+        task_claim(store, "p", T0.plus(Duration::from_secs(60)))
             .await
             .is_empty(),
         "finished tasks leave the table"
@@ -111,7 +111,7 @@ pub async fn completion_delivers_and_locks(store: &dyn Store) {
 pub async fn stale_completion_is_refused_alone(store: &dyn Store) {
     scheduled(store, 2).await;
     let first = task_claim(store, "p1", T0).await;
-    let later = T0.add(Duration::from_secs(31));
+    let later = T0.plus(Duration::from_secs(31));
     let retaken = task_claim(store, "p2", later).await;
     assert_eq!(retaken.len(), 2, "expired task leases are taken over");
     let mut b = batch(vec![]);
@@ -146,7 +146,7 @@ pub async fn stale_completion_is_refused_alone(store: &dyn Store) {
 pub async fn retry_reschedules_task(store: &dyn Store) {
     scheduled(store, 1).await;
     let t = task_claim(store, "p", T0).await.remove(0);
-    let at = T0.add(Duration::from_secs(2));
+    let at = T0.plus(Duration::from_secs(2));
     let mut b = batch(vec![]);
     b.completions = vec![TaskCompletion {
         id: t.id,
@@ -173,7 +173,7 @@ pub async fn retry_reschedules_task(store: &dyn Store) {
 pub async fn heartbeat_and_release(store: &dyn Store) {
     scheduled(store, 2).await;
     let t = task_claim(store, "p", T0).await;
-    let far = T0.add(Duration::from_secs(300));
+    let far = T0.plus(Duration::from_secs(300));
     let ok = store
         .task_heartbeat(
             vec![
@@ -185,7 +185,7 @@ pub async fn heartbeat_and_release(store: &dyn Store) {
         .await
         .unwrap();
     assert_eq!(ok, vec![true, false], "a wrong fence is not extended");
-    let mid = T0.add(Duration::from_secs(60));
+    let mid = T0.plus(Duration::from_secs(60));
     let taken = task_claim(store, "q", mid).await;
     assert_eq!(
         taken.iter().map(|t| t.id).collect::<Vec<_>>(),

@@ -255,7 +255,7 @@ async fn timers_sleep_durably(store: Arc<dyn Store>) {
             let before = ctx.now();
             ctx.sleep(Duration::from_millis(ms)).await?;
             let after = ctx.now();
-            ctx.sleep_until(after.add(Duration::from_millis(ms)))
+            ctx.sleep_until(after.plus(Duration::from_millis(ms)))
                 .await?;
             Ok(ctx.now().as_millis() - before.as_millis())
         })

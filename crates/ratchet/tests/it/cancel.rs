@@ -3,8 +3,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ratchet::{
-    ActivityContext, ActivityError, Error, InstanceStatus, OrchestrationContext, OrchestrationError, StartOptions,
-    Store,
+    ActivityContext, ActivityError, Error, InstanceStatus, OrchestrationContext,
+    OrchestrationError, StartOptions, Store,
 };
 
 use crate::harness::{start, WAIT};
@@ -33,7 +33,9 @@ async fn cancellation_lets_the_code_clean_up(store: Arc<dyn Store>) {
     })
     .await;
     let c = r.client();
-    c.start_with("booking", (), StartOptions::id("b")).await.unwrap();
+    c.start_with("booking", (), StartOptions::id("b"))
+        .await
+        .unwrap();
     // Wait until the first turn has run (the timer is scheduled).
     while c.status("b").await.unwrap().status != InstanceStatus::Running {
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -42,8 +44,15 @@ async fn cancellation_lets_the_code_clean_up(store: Arc<dyn Store>) {
     let outcome = c.wait("b", WAIT).await.unwrap();
     assert_eq!(outcome.status, InstanceStatus::Cancelled);
     let error = outcome.error.unwrap();
-    assert_eq!((error.kind.as_str(), error.message.as_str()), ("Cancelled", "customer changed plans"));
-    assert_eq!(cleanups.load(Ordering::SeqCst), 1, "the cleanup activity ran once");
+    assert_eq!(
+        (error.kind.as_str(), error.message.as_str()),
+        ("Cancelled", "customer changed plans")
+    );
+    assert_eq!(
+        cleanups.load(Ordering::SeqCst),
+        1,
+        "the cleanup activity ran once"
+    );
     match c.cancel("b", "again").await {
         Err(Error::Finished { status, .. }) => assert_eq!(status, InstanceStatus::Cancelled),
         other => panic!("expected Finished, got {other:?}"),
@@ -60,15 +69,24 @@ async fn termination_is_immediate(store: Arc<dyn Store>) {
     })
     .await;
     let c = r.client();
-    let h = c.start_with("waiter", (), StartOptions::id("t")).await.unwrap();
+    let h = c
+        .start_with("waiter", (), StartOptions::id("t"))
+        .await
+        .unwrap();
     c.terminate("t", "operator stop").await.unwrap();
     let outcome = h.wait(WAIT).await.unwrap();
     assert_eq!(outcome.status, InstanceStatus::Terminated);
     let rec = c.status("t").await.unwrap();
     assert_eq!(rec.status, InstanceStatus::Terminated);
     assert_eq!(rec.error.unwrap().message, "operator stop");
-    assert!(matches!(c.signal("t", "go", ()).await, Err(Error::Finished { .. })));
-    assert!(matches!(c.terminate("missing", "x").await, Err(Error::NotFound(_))));
+    assert!(matches!(
+        c.signal("t", "go", ()).await,
+        Err(Error::Finished { .. })
+    ));
+    assert!(matches!(
+        c.terminate("missing", "x").await,
+        Err(Error::NotFound(_))
+    ));
     r.shutdown().await;
 }
 
@@ -79,7 +97,10 @@ async fn terminating_a_child_fails_the_parent_step(store: Arc<dyn Store>) {
             Ok(())
         })
         .orchestration("mom", |ctx: OrchestrationContext, _: ()| async move {
-            match ctx.sub_orchestration_with_id::<()>("kid", "the-kid", ()).await {
+            match ctx
+                .sub_orchestration_with_id::<()>("kid", "the-kid", ())
+                .await
+            {
                 Err(OrchestrationError::SubOrchestration { error, .. }) => Ok(error.kind),
                 other => Ok(format!("{other:?}")),
             }
@@ -87,7 +108,10 @@ async fn terminating_a_child_fails_the_parent_step(store: Arc<dyn Store>) {
     })
     .await;
     let c = r.client();
-    let h = c.start_with("mom", (), StartOptions::id("mom")).await.unwrap();
+    let h = c
+        .start_with("mom", (), StartOptions::id("mom"))
+        .await
+        .unwrap();
     while c.status("the-kid").await.is_err() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

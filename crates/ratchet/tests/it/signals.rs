@@ -1,7 +1,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ratchet::{Error, InstanceStatus, OrchestrationContext, OrchestrationError, StartOptions, Store};
+use ratchet::{
+    Error, InstanceStatus, OrchestrationContext, OrchestrationError, StartOptions, Store,
+};
 
 use crate::harness::{start, WAIT};
 
@@ -16,12 +18,21 @@ async fn collector(ctx: OrchestrationContext, n: usize) -> Result<Vec<String>, O
 async fn signals_are_buffered_in_order(store: Arc<dyn Store>) {
     // No runtime yet: the instance cannot be waiting when the signals arrive.
     let client = ratchet::Client::new(store.clone());
-    client.start_with("collect", 3, StartOptions::id("s")).await.unwrap();
+    client
+        .start_with("collect", 3, StartOptions::id("s"))
+        .await
+        .unwrap();
     for item in ["a", "b", "c"] {
         client.signal("s", "item", item).await.unwrap();
     }
     let r = start(&store, |b| b.orchestration("collect", collector)).await;
-    let out: Vec<String> = r.client().wait("s", WAIT).await.unwrap().into_result().unwrap();
+    let out: Vec<String> = r
+        .client()
+        .wait("s", WAIT)
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
     assert_eq!(out, vec!["a", "b", "c"]);
     r.shutdown().await;
 }
@@ -29,9 +40,15 @@ async fn signals_are_buffered_in_order(store: Arc<dyn Store>) {
 async fn signal_dedup_is_idempotent(store: Arc<dyn Store>) {
     let r = start(&store, |b| b.orchestration("collect", collector)).await;
     let c = r.client();
-    let h = c.start_with("collect", 2, StartOptions::id("d")).await.unwrap();
+    let h = c
+        .start_with("collect", 2, StartOptions::id("d"))
+        .await
+        .unwrap();
     assert!(c.signal_once("d", "item", "first", "k1").await.unwrap());
-    assert!(!c.signal_once("d", "item", "again", "k1").await.unwrap(), "same dedup id: ignored");
+    assert!(
+        !c.signal_once("d", "item", "again", "k1").await.unwrap(),
+        "same dedup id: ignored"
+    );
     assert!(c.signal_once("d", "item", "second", "k2").await.unwrap());
     let out: Vec<String> = h.wait(WAIT).await.unwrap().into_result().unwrap();
     assert_eq!(out, vec!["first", "second"]);
@@ -47,7 +64,10 @@ async fn signal_dedup_is_idempotent(store: Arc<dyn Store>) {
 }
 
 async fn delivery(ctx: OrchestrationContext, ms: u64) -> Result<String, OrchestrationError> {
-    match ctx.signal_timeout::<String>("delivered", Duration::from_millis(ms)).await? {
+    match ctx
+        .signal_timeout::<String>("delivered", Duration::from_millis(ms))
+        .await?
+    {
         Some(who) => Ok(format!("signed by {who}")),
         None => Ok("timed out".into()),
     }
@@ -68,25 +88,35 @@ async fn signal_wait_with_timeout(store: Arc<dyn Store>) {
 
 async fn unconsumed_signals_survive_continue_as_new(store: Arc<dyn Store>) {
     let r = start(&store, |b| {
-        b.orchestration("looper", |ctx: OrchestrationContext, round: u32| async move {
-            let got: u32 = ctx.signal("n").await?;
-            if round == 0 {
-                // Give the other signals time to arrive in this execution's inbox.
-                ctx.sleep(Duration::from_millis(200)).await?;
-                return ctx.continue_as_new(1u32);
-            }
-            let next: u32 = ctx.signal("n").await?;
-            Ok((got, next))
-        })
+        b.orchestration(
+            "looper",
+            |ctx: OrchestrationContext, round: u32| async move {
+                let got: u32 = ctx.signal("n").await?;
+                if round == 0 {
+                    // Give the other signals time to arrive in this execution's inbox.
+                    ctx.sleep(Duration::from_millis(200)).await?;
+                    return ctx.continue_as_new(1u32);
+                }
+                let next: u32 = ctx.signal("n").await?;
+                Ok((got, next))
+            },
+        )
     })
     .await;
     let c = r.client();
-    let h = c.start_with("looper", 0u32, StartOptions::id("loop")).await.unwrap();
+    let h = c
+        .start_with("looper", 0u32, StartOptions::id("loop"))
+        .await
+        .unwrap();
     for n in [1u32, 2, 3] {
         c.signal("loop", "n", n).await.unwrap();
     }
     let out: (u32, u32) = h.wait(WAIT).await.unwrap().into_result().unwrap();
-    assert_eq!(out, (2, 3), "signals not read by the first execution are carried over in order");
+    assert_eq!(
+        out,
+        (2, 3),
+        "signals not read by the first execution are carried over in order"
+    );
     r.shutdown().await;
 }
 

@@ -1,0 +1,127 @@
+//! Crash test: SIGKILL the demo mid-run, run it again, and check that every order completes
+//! with each activity's completion in history exactly once.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashMap;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use ratchet::{HistoryEvent, InstanceStatus, SqliteStore, Store};
+
+fn demo(db: &std::path::Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ratchet"));
+    cmd.args([
+        "demo",
+        "--orders",
+        "12",
+        "--step-ms",
+        "250",
+        "--lease-ms",
+        "1000",
+        "--quiet",
+        "--db",
+    ])
+    .arg(db);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd
+}
+
+#[tokio::test]
+async fn sigkill_mid_run_then_resume_loses_and_repeats_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("crash.db");
+
+    let mut first = demo(&db).spawn().unwrap();
+    // Wait until some order is past its first activities, then kill -9 mid-run.
+    let store = loop {
+        if let Ok(store) = SqliteStore::open(&db).await {
+            break store;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let list = store
+            .instance_list(Default::default())
+            .await
+            .unwrap_or_default();
+        if list.len() == 12
+            && list
+                .iter()
+                .any(|r| r.custom_status.as_ref().and_then(|s| s.as_str()) == Some("shipping"))
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the demo made no progress"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    first.kill().unwrap(); // SIGKILL on Unix
+    first.wait().unwrap();
+
+    let before = store.instance_list(Default::default()).await.unwrap();
+    assert_eq!(before.len(), 12, "all orders were started before the kill");
+    let unfinished = before.iter().filter(|r| !r.status.is_finished()).count();
+    assert!(
+        unfinished > 0,
+        "the kill must land mid-run for this test to mean anything"
+    );
+
+    let second = demo(&db).output().unwrap();
+    let stdout = String::from_utf8_lossy(&second.stdout);
+    assert!(
+        second.status.success(),
+        "second run failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    assert!(stdout.contains("resumed"), "{stdout}");
+
+    for rec in store.instance_list(Default::default()).await.unwrap() {
+        assert_eq!(
+            rec.status,
+            InstanceStatus::Completed,
+            "{} did not complete: {:?}",
+            rec.id,
+            rec.error
+        );
+        let output = rec.output.clone().unwrap();
+        let items = output["tracking"].as_array().unwrap().len();
+        assert!(output["receipt"]
+            .as_str()
+            .unwrap()
+            .starts_with("pay-order-"));
+        assert_eq!(output["delivered"], "front door");
+        let history = store.history_read(&rec.id, None).await.unwrap();
+        let mut completions: HashMap<(u32, u32), usize> = HashMap::new();
+        let mut scheduled = 0;
+        for h in &history {
+            match h.event {
+                HistoryEvent::ActivityCompleted { seq, .. } => {
+                    *completions.entry((h.execution, seq)).or_default() += 1
+                }
+                HistoryEvent::ActivityScheduled { .. } => scheduled += 1,
+                _ => {}
+            }
+        }
+        assert!(
+            completions.values().all(|n| *n == 1),
+            "{}: a completion appears twice: {completions:?}",
+            rec.id
+        );
+        assert_eq!(scheduled, 2 + items, "{}: each step scheduled once", rec.id);
+        assert_eq!(
+            completions.len(),
+            2 + items,
+            "{}: every step completed",
+            rec.id
+        );
+        let seqs: Vec<u32> = history.iter().map(|h| h.seq).collect();
+        assert_eq!(
+            seqs,
+            (0..history.len() as u32).collect::<Vec<_>>(),
+            "history has no gaps or duplicates"
+        );
+    }
+}
