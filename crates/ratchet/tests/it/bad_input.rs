@@ -1,1 +1,221 @@
+use std::sync::Arc;
 
+use ratchet::{
+    ActivityContext, ActivityError, Error, InstanceFilter, InstanceStatus, Limits,
+    OrchestrationContext, OrchestrationError, Ratchet, RuntimeConfig, StartOptions, Store,
+};
+use serde::Deserialize;
+
+use crate::harness::{fast, start, WAIT};
+
+#[derive(Deserialize)]
+struct Order {
+    id: String,
+    qty: u32,
+}
+
+async fn typed(_ctx: OrchestrationContext, order: Order) -> Result<String, OrchestrationError> {
+    Ok(format!("{}x{}", order.id, order.qty))
+}
+
+async fn nothing_written(store: &Arc<dyn Store>) {
+    assert!(
+        store
+            .instance_list(InstanceFilter::default())
+            .await
+            .unwrap()
+            .is_empty(),
+        "a refused start wrote nothing"
+    );
+}
+
+async fn bad_starts_are_refused_and_write_nothing(store: Arc<dyn Store>) {
+    let r = start(&store, |b| b.orchestration("typed", typed)).await;
+    let c = r.client();
+    assert!(
+        matches!(c.start("nope", ()).await, Err(Error::UnknownOrchestration(n)) if n == "nope")
+    );
+    match c
+        .start("typed", serde_json::json!({ "id": "a", "qty": "three" }))
+        .await
+    {
+        Err(Error::InvalidInput(m)) => assert!(m.contains("typed"), "{m}"),
+        other => panic!("expected InvalidInput, got {:?}", other.err()),
+    }
+    assert!(matches!(
+        c.start_with(
+            "typed",
+            serde_json::json!({"id": "a", "qty": 1}),
+            StartOptions::id("")
+        )
+        .await,
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        c.start_with(
+            "typed",
+            serde_json::json!({"id": "a", "qty": 1}),
+            StartOptions::id("bad\nid")
+        )
+        .await,
+        Err(Error::InvalidInput(_))
+    ));
+    let injection = "x'; DROP TABLE instances; --";
+    assert!(matches!(
+        c.start(injection, ()).await,
+        Err(Error::UnknownOrchestration(_))
+    ));
+    let huge = "x".repeat(2 << 20);
+    match c
+        .start("typed", serde_json::json!({ "id": huge, "qty": 1 }))
+        .await
+    {
+        Err(Error::PayloadTooLarge { size, limit, .. }) => assert!(size > limit),
+        other => panic!("expected PayloadTooLarge, got {:?}", other.err()),
+    }
+    nothing_written(&store).await;
+    // The store is intact and still works after all that.
+    let out: String = c
+        .start_with(
+            "typed",
+            serde_json::json!({"id": "ok", "qty": 2}),
+            StartOptions::id(injection),
+        )
+        .await
+        .unwrap()
+        .wait(WAIT)
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    assert_eq!(out, "okx2");
+    r.shutdown().await;
+}
+
+async fn unknown_activity_fails_the_instance_clearly(store: Arc<dyn Store>) {
+    let r = start(&store, |b| {
+        b.orchestration("caller", |ctx: OrchestrationContext, _: ()| async move {
+            let _: () = ctx.activity("missing", ()).await?;
+            Ok(())
+        })
+    })
+    .await;
+    let outcome = r
+        .client()
+        .start("caller", ())
+        .await
+        .unwrap()
+        .wait(WAIT)
+        .await
+        .unwrap();
+    assert_eq!(outcome.status, InstanceStatus::Failed);
+    let e = outcome.error.unwrap();
+    assert_eq!(e.kind, "UnknownActivity");
+    assert!(e.message.contains("\"missing\""));
+    r.shutdown().await;
+}
+
+async fn malformed_signal_payload_is_an_error_in_the_code(store: Arc<dyn Store>) {
+    let r = start(&store, |b| {
+        b.orchestration("strict", |ctx: OrchestrationContext, _: ()| async move {
+            match ctx.signal::<u32>("n").await {
+                Err(OrchestrationError::Payload { message }) => Ok(message),
+                other => Ok(format!("unexpected {other:?}")),
+            }
+        })
+    })
+    .await;
+    let h = r.client().start("strict", ()).await.unwrap();
+    r.client()
+        .signal(h.id(), "n", "not a number")
+        .await
+        .unwrap();
+    let out: String = h.wait(WAIT).await.unwrap().into_result().unwrap();
+    assert!(out.contains("signal \"n\""), "{out}");
+    r.shutdown().await;
+}
+
+async fn echo(_ctx: ActivityContext, n: u64) -> Result<u64, ActivityError> {
+    Ok(n)
+}
+
+async fn limits_fail_instances_with_clear_errors(store: Arc<dyn Store>) {
+    let config = RuntimeConfig {
+        limits: Limits {
+            max_fan_out: 5,
+            max_history: 30,
+        },
+        max_payload_bytes: 1_000,
+        ..fast()
+    };
+    let r = Ratchet::builder()
+        .store(store.clone())
+        .config(config)
+        .orchestration("wide", |ctx: OrchestrationContext, n: u64| async move {
+            let calls = (0..n).map(|i| ctx.activity::<u64>("echo", i));
+            let all: Result<Vec<u64>, _> = ratchet::join_all(calls).await.into_iter().collect();
+            Ok(all?.len())
+        })
+        .orchestration("long", |ctx: OrchestrationContext, n: u64| async move {
+            for i in 0..n {
+                let _: u64 = ctx.activity("echo", i).await?;
+            }
+            Ok(n)
+        })
+        .orchestration("big", |_ctx: OrchestrationContext, n: usize| async move {
+            Ok("y".repeat(n))
+        })
+        .activity("echo", echo)
+        .start()
+        .await
+        .unwrap();
+    let c = r.client();
+    let ok: usize = c
+        .start("wide", 5u64)
+        .await
+        .unwrap()
+        .wait(WAIT)
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    assert_eq!(ok, 5);
+    let wide = c
+        .start("wide", 6u64)
+        .await
+        .unwrap()
+        .wait(WAIT)
+        .await
+        .unwrap();
+    assert_eq!(wide.status, InstanceStatus::Failed);
+    assert_eq!(wide.error.as_ref().unwrap().kind, "LimitExceeded");
+    assert!(wide.error.unwrap().message.contains("fan-out"));
+    let long = c
+        .start_with("long", 10u64, StartOptions::id("long"))
+        .await
+        .unwrap()
+        .wait(WAIT)
+        .await
+        .unwrap();
+    assert_eq!(long.status, InstanceStatus::Failed);
+    assert!(long.error.unwrap().message.contains("history"));
+    let stored = r.client().history("long").await.unwrap().len();
+    assert!(stored <= 30 + 3, "only the failing turn itself (start, its event, the failure) goes past the limit: {stored}");
+    let big = c
+        .start("big", 5_000usize)
+        .await
+        .unwrap()
+        .wait(WAIT)
+        .await
+        .unwrap();
+    assert_eq!(big.status, InstanceStatus::Failed);
+    assert!(big.error.unwrap().message.contains("over the limit"));
+    r.shutdown().await;
+}
+
+crate::on_every_backend!(
+    bad_starts_are_refused_and_write_nothing,
+    unknown_activity_fails_the_instance_clearly,
+    malformed_signal_payload_is_an_error_in_the_code,
+    limits_fail_instances_with_clear_errors,
+);
