@@ -195,7 +195,7 @@ pub(crate) async fn run(store: Arc<dyn Store>, db: &str, args: DemoArgs) -> anyh
                 .to_string(),
         );
     }
-    println!(
+    out!(
         "Ratchet demo on {db}: {} orders ({} new, {resumed} resumed from an earlier run)",
         ids.len(),
         ids.len() - resumed
@@ -251,9 +251,11 @@ pub(crate) async fn run(store: Arc<dyn Store>, db: &str, args: DemoArgs) -> anyh
     }
     bar.finish_with_message("all orders finished");
     courier.abort();
-    println!(
+    out!(
         "\n{:<10} {:<10} {:>8}  result",
-        "order", "status", "history"
+        "order",
+        "status",
+        "history"
     );
     let mut failed = 0;
     for id in &ids {
@@ -275,7 +277,7 @@ pub(crate) async fn run(store: Arc<dyn Store>, db: &str, args: DemoArgs) -> anyh
                 rec.error.map(|e| e.to_string()).unwrap_or_default()
             }
         };
-        println!(
+        out!(
             "{:<10} {:<10} {:>8}  {result}",
             id,
             rec.status.to_string(),
@@ -283,9 +285,10 @@ pub(crate) async fn run(store: Arc<dyn Store>, db: &str, args: DemoArgs) -> anyh
         );
     }
     let stats = ratchet.stats();
-    println!(
+    out!(
         "\nstore: {} round trips, {} commits in this run",
-        stats.round_trips, stats.commits
+        stats.round_trips,
+        stats.commits
     );
     ratchet.shutdown().await;
     if failed > 0 {

@@ -1,5 +1,16 @@
 //! The `ratchet` command-line tool.
 
+/// Prints a line; a closed stdout (`ratchet instances list | head`) ends the program quietly
+/// instead of panicking.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if writeln!(std::io::stdout(), $($arg)*).is_err() {
+            std::process::exit(0);
+        }
+    }};
+}
+
 mod demo;
 
 use std::sync::Arc;
@@ -121,7 +132,7 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Demo(args) => demo::run(store, &db, args).await,
         Command::Migrate => {
-            println!("{db}: schema at version {}", ratchet_store_version());
+            out!("{db}: schema at version {}", ratchet_store_version());
             Ok(())
         }
         Command::Instances(cmd) => instances(Client::new(store), cmd).await,
@@ -155,12 +166,16 @@ async fn instances(client: Client, cmd: InstanceCommand) -> anyhow::Result<()> {
                 limit: Some(limit),
             };
             let list = client.list(filter).await?;
-            println!(
+            out!(
                 "{:<38} {:<16} {:<15} {:>4} {:>8}",
-                "id", "name", "status", "exec", "history"
+                "id",
+                "name",
+                "status",
+                "exec",
+                "history"
             );
             for r in list {
-                println!(
+                out!(
                     "{:<38} {:<16} {:<15} {:>4} {:>8}",
                     r.id,
                     r.name,
@@ -178,11 +193,11 @@ async fn instances(client: Client, cmd: InstanceCommand) -> anyhow::Result<()> {
                 "custom_status": r.custom_status, "parent": r.parent, "history_len": r.history_len,
                 "created_at_ms": r.created_at.as_millis(), "finished_at_ms": r.finished_at.map(|t| t.as_millis()),
             });
-            println!("{}", serde_json::to_string_pretty(&json)?);
+            out!("{}", serde_json::to_string_pretty(&json)?);
         }
         InstanceCommand::History { id } => {
             for h in client.history(&id).await? {
-                println!(
+                out!(
                     "{:>3} {:>4}  {}",
                     h.execution,
                     h.seq,
@@ -202,7 +217,7 @@ async fn instances(client: Client, cmd: InstanceCommand) -> anyhow::Result<()> {
                 Some(d) => client.signal_once(&id, &name, payload, &d).await?,
                 None => client.signal(&id, &name, payload).await.map(|()| true)?,
             };
-            println!(
+            out!(
                 "{}",
                 if raised {
                     "raised"
@@ -213,17 +228,17 @@ async fn instances(client: Client, cmd: InstanceCommand) -> anyhow::Result<()> {
         }
         InstanceCommand::Cancel { id, reason } => {
             client.cancel(&id, &reason).await?;
-            println!("cancellation requested");
+            out!("cancellation requested");
         }
         InstanceCommand::Terminate { id, reason } => {
             client.terminate(&id, &reason).await?;
-            println!("terminated");
+            out!("terminated");
         }
         InstanceCommand::Wait { id, timeout_secs } => {
             let o = client.wait(&id, Duration::from_secs(timeout_secs)).await?;
-            println!("{}: {}", o.id, o.status);
+            out!("{}: {}", o.id, o.status);
             if let Some(out) = o.output {
-                println!("{}", serde_json::to_string_pretty(&out)?);
+                out!("{}", serde_json::to_string_pretty(&out)?);
             }
             if let Some(e) = o.error {
                 bail!("{e}");
