@@ -84,13 +84,27 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             tokio::task::yield_now().await;
             continue;
         }
-        let mut wait = shared.config.poll_interval;
-        if let Some(due) = next_due {
-            wait = wait.min(due.since(Timestamp::now()) + Duration::from_millis(1));
-        }
-        tokio::select! {
-            _ = shared.wake.notified() => {}
-            _ = tokio::time::sleep(wait) => {}
+        // Sleep until woken, until the nearest known timer, or for the poll interval; a timer
+        // committed meanwhile only shortens the sleep, it costs no claim.
+        let deadline = tokio::time::Instant::now() + shared.config.poll_interval;
+        loop {
+            let local = {
+                let mut next = shared.next_timer.lock().unwrap_or_else(|p| p.into_inner());
+                if next.is_some_and(|t| t <= now) {
+                    *next = None;
+                }
+                *next
+            };
+            let mut until = deadline;
+            if let Some(due) = [next_due, local].into_iter().flatten().min() {
+                let wait = due.since(Timestamp::now()) + Duration::from_millis(1);
+                until = until.min(tokio::time::Instant::now() + wait);
+            }
+            tokio::select! {
+                _ = shared.wake.notified() => break,
+                _ = shared.timer_changed.notified() => continue,
+                _ = tokio::time::sleep_until(until) => break,
+            }
         }
     }
 }

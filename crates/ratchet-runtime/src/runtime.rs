@@ -33,6 +33,10 @@ pub(crate) struct Shared {
     /// Wakes the dispatcher: local work was created, or capacity freed after a full claim.
     pub(crate) wake: Notify,
     pub(crate) hub: Hub,
+    /// The earliest timer committed here that the dispatcher may not know about yet.
+    pub(crate) next_timer: Mutex<Option<ratchet_core::Timestamp>>,
+    /// Tells the dispatcher to recompute its sleep (a nearer timer), without a claim.
+    pub(crate) timer_changed: Notify,
     /// Activity attempts running here, with their fences (for heartbeats and release).
     pub(crate) running: Mutex<std::collections::HashMap<TaskId, Fence>>,
     /// Turns and activities in flight, for graceful shutdown.
@@ -48,6 +52,15 @@ impl Shared {
 
     pub(crate) fn running_lock(&self) -> MutexGuard<'_, std::collections::HashMap<TaskId, Fence>> {
         self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records a timer committed by this process so the dispatcher wakes for it on time.
+    pub(crate) fn timer_committed(&self, at: ratchet_core::Timestamp) {
+        let mut next = self.next_timer.lock().unwrap_or_else(|p| p.into_inner());
+        if next.map_or(true, |n| at < n) {
+            *next = Some(at);
+            self.timer_changed.notify_one();
+        }
     }
 
     pub(crate) fn is_closing(&self) -> bool {
@@ -105,6 +118,8 @@ impl Runtime {
             activity_slots: Arc::new(Semaphore::new(config.max_activities)),
             wake: Notify::new(),
             hub: Hub::default(),
+            next_timer: Mutex::new(None),
+            timer_changed: Notify::new(),
             running: Mutex::default(),
             inflight: AtomicUsize::new(0),
             idle: Notify::new(),

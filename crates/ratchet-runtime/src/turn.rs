@@ -51,8 +51,17 @@ async fn run(shared: &Arc<Shared>, claimed: ClaimedInstance) {
     } else {
         shared.cache_lock().pop(&claimed.id);
     }
+    let first_timer = commit
+        .inbox
+        .iter()
+        .filter(|e| e.instance == claimed.id)
+        .map(|e| e.visible_at)
+        .min();
     match shared.committer.turn(commit).await {
         Ok(TurnResult::Committed { tasks }) => {
+            if let Some(at) = first_timer {
+                shared.timer_committed(at);
+            }
             for task in tasks {
                 worker::spawn(shared.clone(), task);
             }
