@@ -27,48 +27,47 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         let mut next_due = None;
         let mut failed = false;
 
-        let room = shared
-            .orchestration_slots
-            .available_permits()
-            .min(shared.config.commit_batch);
-        if !orchestrations.is_empty() && room > 0 {
+        // One round trip claims both instances and activities, sized to free capacity.
+        let orchestration_room = if orchestrations.is_empty() {
+            0
+        } else {
+            shared
+                .orchestration_slots
+                .available_permits()
+                .min(shared.config.commit_batch)
+        };
+        let activity_room = if activities.is_empty() {
+            0
+        } else {
+            shared.activity_room().min(shared.config.commit_batch)
+        };
+        if orchestration_room + activity_room > 0 {
             let claim = InstanceClaim {
                 lease: lease.clone(),
-                limit: u32::try_from(room).unwrap_or(u32::MAX),
+                limit: u32::try_from(orchestration_room).unwrap_or(u32::MAX),
                 orchestrations: orchestrations.clone(),
                 now,
+                tasks: (activity_room > 0).then(|| TaskClaim {
+                    lease,
+                    limit: u32::try_from(activity_room).unwrap_or(u32::MAX),
+                    names: activities.clone(),
+                    now,
+                }),
             };
             match shared.store.instance_claim(claim).await {
                 Ok(claimed) => {
-                    busy |= claimed.instances.len() == room;
+                    busy |= orchestration_room > 0 && claimed.instances.len() == orchestration_room;
+                    busy |= activity_room > 0 && claimed.tasks.len() == activity_room;
                     next_due = claimed.next_due;
                     for instance in claimed.instances {
                         turn::spawn(shared.clone(), instance);
                     }
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "instance claim failed");
-                    failed = true;
-                }
-            }
-        }
-        let room = shared.activity_room().min(shared.config.commit_batch);
-        if !activities.is_empty() && room > 0 && !failed {
-            let claim = TaskClaim {
-                lease,
-                limit: u32::try_from(room).unwrap_or(u32::MAX),
-                names: activities.clone(),
-                now,
-            };
-            match shared.store.task_claim(claim).await {
-                Ok(tasks) => {
-                    busy |= tasks.len() == room;
-                    for task in tasks {
+                    for task in claimed.tasks {
                         worker::spawn(shared.clone(), task);
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "task claim failed");
+                    tracing::warn!(error = %e, "claim failed");
                     failed = true;
                 }
             }

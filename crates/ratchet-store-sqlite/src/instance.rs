@@ -199,9 +199,14 @@ pub(crate) fn claim(tx: &Transaction<'_>, claim: &InstanceClaim) -> Result<Insta
         .map_err(db_err)?
         .query_row([claim.now.0], |r| r.get(0))
         .map_err(db_err)?;
+    let tasks = match &claim.tasks {
+        Some(tasks) => crate::task::claim(tx, tasks)?,
+        None => Vec::new(),
+    };
     Ok(InstanceClaimed {
         instances,
         next_due: next_due.map(Timestamp),
+        tasks,
     })
 }
 

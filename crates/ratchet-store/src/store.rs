@@ -28,6 +28,8 @@ pub struct InstanceClaim {
     pub orchestrations: Vec<Registered>,
     /// The claim's time.
     pub now: Timestamp,
+    /// Also claim ready activity tasks in the same round trip, so an idle poll costs one query.
+    pub tasks: Option<TaskClaim>,
 }
 
 /// What [`Store::instance_claim`] returns.
@@ -38,6 +40,8 @@ pub struct InstanceClaimed {
     /// The earliest future time an inbox event or task becomes visible, so the caller can sleep
     /// exactly until then instead of polling.
     pub next_due: Option<Timestamp>,
+    /// Tasks leased by [`InstanceClaim::tasks`].
+    pub tasks: Vec<ClaimedTask>,
 }
 
 /// Parameters of [`Store::task_claim`].
@@ -93,8 +97,8 @@ pub trait Store: Send + Sync + 'static {
         now: Timestamp,
     ) -> Result<Vec<CreateOutcome>>;
 
-    /// Leases up to `limit` instances that have visible inbox events and no live lease.
-    /// One round trip.
+    /// Leases up to `limit` instances that have visible inbox events and no live lease, and,
+    /// when `claim.tasks` is set, ready tasks too. One round trip.
     ///
     /// # Errors
     ///

@@ -250,6 +250,7 @@ pub async fn timers_become_visible_at_their_time(store: &dyn Store) {
             limit: 10,
             orchestrations: registered(&["wf"]),
             now: T0,
+            tasks: None,
         })
         .await
         .unwrap();
@@ -407,6 +408,7 @@ pub async fn claim_respects_versions_and_leases(store: &dyn Store) {
                 versions: vec![2],
             }],
             now: T0,
+            tasks: None,
         })
         .await
         .unwrap();

@@ -33,7 +33,8 @@ macro_rules! conformance_suite {
             stale_completion_is_refused_alone, retry_reschedules_task, timers_become_visible_at_their_time,
             signals_buffer_in_order_and_dedup, cancel_and_terminate, continue_as_new_starts_next_execution,
             child_result_reaches_parent, claim_respects_versions_and_leases, list_filters_and_history,
-            heartbeat_and_release, purge_removes_finished, stats_count_round_trips);
+            heartbeat_and_release, purge_removes_finished, stats_count_round_trips,
+            one_claim_takes_instances_and_tasks);
     };
     (@tests $make:expr; $($name:ident),*) => {
         $(
@@ -82,6 +83,7 @@ pub(crate) async fn claim(store: &dyn Store, owner: &str, now: Timestamp) -> Vec
             limit: 100,
             orchestrations: registered(&["wf", "child"]),
             now,
+            tasks: None,
         })
         .await
         .unwrap()

@@ -227,3 +227,52 @@ pub async fn heartbeat_and_release(store: &dyn Store) {
         .unwrap();
     assert_eq!(claim(store, "q", mid).await.len(), 1);
 }
+
+pub async fn one_claim_takes_instances_and_tasks(store: &dyn Store) {
+    scheduled(store, 2).await;
+    store
+        .signal_raise(
+            vec![crate::NewSignal {
+                instance: "a".into(),
+                name: "s".into(),
+                payload: json!(1),
+                dedup_id: None,
+            }],
+            T0,
+        )
+        .await
+        .unwrap();
+    let before = store.stats();
+    let until = T0.plus(Duration::from_secs(30));
+    let claimed = store
+        .instance_claim(crate::InstanceClaim {
+            lease: lease("p", until),
+            limit: 10,
+            orchestrations: registered(&["wf"]),
+            now: T0,
+            tasks: Some(TaskClaim {
+                lease: lease("p", until),
+                limit: 1,
+                names: vec!["act".into()],
+                now: T0,
+            }),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        store.stats().round_trips - before.round_trips,
+        1,
+        "an idle-or-busy poll is one round trip"
+    );
+    assert_eq!(claimed.instances.len(), 1);
+    assert_eq!(
+        claimed.tasks.len(),
+        1,
+        "tasks are claimed up to their own limit"
+    );
+    assert_eq!(
+        task_claim(store, "q", T0).await.len(),
+        1,
+        "the other task is still claimable"
+    );
+}
