@@ -20,11 +20,11 @@ use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 use ratchet::{Client, InstanceFilter, InstanceStatus, SqliteStore, Store, Timestamp};
 
-/// Ratchet: durable workflows, on an embedded SQLite file or PostgreSQL.
+/// Ratchet: durable workflows in plain async Rust, on an embedded SQLite file.
 #[derive(Parser, Debug)]
-#[command(name = "ratchet", version, about, long_about = None)]
+#[command(name = "ratchet", version)]
 struct Cli {
-    /// The embedded SQLite database file.
+    /// The embedded SQLite database file (default: ratchet-demo.db for `demo`, ratchet.db otherwise).
     #[arg(long, global = true, env = "RATCHET_DB")]
     db: Option<String>,
     #[command(subcommand)]
