@@ -41,6 +41,13 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         } else {
             shared.activity_room().min(shared.config.commit_batch)
         };
+        let full = (!orchestrations.is_empty() && orchestration_room == 0)
+            || (!activities.is_empty() && activity_room == 0);
+        if full {
+            shared
+                .saturated
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         if orchestration_room + activity_room > 0 {
             let claim = InstanceClaim {
                 lease: lease.clone(),

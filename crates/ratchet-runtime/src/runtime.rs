@@ -39,6 +39,8 @@ pub(crate) struct Shared {
     pub(crate) timer_changed: Notify,
     /// Activity attempts running here, with their fences (for heartbeats and release).
     pub(crate) running: Mutex<std::collections::HashMap<TaskId, Fence>>,
+    /// Set when the dispatcher found no free slot: the next unit of work to finish wakes it.
+    pub(crate) saturated: AtomicBool,
     /// Turns and activities in flight, for graceful shutdown.
     inflight: AtomicUsize,
     idle: Notify,
@@ -84,6 +86,9 @@ pub(crate) struct WorkGuard(Arc<Shared>);
 
 impl Drop for WorkGuard {
     fn drop(&mut self) {
+        if self.0.saturated.swap(false, Ordering::SeqCst) {
+            self.0.wake.notify_one();
+        }
         if self.0.inflight.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.0.idle.notify_waiters();
         }
@@ -121,6 +126,7 @@ impl Runtime {
             next_timer: Mutex::new(None),
             timer_changed: Notify::new(),
             running: Mutex::default(),
+            saturated: AtomicBool::new(false),
             inflight: AtomicUsize::new(0),
             idle: Notify::new(),
             closing: AtomicBool::new(false),
