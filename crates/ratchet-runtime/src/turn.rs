@@ -337,6 +337,8 @@ fn build_commit(
         TurnOutcome::ContinueAsNew(input) => {
             commit.status = InstanceStatus::ContinuedAsNew;
             commit.continue_as_new = Some(ContinueAsNew {
+                name: claimed.name.clone(),
+                parent: cached.parent.clone(),
                 input,
                 carried: cached.exec.unconsumed_signals(),
             });

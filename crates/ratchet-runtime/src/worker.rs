@@ -23,14 +23,9 @@ pub(crate) fn spawn(shared: Arc<Shared>, task: ClaimedTask) {
         let still_ours = shared.running_lock().remove(&task.id).is_some();
         if still_ours {
             let instance = task.owner.instance.clone();
-            shared.committer.complete(
-                TaskCompletion {
-                    id: task.id,
-                    fence: task.fence,
-                    result,
-                },
-                instance,
-            );
+            shared
+                .committer
+                .complete(TaskCompletion::of(&task, result), instance);
         }
     });
 }

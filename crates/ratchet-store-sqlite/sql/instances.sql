@@ -48,8 +48,7 @@ WHERE id = ?1;
 
 -- name: instance_continue
 UPDATE instances SET execution = execution + 1, history_len = 0, input = ?2, status = 'ContinuedAsNew', updated_at = ?3
-WHERE id = ?1
-RETURNING name;
+WHERE id = ?1;
 
 -- name: instance_active_execution
 SELECT execution FROM instances WHERE id = ?1 AND status IN ('Pending', 'Running', 'ContinuedAsNew');

@@ -1,8 +1,7 @@
-use ratchet_core::{ErrorInfo, HistoryEvent, ParentRef, Timestamp};
+use ratchet_core::{HistoryEvent, ParentRef, Timestamp};
 use ratchet_store::{
     ClaimedTask, CommitBatch, CommitOutcome, CompletionResult, CreateOutcome, Lease, NewInboxEvent,
-    NewTask, Result, StoreError, TaskCompletion, TaskId, TaskOwner, TaskResult, TurnCommit,
-    TurnResult,
+    NewTask, Result, StoreError, TaskCompletion, TaskId, TaskResult, TurnCommit, TurnResult,
 };
 use rusqlite::{params, OptionalExtension, Transaction};
 
@@ -125,13 +124,9 @@ fn commit_turn(
     }
     for child in &t.children {
         // A child id that exists already fails that child at once rather than the parent's turn.
-        if let CreateOutcome::AlreadyExists(st) = instance::create(tx, child, None, now)? {
+        if let CreateOutcome::AlreadyExists(_) = instance::create(tx, child, None, now)? {
             if let Some(parent) = &child.parent {
-                let error = ErrorInfo::new(
-                    "AlreadyExists",
-                    format!("instance \"{}\" already exists with status {st}", child.id),
-                );
-                inbox_insert(tx, &ratchet_store::parent_event(parent, Err(error)))?;
+                inbox_insert(tx, &ratchet_store::child_exists_event(&child.id, parent))?;
             }
         }
     }
@@ -142,21 +137,11 @@ fn commit_turn(
                 .execute([&t.instance])
                 .map_err(db_err)?;
         }
-        let name: String = tx
-            .prepare_cached(sql("instance_continue"))
+        tx.prepare_cached(sql("instance_continue"))
             .map_err(db_err)?
-            .query_row(params![t.instance, to_json(&next.input), now.0], |r| {
-                r.get(0)
-            })
+            .execute(params![t.instance, to_json(&next.input), now.0])
             .map_err(db_err)?;
-        let parent = opt_json::<ParentRef>(parent, "parent")?;
-        let started = HistoryEvent::ExecutionStarted {
-            name,
-            version: 0,
-            input: next.input.clone(),
-            parent,
-        };
-        for event in std::iter::once(started).chain(next.carried.iter().cloned()) {
+        for event in next.inbox_events() {
             inbox_insert(
                 tx,
                 &NewInboxEvent {
@@ -226,29 +211,24 @@ fn complete(tx: &Transaction<'_>, c: &TaskCompletion) -> Result<CompletionResult
     let Some((instance_id, execution, seq, attempt)) = row else {
         return Ok(CompletionResult::Stale);
     };
-    let owner = TaskOwner {
-        instance: instance_id,
-        execution: u32_of(execution),
-        seq: u32_of(seq),
-    };
-    let event = match &c.result {
-        TaskResult::Retry { error, at } => {
-            tx.prepare_cached(sql("task_retry"))
-                .map_err(db_err)?
-                .execute(params![c.id.0, at.0, to_json(error)])
-                .map_err(db_err)?;
-            return Ok(CompletionResult::Applied);
-        }
-        TaskResult::Completed(output) => HistoryEvent::ActivityCompleted {
-            seq: owner.seq,
-            output: output.clone(),
-        },
-        TaskResult::Failed(error) => HistoryEvent::ActivityFailed {
-            seq: owner.seq,
-            error: error.clone(),
-            attempts: u32_of(attempt),
-        },
-        _ => return Err(StoreError::Invalid("unknown task result".into())),
+    // The fence identifies the claim; a completion that names another step or attempt than
+    // the row is not this claim's.
+    if instance_id != c.owner.instance
+        || u32_of(execution) != c.owner.execution
+        || u32_of(seq) != c.owner.seq
+        || u32_of(attempt) != c.attempt
+    {
+        return Ok(CompletionResult::Stale);
+    }
+    let Some(event) = c.event() else {
+        let TaskResult::Retry { error, at } = &c.result else {
+            return Err(StoreError::Invalid("unknown task result".into()));
+        };
+        tx.prepare_cached(sql("task_retry"))
+            .map_err(db_err)?
+            .execute(params![c.id.0, at.0, to_json(error)])
+            .map_err(db_err)?;
+        return Ok(CompletionResult::Applied);
     };
     tx.prepare_cached(sql("task_delete"))
         .map_err(db_err)?
@@ -257,14 +237,14 @@ fn complete(tx: &Transaction<'_>, c: &TaskCompletion) -> Result<CompletionResult
     let active: Option<i64> = tx
         .prepare_cached(sql("instance_active_execution"))
         .map_err(db_err)?
-        .query_row([&owner.instance], |r| r.get(0))
+        .query_row([&c.owner.instance], |r| r.get(0))
         .optional()
         .map_err(db_err)?;
-    if active == Some(i64::from(owner.execution)) {
+    if active == Some(i64::from(c.owner.execution)) {
         inbox_insert(
             tx,
             &NewInboxEvent {
-                instance: owner.instance.clone(),
+                instance: c.owner.instance.clone(),
                 event,
                 visible_at: Timestamp(0),
             },

@@ -63,10 +63,29 @@ pub struct TurnCommit {
 /// The next execution of an instance that continued as new.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ContinueAsNew {
+    /// The orchestration name.
+    pub name: String,
+    /// The instance's parent, for a sub-orchestration.
+    pub parent: Option<ParentRef>,
     /// Its input.
     pub input: Value,
     /// Signals that arrived but were not consumed, delivered again to the new execution.
     pub carried: Vec<HistoryEvent>,
+}
+
+impl ContinueAsNew {
+    /// The events that open the next execution's inbox: its start, then the carried signals.
+    pub fn inbox_events(&self) -> Vec<HistoryEvent> {
+        let started = HistoryEvent::ExecutionStarted {
+            name: self.name.clone(),
+            version: 0,
+            input: self.input.clone(),
+            parent: self.parent.clone(),
+        };
+        std::iter::once(started)
+            .chain(self.carried.iter().cloned())
+            .collect()
+    }
 }
 
 /// The outcome of one turn commit.
@@ -123,6 +142,16 @@ pub struct CommitOutcome {
     pub completions: Vec<CompletionResult>,
     /// Instances from `lock_instances` now leased to the caller, with their inbox events.
     pub locked: Vec<ClaimedInstance>,
+}
+
+/// The event a parent receives when its child's id is taken by an existing instance: the
+/// child is not started and the parent's step fails at once.
+pub fn child_exists_event(child: &str, parent: &ParentRef) -> NewInboxEvent {
+    let error = ErrorInfo::new(
+        "AlreadyExists",
+        format!("instance \"{child}\" already exists"),
+    );
+    parent_event(parent, Err(error))
 }
 
 /// A parent to deliver a finished child's result to.

@@ -23,13 +23,14 @@ mod instance;
 mod sql;
 mod store;
 mod task;
+mod wakeup;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
 pub use commit::{
-    parent_event, CommitBatch, CommitOutcome, CompletionResult, ContinueAsNew, Lease,
-    NewInboxEvent, TurnCommit, TurnResult,
+    child_exists_event, parent_event, CommitBatch, CommitOutcome, CompletionResult, ContinueAsNew,
+    Lease, NewInboxEvent, TurnCommit, TurnResult,
 };
 pub use error::{Result, StoreError};
 pub use instance::{
@@ -41,3 +42,4 @@ pub use store::{
     InstanceClaim, InstanceClaimed, LeaseRelease, Registered, Store, StoreStats, TaskClaim,
 };
 pub use task::{ClaimedTask, NewTask, TaskCompletion, TaskId, TaskOwner, TaskResult};
+pub use wakeup::{WakeupSender, Wakeups};

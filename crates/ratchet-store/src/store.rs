@@ -202,4 +202,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// This store's traffic counters.
     fn stats(&self) -> StoreStats;
+
+    /// Wake-ups the database pushes to this process (work ready elsewhere, instances
+    /// finished), or `None` when the backend cannot push and callers must poll.
+    fn wakeups(&self) -> Option<crate::Wakeups> {
+        None
+    }
 }

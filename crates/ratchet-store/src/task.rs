@@ -1,4 +1,4 @@
-use ratchet_core::{ActivityOptions, ErrorInfo, Timestamp};
+use ratchet_core::{ActivityOptions, ErrorInfo, HistoryEvent, Timestamp};
 use serde_json::Value;
 
 use crate::Fence;
@@ -76,6 +76,40 @@ pub struct TaskCompletion {
     pub id: TaskId,
     /// The fence of the lease the attempt ran under.
     pub fence: Fence,
+    /// The orchestration step the task belongs to, as claimed (checked against the row).
+    pub owner: TaskOwner,
+    /// The attempt that ran, as claimed.
+    pub attempt: u32,
     /// The outcome.
     pub result: TaskResult,
+}
+
+impl TaskCompletion {
+    /// The completion of the attempt `task` with `result`.
+    pub fn of(task: &ClaimedTask, result: TaskResult) -> Self {
+        Self {
+            id: task.id,
+            fence: task.fence,
+            owner: task.owner.clone(),
+            attempt: task.attempt,
+            result,
+        }
+    }
+
+    /// The event this completion delivers to its orchestration; `None` for a retry, which
+    /// tells the orchestration nothing.
+    pub fn event(&self) -> Option<HistoryEvent> {
+        match &self.result {
+            TaskResult::Completed(output) => Some(HistoryEvent::ActivityCompleted {
+                seq: self.owner.seq,
+                output: output.clone(),
+            }),
+            TaskResult::Failed(error) => Some(HistoryEvent::ActivityFailed {
+                seq: self.owner.seq,
+                error: error.clone(),
+                attempts: self.attempt,
+            }),
+            TaskResult::Retry { .. } => None,
+        }
+    }
 }

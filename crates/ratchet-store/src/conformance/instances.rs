@@ -175,6 +175,8 @@ pub async fn continue_as_new_starts_next_execution(store: &dyn Store) {
         payload: json!(1),
     };
     t.continue_as_new = Some(ContinueAsNew {
+        name: "wf".into(),
+        parent: None,
         input: json!(2),
         carried: vec![carried.clone()],
     });

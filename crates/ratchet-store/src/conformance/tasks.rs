@@ -58,11 +58,10 @@ pub async fn completion_delivers_and_locks(store: &dyn Store) {
     let tasks = task_claim(store, "p", T0).await;
     assert_eq!(tasks.len(), 2);
     let mut b = batch(vec![]);
-    b.completions = vec![TaskCompletion {
-        id: tasks[0].id,
-        fence: tasks[0].fence,
-        result: TaskResult::Completed(json!("r0")),
-    }];
+    b.completions = vec![TaskCompletion::of(
+        &tasks[0],
+        TaskResult::Completed(json!("r0")),
+    )];
     b.lock_instances = vec!["a".into()];
     b.instance_lease = Some(lease("p", T0.plus(Duration::from_secs(30))));
     let r = store.commit(b).await.unwrap();
@@ -85,11 +84,10 @@ pub async fn completion_delivers_and_locks(store: &dyn Store) {
     );
     // A failure for good carries the attempt count.
     let mut b = batch(vec![turn(&r.locked[0], InstanceStatus::Running)]);
-    b.completions = vec![TaskCompletion {
-        id: tasks[1].id,
-        fence: tasks[1].fence,
-        result: TaskResult::Failed(ErrorInfo::new("Bad", "no")),
-    }];
+    b.completions = vec![TaskCompletion::of(
+        &tasks[1],
+        TaskResult::Failed(ErrorInfo::new("Bad", "no")),
+    )];
     store.commit(b).await.unwrap();
     let c = claim(store, "p", T0).await.remove(0);
     assert_eq!(
@@ -116,16 +114,8 @@ pub async fn stale_completion_is_refused_alone(store: &dyn Store) {
     assert_eq!(retaken.len(), 2, "expired task leases are taken over");
     let mut b = batch(vec![]);
     b.completions = vec![
-        TaskCompletion {
-            id: first[0].id,
-            fence: first[0].fence,
-            result: TaskResult::Completed(json!("late")),
-        },
-        TaskCompletion {
-            id: retaken[1].id,
-            fence: retaken[1].fence,
-            result: TaskResult::Completed(json!("ok")),
-        },
+        TaskCompletion::of(&first[0], TaskResult::Completed(json!("late"))),
+        TaskCompletion::of(&retaken[1], TaskResult::Completed(json!("ok"))),
     ];
     let r = store.commit(b).await.unwrap();
     assert_eq!(
@@ -148,14 +138,13 @@ pub async fn retry_reschedules_task(store: &dyn Store) {
     let t = task_claim(store, "p", T0).await.remove(0);
     let at = T0.plus(Duration::from_secs(2));
     let mut b = batch(vec![]);
-    b.completions = vec![TaskCompletion {
-        id: t.id,
-        fence: t.fence,
-        result: TaskResult::Retry {
+    b.completions = vec![TaskCompletion::of(
+        &t,
+        TaskResult::Retry {
             error: ErrorInfo::new("Flaky", "x"),
             at,
         },
-    }];
+    )];
     store.commit(b).await.unwrap();
     assert!(
         task_claim(store, "p", T0).await.is_empty(),

@@ -1,0 +1,87 @@
+//! Wake-ups a database pushes to this process (PostgreSQL's LISTEN/NOTIFY). They are hints:
+//! every consumer keeps a poll fallback, so a lost wake-up costs latency, never correctness.
+
+use tokio::sync::{broadcast, watch};
+
+/// What a store pushes: work became ready, or an instance finished.
+#[derive(Debug)]
+pub struct Wakeups {
+    /// Changes whenever work became ready somewhere, and after a reconnect (when wake-ups may
+    /// have been lost). Bursts coalesce: a receiver sees one change for many notifications.
+    pub work: watch::Receiver<u64>,
+    /// Ids of instances that finished; `None` after a reconnect, when some may have been missed.
+    pub finished: broadcast::Receiver<Option<String>>,
+}
+
+/// The sending side of [`Wakeups`], held by a backend's listener.
+#[derive(Clone, Debug)]
+pub struct WakeupSender {
+    work: watch::Sender<u64>,
+    finished: broadcast::Sender<Option<String>>,
+}
+
+impl Default for WakeupSender {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl WakeupSender {
+    /// A sender with no subscribers yet.
+    pub fn new() -> Self {
+        Self {
+            work: watch::channel(0).0,
+            finished: broadcast::channel(1024).0,
+        }
+    }
+
+    /// A new receiver pair.
+    pub fn subscribe(&self) -> Wakeups {
+        Wakeups {
+            work: self.work.subscribe(),
+            finished: self.finished.subscribe(),
+        }
+    }
+
+    /// Work became ready.
+    pub fn work_ready(&self) {
+        self.work.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// An instance finished.
+    pub fn finished(&self, id: String) {
+        // No receivers is fine: nobody waits.
+        let _ = self.finished.send(Some(id));
+    }
+
+    /// Wake-ups may have been lost (a reconnect): wake every consumer to look again.
+    pub fn resync(&self) {
+        self.work_ready();
+        let _ = self.finished.send(None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn bursts_coalesce_and_resync_reaches_waiters() {
+        let sender = WakeupSender::new();
+        let mut w = sender.subscribe();
+        for _ in 0..10 {
+            sender.work_ready();
+        }
+        w.work.changed().await.expect("sender alive");
+        w.work.borrow_and_update();
+        assert!(
+            !w.work.has_changed().expect("sender alive"),
+            "ten hints, one wake-up"
+        );
+        sender.finished("a".into());
+        sender.resync();
+        assert_eq!(w.finished.recv().await.ok(), Some(Some("a".to_string())));
+        assert_eq!(w.finished.recv().await.ok(), Some(None));
+        assert!(w.work.has_changed().expect("sender alive"));
+    }
+}
