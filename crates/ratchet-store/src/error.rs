@@ -26,6 +26,15 @@ pub enum StoreError {
         /// Newest version this code knows.
         supported: i64,
     },
+    /// The database schema is older than this code needs, and this store does not migrate on
+    /// its own.
+    #[error("the database schema is at version {found}, older than the {required} this Ratchet needs; run `ratchet migrate`")]
+    SchemaTooOld {
+        /// Version found in the database.
+        found: i64,
+        /// Version this code needs.
+        required: i64,
+    },
     /// The database holds data this code cannot read.
     #[error("corrupt data: {0}")]
     Corrupt(String),

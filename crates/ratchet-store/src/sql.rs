@@ -33,6 +33,20 @@ impl NamedQueries {
         Self { queries }
     }
 
+    /// The same statements, each rewritten by `f` (a backend putting its schema in).
+    pub fn map(self, f: impl Fn(&str) -> String) -> Self {
+        Self {
+            queries: self
+                .queries
+                .into_iter()
+                .map(|(name, sql)| {
+                    let sql = f(&sql);
+                    (name, sql)
+                })
+                .collect(),
+        }
+    }
+
     /// The statement named `name`.
     ///
     /// # Panics

@@ -8,9 +8,11 @@
 //! ```
 #![allow(clippy::unwrap_used, missing_docs, unreachable_pub)]
 
+mod concurrency;
 mod instances;
 mod tasks;
 
+pub use concurrency::*;
 pub use instances::*;
 pub use tasks::*;
 
@@ -24,17 +26,22 @@ use crate::{
 
 /// Generates one `#[tokio::test]` per conformance test. `$make` is an async expression
 /// evaluating to a fresh store (anything that derefs to `dyn Store` or implements it).
+/// With `optional:`, it evaluates to an `Option` of one, and `None` skips the test (a backend
+/// whose server is not configured).
 #[macro_export]
 macro_rules! conformance_suite {
-    ($make:expr) => {
-        $crate::conformance_suite!(@tests $make;
+    (@list @$kind:ident $make:expr) => {
+        $crate::conformance_suite!(@$kind $make;
             create_and_claim, create_if_exists, create_leased, commit_turn_appends_history,
             stale_turn_is_refused_alone, eager_task_lease_respects_capacity, completion_delivers_and_locks,
             stale_completion_is_refused_alone, retry_reschedules_task, timers_become_visible_at_their_time,
             signals_buffer_in_order_and_dedup, cancel_and_terminate, continue_as_new_starts_next_execution,
             child_result_reaches_parent, claim_respects_versions_and_leases, list_filters_and_history,
             heartbeat_and_release, purge_removes_finished, stats_count_round_trips,
-            one_claim_takes_instances_and_tasks);
+            one_claim_takes_instances_and_tasks, terminated_child_fails_parent_step,
+            taken_child_id_fails_parent_step, payloads_round_trip_exactly,
+            concurrent_claims_never_share_an_instance,
+            concurrent_commits_apply_each_completion_once);
     };
     (@tests $make:expr; $($name:ident),*) => {
         $(
@@ -44,6 +51,22 @@ macro_rules! conformance_suite {
                 $crate::conformance::$name(&store).await;
             }
         )*
+    };
+    (@optional $make:expr; $($name:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                if let Some(store) = $make.await {
+                    $crate::conformance::$name(&store).await;
+                }
+            }
+        )*
+    };
+    (optional: $make:expr) => {
+        $crate::conformance_suite!(@list @optional $make);
+    };
+    ($make:expr) => {
+        $crate::conformance_suite!(@list @tests $make);
     };
 }
 

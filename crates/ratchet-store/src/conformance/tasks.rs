@@ -193,7 +193,7 @@ pub async fn heartbeat_and_release(store: &dyn Store) {
         1,
         "a released task is claimable at once"
     );
-    // Instance leases can be released too.
+    // Instance leases can be released too, with task leases in the same round trip.
     store
         .signal_raise(
             vec![crate::NewSignal {
@@ -207,14 +207,26 @@ pub async fn heartbeat_and_release(store: &dyn Store) {
         .await
         .unwrap();
     let c = claim(store, "p", mid).await.remove(0);
-    store
-        .lease_release(LeaseRelease {
-            instances: vec![(c.id.clone(), c.fence)],
-            tasks: vec![],
-        })
-        .await
-        .unwrap();
+    let release = LeaseRelease {
+        instances: vec![(c.id.clone(), c.fence)],
+        tasks: vec![(taken[0].id, taken[0].fence)],
+    };
+    store.lease_release(release.clone()).await.unwrap();
+    // Again, now that its statements are prepared: releasing twice is harmless, and both
+    // kinds of lease go in one round trip.
+    let before = store.stats();
+    store.lease_release(release).await.unwrap();
+    assert_eq!(
+        store.stats().round_trips - before.round_trips,
+        1,
+        "one release call, one round trip"
+    );
     assert_eq!(claim(store, "q", mid).await.len(), 1);
+    assert_eq!(
+        task_claim(store, "r", mid).await.len(),
+        1,
+        "the task is free again"
+    );
 }
 
 pub async fn one_claim_takes_instances_and_tasks(store: &dyn Store) {

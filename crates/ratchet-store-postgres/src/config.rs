@@ -1,0 +1,114 @@
+use std::time::Duration;
+
+use ratchet_store::{Result, StoreError};
+
+/// How a [`crate::PostgresStore`] connects and behaves. Every field has a default; see
+/// [`PostgresConfig::default`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PostgresConfig {
+    /// The schema holding Ratchet's tables and functions (default `ratchet`). Several
+    /// installations, or tests, can share one database, each in its own schema. Lower-case
+    /// letters, digits and `_`, starting with a letter or `_`, at most 48 bytes.
+    pub schema: String,
+    /// Connections in the pool (default 8). Concurrent calls pipeline on these; a large pool
+    /// buys little.
+    pub pool_size: usize,
+    /// Listen for and send notifications (default true): other processes wake at once when work
+    /// is ready, clients learn at once that an instance finished. Off: polling only, for
+    /// PgBouncer in transaction mode.
+    pub notify: bool,
+    /// Prepare each statement once per connection (default true). Off: every statement is sent
+    /// unnamed with its types, still one round trip, for PgBouncer in transaction mode.
+    pub prepared_statements: bool,
+    /// Create or upgrade the schema on connect (default true).
+    pub migrate: bool,
+    /// How long to wait for a connection before failing a call (default 10 s).
+    pub connect_timeout: Duration,
+}
+
+impl Default for PostgresConfig {
+    fn default() -> Self {
+        Self {
+            schema: "ratchet".into(),
+            pool_size: 8,
+            notify: true,
+            prepared_statements: true,
+            migrate: true,
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl PostgresConfig {
+    /// Polling only and no prepared statements: what works behind PgBouncer in transaction
+    /// mode, which keeps no session state between transactions.
+    pub fn pgbouncer(mut self) -> Self {
+        self.notify = false;
+        self.prepared_statements = false;
+        self
+    }
+
+    /// Checks the values.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Invalid`] naming the bad field.
+    pub fn validate(&self) -> Result<()> {
+        let s = self.schema.as_bytes();
+        let valid_schema = !s.is_empty()
+            && s.len() <= 48
+            && (s[0].is_ascii_lowercase() || s[0] == b'_')
+            && s.iter()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_');
+        if !valid_schema {
+            return Err(StoreError::Invalid(format!(
+                "schema \"{}\": use 1 to 48 lower-case letters, digits or _, not starting with a digit",
+                self.schema
+            )));
+        }
+        if self.pool_size == 0 {
+            return Err(StoreError::Invalid("pool_size must be at least 1".into()));
+        }
+        if self.connect_timeout.is_zero() {
+            return Err(StoreError::Invalid(
+                "connect_timeout must be positive".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_names_are_checked() {
+        let with = |schema: &str| PostgresConfig {
+            schema: schema.into(),
+            ..PostgresConfig::default()
+        };
+        assert!(with("ratchet").validate().is_ok());
+        assert!(with("_t_1").validate().is_ok());
+        for bad in [
+            "",
+            "1abc",
+            "Ratchet",
+            "a-b",
+            "a.b",
+            "x\"; drop table y; --",
+            &"a".repeat(49),
+        ] {
+            assert!(
+                matches!(with(bad).validate(), Err(StoreError::Invalid(_))),
+                "{bad} accepted"
+            );
+        }
+        assert!(PostgresConfig {
+            pool_size: 0,
+            ..PostgresConfig::default()
+        }
+        .validate()
+        .is_err());
+    }
+}

@@ -1,0 +1,112 @@
+//! Rows to store types, and driver errors to [`StoreError`]: the one place driver types stop.
+
+use ratchet_core::{ErrorInfo, HistoryEvent, ParentRef, Timestamp};
+use ratchet_store::{InstanceRecord, InstanceStatus, StoreError};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::Row;
+
+/// What a call can fail with before it becomes a [`StoreError`]: the driver's error keeps its
+/// SQLSTATE so a deadlock can be retried.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    Db(tokio_postgres::Error),
+    Store(StoreError),
+}
+
+impl From<tokio_postgres::Error> for Failure {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Self::Db(e)
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        Self::Store(e)
+    }
+}
+
+impl Failure {
+    /// A conflict between concurrent transactions that rolled this one back whole: running
+    /// the call again is safe.
+    pub(crate) fn is_transient_conflict(&self) -> bool {
+        match self {
+            Self::Db(e) => matches!(
+                e.code(),
+                Some(c) if *c == SqlState::T_R_DEADLOCK_DETECTED
+                    || *c == SqlState::T_R_SERIALIZATION_FAILURE
+            ),
+            Self::Store(_) => false,
+        }
+    }
+
+    pub(crate) fn into_store(self) -> StoreError {
+        match self {
+            Self::Db(e) => StoreError::backend(e),
+            Self::Store(e) => e,
+        }
+    }
+}
+
+pub(crate) type Res<T> = std::result::Result<T, Failure>;
+
+pub(crate) fn to_json<T: Serialize>(v: &T) -> String {
+    // Serializing our own plain data types cannot fail.
+    serde_json::to_string(v).unwrap_or_else(|_| "null".to_string())
+}
+
+pub(crate) fn from_json<T: DeserializeOwned>(text: &str, what: &str) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+}
+
+pub(crate) fn opt_json<T: DeserializeOwned>(
+    text: Option<String>,
+    what: &str,
+) -> Result<Option<T>, StoreError> {
+    text.map(|t| from_json(&t, what)).transpose()
+}
+
+pub(crate) fn event(text: &str) -> Result<HistoryEvent, StoreError> {
+    from_json(text, "history event")
+}
+
+pub(crate) fn status(text: &str) -> Result<InstanceStatus, StoreError> {
+    text.parse().map_err(StoreError::Corrupt)
+}
+
+/// A stored integer as the store's `u32` (never negative in practice).
+pub(crate) fn u32_of(v: i32) -> u32 {
+    u32::try_from(v).unwrap_or(0)
+}
+
+/// A `u32` as PostgreSQL's `integer`, saturating (positions and counts never get there).
+pub(crate) fn i32_of(v: u32) -> i32 {
+    i32::try_from(v).unwrap_or(i32::MAX)
+}
+
+/// Reads a column, naming it when the row does not have the expected shape.
+pub(crate) fn col<'a, T: tokio_postgres::types::FromSql<'a>>(row: &'a Row, name: &str) -> Res<T> {
+    Ok(row.try_get(name)?)
+}
+
+/// A row of `instance_get` / `instance_list`.
+pub(crate) fn instance_record(row: &Row) -> Res<InstanceRecord> {
+    Ok(InstanceRecord {
+        id: col(row, "id")?,
+        name: col(row, "name")?,
+        version: col::<Option<i32>>(row, "version")?.map(u32_of),
+        status: status(col(row, "status")?)?,
+        execution: u32_of(col(row, "execution")?),
+        input: from_json::<Value>(col(row, "input")?, "instance input")?,
+        output: opt_json(col(row, "output")?, "instance output")?,
+        error: opt_json::<ErrorInfo>(col(row, "error")?, "instance error")?,
+        custom_status: opt_json(col(row, "custom_status")?, "custom status")?,
+        parent: opt_json::<ParentRef>(col(row, "parent")?, "parent")?,
+        history_len: u32_of(col(row, "history_len")?),
+        created_at: Timestamp(col(row, "created_at")?),
+        updated_at: Timestamp(col(row, "updated_at")?),
+        finished_at: col::<Option<i64>>(row, "finished_at")?.map(Timestamp),
+    })
+}

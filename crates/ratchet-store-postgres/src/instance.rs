@@ -1,0 +1,390 @@
+//! Instances: create, claim, signal, cancel, terminate, read, list, purge.
+
+use std::collections::HashMap;
+
+use ratchet_core::{ErrorInfo, HistoryEvent, Timestamp};
+use ratchet_store::{
+    ClaimedInstance, ClaimedTask, CreateOutcome, Fence, HistoryRecord, IfExists, InboxEvent,
+    InstanceClaim, InstanceClaimed, InstanceFilter, InstanceRecord, Lease, NewInstance, NewSignal,
+    SignalOutcome, StopOutcome, StoreError, TaskId, TaskOwner,
+};
+
+use crate::convert::{
+    col, event, from_json, i32_of, instance_record, status, to_json, u32_of, Res,
+};
+use crate::param::p;
+use crate::store::Conn;
+
+fn if_exists_name(policy: IfExists) -> &'static str {
+    match policy {
+        IfExists::UseExisting => "UseExisting",
+        IfExists::RestartIfFinished => "RestartIfFinished",
+        _ => "Fail",
+    }
+}
+
+/// The instance's opening event, as its inbox holds it.
+pub(crate) fn started_event(new: &NewInstance) -> HistoryEvent {
+    HistoryEvent::ExecutionStarted {
+        name: new.name.clone(),
+        version: 0,
+        input: new.input.clone(),
+        parent: new.parent.clone(),
+    }
+}
+
+pub(crate) async fn create(
+    c: &Conn,
+    instances: &[NewInstance],
+    lease: Option<&Lease>,
+    now: Timestamp,
+) -> Res<Vec<CreateOutcome>> {
+    let ids: Vec<String> = instances.iter().map(|i| i.id.clone()).collect();
+    let names: Vec<String> = instances.iter().map(|i| i.name.clone()).collect();
+    let inputs: Vec<String> = instances.iter().map(|i| to_json(&i.input)).collect();
+    let parents: Vec<Option<String>> = instances
+        .iter()
+        .map(|i| i.parent.as_ref().map(to_json))
+        .collect();
+    let parent_ids: Vec<Option<String>> = instances
+        .iter()
+        .map(|i| i.parent.as_ref().map(|p| p.instance.clone()))
+        .collect();
+    let parent_executions: Vec<Option<i32>> = instances
+        .iter()
+        .map(|i| i.parent.as_ref().map(|p| i32_of(p.execution)))
+        .collect();
+    let parent_seqs: Vec<Option<i32>> = instances
+        .iter()
+        .map(|i| i.parent.as_ref().map(|p| i32_of(p.seq)))
+        .collect();
+    let policies: Vec<String> = instances
+        .iter()
+        .map(|i| if_exists_name(i.if_exists).to_string())
+        .collect();
+    let started: Vec<HistoryEvent> = instances.iter().map(started_event).collect();
+    let started_text: Vec<String> = started.iter().map(to_json).collect();
+    let owner = lease.map(|l| l.owner.clone());
+    let until = lease.map(|l| l.until.0);
+    let row = c
+        .one(
+            "instance_create",
+            &[
+                p(&now.0),
+                p(&c.notify()),
+                p(&owner),
+                p(&until),
+                p(&ids),
+                p(&names),
+                p(&inputs),
+                p(&parents),
+                p(&parent_ids),
+                p(&parent_executions),
+                p(&parent_seqs),
+                p(&policies),
+                p(&started_text),
+            ],
+        )
+        .await?;
+    let outcomes: Vec<String> = col(&row, "outcome")?;
+    let statuses: Vec<Option<String>> = col(&row, "status")?;
+    let inbox_ids: Vec<Option<i64>> = col(&row, "inbox_id")?;
+    let fences: Vec<Option<i64>> = col(&row, "fence")?;
+    let mut out = Vec::with_capacity(instances.len());
+    for (i, new) in instances.iter().enumerate() {
+        let existing = || -> Res<_> {
+            let text = statuses.get(i).cloned().flatten().unwrap_or_default();
+            Ok(status(&text)?)
+        };
+        let outcome = match outcomes.get(i).map(String::as_str) {
+            Some("created") => {
+                CreateOutcome::Created(match (lease, inbox_ids.get(i), fences.get(i)) {
+                    (Some(_), Some(Some(inbox)), Some(Some(fence))) => Some(ClaimedInstance {
+                        id: new.id.clone(),
+                        name: new.name.clone(),
+                        version: None,
+                        execution: 0,
+                        history_len: 0,
+                        fence: Fence(*fence),
+                        events: vec![InboxEvent {
+                            id: *inbox,
+                            event: started[i].clone(),
+                        }],
+                    }),
+                    _ => None,
+                })
+            }
+            Some("existing") => CreateOutcome::Existing(existing()?),
+            Some("exists") => CreateOutcome::AlreadyExists(existing()?),
+            other => {
+                return Err(StoreError::Corrupt(format!("instance_create said {other:?}")).into())
+            }
+        };
+        out.push(outcome);
+    }
+    Ok(out)
+}
+
+pub(crate) async fn claim(c: &Conn, claim: &InstanceClaim) -> Res<InstanceClaimed> {
+    // One (name, version) pair per registered version; a name without versions can still run
+    // instances that have not pinned one.
+    let mut reg_names = Vec::new();
+    let mut reg_versions: Vec<Option<i32>> = Vec::new();
+    for r in &claim.orchestrations {
+        if r.versions.is_empty() {
+            reg_names.push(r.name.clone());
+            reg_versions.push(None);
+        }
+        for v in &r.versions {
+            reg_names.push(r.name.clone());
+            reg_versions.push(Some(i32_of(*v)));
+        }
+    }
+    let limit = i32::try_from(claim.limit).unwrap_or(i32::MAX);
+    let task_limit = claim
+        .tasks
+        .as_ref()
+        .map_or(0, |t| i32::try_from(t.limit).unwrap_or(i32::MAX));
+    let task_names: Vec<String> = claim
+        .tasks
+        .as_ref()
+        .map(|t| t.names.clone())
+        .unwrap_or_default();
+    // Instances and tasks share one lease in a poll.
+    let row = c
+        .one(
+            "instance_claim",
+            &[
+                p(&claim.now.0),
+                p(&claim.lease.owner),
+                p(&claim.lease.until.0),
+                p(&limit),
+                p(&reg_names),
+                p(&reg_versions),
+                p(&task_limit),
+                p(&task_names),
+            ],
+        )
+        .await?;
+    let mut events = events_by_instance(&row)?;
+    let ids: Vec<String> = col(&row, "i_id")?;
+    let names: Vec<String> = col(&row, "i_name")?;
+    let versions: Vec<Option<i32>> = col(&row, "i_version")?;
+    let executions: Vec<i32> = col(&row, "i_execution")?;
+    let lengths: Vec<i32> = col(&row, "i_history_len")?;
+    let fences: Vec<i64> = col(&row, "i_fence")?;
+    let mut instances = Vec::with_capacity(ids.len());
+    for (i, id) in ids.into_iter().enumerate() {
+        // The claim gave back at once an instance whose events a concurrent turn consumed.
+        let Some(events) = events.remove(&id) else {
+            continue;
+        };
+        instances.push(ClaimedInstance {
+            name: names.get(i).cloned().unwrap_or_default(),
+            version: versions.get(i).copied().flatten().map(u32_of),
+            execution: executions.get(i).copied().map_or(0, u32_of),
+            history_len: lengths.get(i).copied().map_or(0, u32_of),
+            fence: Fence(fences.get(i).copied().unwrap_or_default()),
+            id,
+            events,
+        });
+    }
+    let tasks = claimed_tasks(
+        col(&row, "t_id")?,
+        col(&row, "t_fence")?,
+        col(&row, "t_name")?,
+        col(&row, "t_input")?,
+        col(&row, "t_options")?,
+        col(&row, "t_instance")?,
+        col(&row, "t_execution")?,
+        col(&row, "t_seq")?,
+        col(&row, "t_attempt")?,
+    )?;
+    Ok(InstanceClaimed {
+        instances,
+        next_due: col::<Option<i64>>(&row, "next_due")?.map(Timestamp),
+        tasks,
+    })
+}
+
+/// The `e_instance`, `e_id`, `e_event` columns of a claim or commit: inbox events grouped by
+/// instance, oldest first.
+pub(crate) fn events_by_instance(
+    row: &tokio_postgres::Row,
+) -> Res<HashMap<String, Vec<InboxEvent>>> {
+    let owners: Vec<String> = col(row, "e_instance")?;
+    let ids: Vec<i64> = col(row, "e_id")?;
+    let texts: Vec<String> = col(row, "e_event")?;
+    let mut grouped: HashMap<String, Vec<InboxEvent>> = HashMap::new();
+    for ((owner, id), text) in owners.into_iter().zip(ids).zip(texts) {
+        grouped.entry(owner).or_default().push(InboxEvent {
+            id,
+            event: event(&text)?,
+        });
+    }
+    Ok(grouped)
+}
+
+/// Parallel arrays of claimed task rows to [`ClaimedTask`]s.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn claimed_tasks(
+    ids: Vec<i64>,
+    fences: Vec<i64>,
+    names: Vec<String>,
+    inputs: Vec<String>,
+    options: Vec<String>,
+    instances: Vec<String>,
+    executions: Vec<i32>,
+    seqs: Vec<i32>,
+    attempts: Vec<i32>,
+) -> Res<Vec<ClaimedTask>> {
+    let mut tasks = Vec::with_capacity(ids.len());
+    for (i, id) in ids.into_iter().enumerate() {
+        let at = |v: &Vec<i32>| v.get(i).copied().map_or(0, u32_of);
+        tasks.push(ClaimedTask {
+            id: TaskId(id),
+            fence: Fence(fences.get(i).copied().unwrap_or_default()),
+            name: names.get(i).cloned().unwrap_or_default(),
+            input: from_json(inputs.get(i).map_or("null", String::as_str), "task input")?,
+            options: from_json(options.get(i).map_or("{}", String::as_str), "task options")?,
+            owner: TaskOwner {
+                instance: instances.get(i).cloned().unwrap_or_default(),
+                execution: at(&executions),
+                seq: at(&seqs),
+            },
+            attempt: at(&attempts),
+        });
+    }
+    Ok(tasks)
+}
+
+pub(crate) async fn signal(
+    c: &Conn,
+    signals: &[NewSignal],
+    now: Timestamp,
+) -> Res<Vec<SignalOutcome>> {
+    let instances: Vec<String> = signals.iter().map(|s| s.instance.clone()).collect();
+    let dedup: Vec<Option<String>> = signals.iter().map(|s| s.dedup_id.clone()).collect();
+    let events: Vec<String> = signals
+        .iter()
+        .map(|s| {
+            to_json(&HistoryEvent::SignalReceived {
+                name: s.name.clone(),
+                payload: s.payload.clone(),
+            })
+        })
+        .collect();
+    let row = c
+        .one(
+            "signal_raise",
+            &[
+                p(&now.0),
+                p(&c.notify()),
+                p(&instances),
+                p(&dedup),
+                p(&events),
+            ],
+        )
+        .await?;
+    let outcomes: Vec<String> = col(&row, "outcome")?;
+    let statuses: Vec<Option<String>> = col(&row, "status")?;
+    outcomes
+        .iter()
+        .zip(statuses)
+        .map(|(outcome, st)| {
+            Ok(match outcome.as_str() {
+                "raised" => SignalOutcome::Raised,
+                "duplicate" => SignalOutcome::Duplicate,
+                "not_found" => SignalOutcome::NotFound,
+                "finished" => SignalOutcome::Finished(status(&st.unwrap_or_default())?),
+                other => {
+                    return Err(StoreError::Corrupt(format!("signal_raise said {other}")).into())
+                }
+            })
+        })
+        .collect()
+}
+
+fn stop_outcome(row: &tokio_postgres::Row, what: &str) -> Res<StopOutcome> {
+    let outcome: String = col(row, "outcome")?;
+    let st: Option<String> = col(row, "status")?;
+    Ok(match outcome.as_str() {
+        "done" => StopOutcome::Done,
+        "not_found" => StopOutcome::NotFound,
+        "finished" => StopOutcome::Finished(status(&st.unwrap_or_default())?),
+        other => return Err(StoreError::Corrupt(format!("{what} said {other}")).into()),
+    })
+}
+
+pub(crate) async fn cancel(c: &Conn, id: &str, reason: &str, now: Timestamp) -> Res<StopOutcome> {
+    let event = to_json(&HistoryEvent::CancelRequested {
+        reason: reason.to_string(),
+    });
+    let row = c
+        .one(
+            "instance_cancel",
+            &[p(&id), p(&event), p(&now.0), p(&c.notify())],
+        )
+        .await?;
+    stop_outcome(&row, "instance_cancel")
+}
+
+pub(crate) async fn terminate(
+    c: &Conn,
+    id: &str,
+    reason: &str,
+    now: Timestamp,
+) -> Res<StopOutcome> {
+    let error = to_json(&ErrorInfo::new("Terminated", reason));
+    let row = c
+        .one(
+            "instance_terminate",
+            &[p(&id), p(&error), p(&now.0), p(&c.notify())],
+        )
+        .await?;
+    stop_outcome(&row, "instance_terminate")
+}
+
+pub(crate) async fn get(c: &Conn, id: &str) -> Res<Option<InstanceRecord>> {
+    let rows = c.query("instance_get", &[p(&id)]).await?;
+    rows.first().map(instance_record).transpose()
+}
+
+pub(crate) async fn list(c: &Conn, f: &InstanceFilter) -> Res<Vec<InstanceRecord>> {
+    let statuses: Option<Vec<String>> = (!f.statuses.is_empty())
+        .then(|| f.statuses.iter().map(|s| s.as_str().to_string()).collect());
+    let limit = i64::from(f.limit.unwrap_or(100));
+    let rows = c
+        .query(
+            "instance_list",
+            &[
+                p(&statuses),
+                p(&f.name),
+                p(&f.created_after.map(|t| t.0)),
+                p(&f.created_before.map(|t| t.0)),
+                p(&limit),
+            ],
+        )
+        .await?;
+    rows.iter().map(instance_record).collect()
+}
+
+pub(crate) async fn history(c: &Conn, id: &str, execution: Option<u32>) -> Res<Vec<HistoryRecord>> {
+    let execution = execution.map(i32_of);
+    let rows = c.query("history_read", &[p(&id), p(&execution)]).await?;
+    rows.iter()
+        .map(|r| {
+            Ok(HistoryRecord {
+                execution: u32_of(col(r, "execution")?),
+                seq: u32_of(col(r, "seq")?),
+                event: event(col(r, "event")?)?,
+            })
+        })
+        .collect()
+}
+
+pub(crate) async fn purge(c: &Conn, before: Timestamp) -> Res<u64> {
+    let row = c.one("instance_purge", &[p(&before.0)]).await?;
+    let purged: i64 = col(&row, "purged")?;
+    Ok(u64::try_from(purged).unwrap_or(0))
+}

@@ -1,0 +1,88 @@
+//! The listener: one connection per store that LISTENs for `<schema>.work` and
+//! `<schema>.done` and turns notifications into [`WakeupSender`] hints. It reconnects with
+//! backoff when the connection drops, and then wakes everyone, since notifications sent
+//! while it was away are lost.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use ratchet_store::WakeupSender;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_postgres::{AsyncMessage, NoTls, Notification};
+
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Starts the listener; it runs until the returned task is aborted.
+pub(crate) fn spawn(
+    config: tokio_postgres::Config,
+    schema: String,
+    sender: WakeupSender,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            match listen(&config, &schema, &sender, &mut backoff).await {
+                Ok(()) => tracing::warn!(schema, "notification connection closed; reconnecting"),
+                Err(e) => {
+                    tracing::warn!(schema, error = %e, retry_in = ?backoff, "notification connection failed")
+                }
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    })
+}
+
+/// One connection's life: connect, LISTEN, forward notifications until it drops.
+async fn listen(
+    config: &tokio_postgres::Config,
+    schema: &str,
+    sender: &WakeupSender,
+    backoff: &mut Duration,
+) -> Result<(), tokio_postgres::Error> {
+    let (client, mut connection) = config.connect(NoTls).await?;
+    let (tx, mut rx) = mpsc::unbounded_channel::<Notification>();
+    // The connection delivers notifications only while it is polled, so it gets its own task.
+    let driver = tokio::spawn(async move {
+        let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+        while let Some(message) = messages.next().await {
+            match message {
+                Ok(AsyncMessage::Notification(n)) => {
+                    if tx.send(n).is_err() {
+                        break;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::debug!(error = %e, "notification connection error");
+                    break;
+                }
+            }
+        }
+    });
+    let work = format!("{schema}.work");
+    let done = format!("{schema}.done");
+    let listened = client
+        .batch_execute(&format!("LISTEN \"{work}\"; LISTEN \"{done}\";"))
+        .await;
+    if let Err(e) = listened {
+        driver.abort();
+        return Err(e);
+    }
+    *backoff = FIRST_BACKOFF;
+    tracing::debug!(schema, "listening for notifications");
+    // Whatever was sent before LISTEN took effect is unknown: everyone looks again.
+    sender.resync();
+    while let Some(n) = rx.recv().await {
+        if n.channel() == work {
+            sender.work_ready();
+        } else if n.channel() == done {
+            sender.finished(n.payload().to_string());
+        }
+    }
+    drop(client);
+    let _ = driver.await;
+    Ok(())
+}

@@ -1,0 +1,144 @@
+//! The schema: embedded migrations applied in order, one migrator at a time per schema.
+
+use deadpool_postgres::Object;
+use ratchet_store::{Result, StoreError};
+use tokio_postgres::SimpleQueryMessage;
+
+use crate::convert::{Failure, Res};
+
+/// Migrations in order; the schema version is the number applied.
+const MIGRATIONS: &[&str] = &[
+    include_str!("../migrations/0001_tables.sql"),
+    include_str!("../migrations/0002_functions.sql"),
+];
+
+/// The schema version this code creates and understands.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// SQL written for the schema `ratchet`, moved to `schema` (a name checked by
+/// [`crate::PostgresConfig::validate`], so it needs no quoting).
+pub(crate) fn in_schema(sql: &str, schema: &str) -> String {
+    if schema == "ratchet" {
+        sql.to_string()
+    } else {
+        sql.replace("ratchet.", &format!("{schema}."))
+    }
+}
+
+/// Reads one integer with the simple protocol (no prepared statement, as PgBouncer needs).
+async fn read_int(client: &Object, sql: &str) -> Res<i64> {
+    for message in client.simple_query(sql).await? {
+        if let SimpleQueryMessage::Row(row) = message {
+            let text = row.get(0).unwrap_or("0");
+            return text
+                .parse()
+                .map_err(|_| Failure::Store(StoreError::Corrupt(format!("not a number: {text}"))));
+        }
+    }
+    Ok(0)
+}
+
+/// The schema version in the database; 0 when Ratchet never ran there.
+pub(crate) async fn version(client: &Object, schema: &str) -> Res<i64> {
+    let exists = read_int(
+        client,
+        &format!("SELECT count(*) FROM pg_tables WHERE schemaname = '{schema}' AND tablename = 'ratchet_schema'"),
+    )
+    .await?;
+    if exists == 0 {
+        return Ok(0);
+    }
+    read_int(
+        client,
+        &format!("SELECT coalesce(max(version), 0) FROM {schema}.ratchet_schema"),
+    )
+    .await
+}
+
+/// Refuses a schema this code cannot run on, without changing it.
+pub(crate) async fn check(client: &Object, schema: &str) -> Result<()> {
+    let found = version(client, schema).await.map_err(Failure::into_store)?;
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::SchemaTooNew {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    if found < SCHEMA_VERSION {
+        return Err(StoreError::SchemaTooOld {
+            found,
+            required: SCHEMA_VERSION,
+        });
+    }
+    Ok(())
+}
+
+/// Applies the missing migrations in one transaction; refuses a schema newer than this code.
+pub(crate) async fn migrate(client: &mut Object, schema: &str) -> Result<()> {
+    let tx = client.transaction().await.map_err(StoreError::backend)?;
+    // Processes starting together migrate one after the other; the later ones find nothing
+    // left to do.
+    tx.batch_execute(&format!(
+        "SELECT pg_advisory_xact_lock(hashtext('ratchet migrate {schema}'));
+         CREATE SCHEMA IF NOT EXISTS {schema};
+         CREATE TABLE IF NOT EXISTS {schema}.ratchet_schema (
+             version integer PRIMARY KEY,
+             applied_at timestamptz NOT NULL DEFAULT now());"
+    ))
+    .await
+    .map_err(StoreError::backend)?;
+    let mut current = 0;
+    for message in tx
+        .simple_query(&format!(
+            "SELECT coalesce(max(version), 0) FROM {schema}.ratchet_schema"
+        ))
+        .await
+        .map_err(StoreError::backend)?
+    {
+        if let SimpleQueryMessage::Row(row) = message {
+            current = row.get(0).and_then(|v| v.parse().ok()).unwrap_or(0);
+        }
+    }
+    if current > SCHEMA_VERSION {
+        return Err(StoreError::SchemaTooNew {
+            found: current,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    for (i, sql) in MIGRATIONS
+        .iter()
+        .enumerate()
+        .skip(usize::try_from(current).unwrap_or(0))
+    {
+        tracing::info!(schema, version = i + 1, "applying PostgreSQL migration");
+        tx.batch_execute(&in_schema(sql, schema))
+            .await
+            .map_err(StoreError::backend)?;
+        tx.batch_execute(&format!(
+            "INSERT INTO {schema}.ratchet_schema (version) VALUES ({})",
+            i + 1
+        ))
+        .await
+        .map_err(StoreError::backend)?;
+    }
+    tx.commit().await.map_err(StoreError::backend)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_is_substituted_everywhere() {
+        let sql = in_schema(MIGRATIONS[1], "t_1");
+        assert!(
+            !sql.contains("ratchet."),
+            "a name was left in schema ratchet"
+        );
+        assert!(sql.contains("t_1.commit_batch"));
+        assert!(
+            sql.contains("'t_1.work'"),
+            "notification channels follow the schema"
+        );
+    }
+}

@@ -1,0 +1,403 @@
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use futures::future::BoxFuture;
+use ratchet_core::Timestamp;
+use ratchet_store::{
+    ClaimedTask, CommitBatch, CommitOutcome, CompletionResult, CreateOutcome, Fence, HistoryRecord,
+    InstanceClaim, InstanceClaimed, InstanceFilter, InstanceRecord, Lease, LeaseRelease,
+    NamedQueries, NewInstance, NewSignal, Result, SignalOutcome, StopOutcome, Store, StoreError,
+    StoreStats, TaskClaim, TaskId, TurnResult, WakeupSender, Wakeups,
+};
+use tokio::task::JoinHandle;
+use tokio_postgres::{NoTls, Row};
+
+use crate::convert::{Failure, Res};
+use crate::param::Param;
+use crate::{commit, instance, listen, migrate, task, PostgresConfig};
+
+/// The named statements of this backend, from `sql/*.sql`, for `schema`.
+fn queries(schema: &str) -> NamedQueries {
+    NamedQueries::parse(&[
+        include_str!("../sql/instances.sql"),
+        include_str!("../sql/history.sql"),
+        include_str!("../sql/tasks.sql"),
+        include_str!("../sql/commit.sql"),
+    ])
+    .map(|sql| migrate::in_schema(sql, schema))
+}
+
+#[derive(Default)]
+struct Counters {
+    round_trips: AtomicU64,
+    commits: AtomicU64,
+    stale: AtomicU64,
+}
+
+/// Stops the listener when the last handle on the store goes.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+struct Inner {
+    pool: Pool,
+    sql: NamedQueries,
+    config: PostgresConfig,
+    counters: Counters,
+    wakeups: Option<WakeupSender>,
+    _listener: Option<AbortOnDrop>,
+}
+
+/// A [`Store`] on PostgreSQL.
+///
+/// Cloning is cheap: clones share the connection pool, the counters and the listener.
+#[derive(Clone)]
+pub struct PostgresStore {
+    inner: Arc<Inner>,
+}
+
+/// One pooled connection, running this store's named statements.
+pub(crate) struct Conn {
+    client: Object,
+    store: Arc<Inner>,
+}
+
+impl Conn {
+    /// Runs the statement `name`: one round trip (two the first time a connection prepares it).
+    pub(crate) async fn query(&self, name: &str, params: &[Param<'_>]) -> Res<Vec<Row>> {
+        let sql = self.store.sql.get(name);
+        if !self.store.config.prepared_statements {
+            return Ok(self.client.query_typed(sql, params).await?);
+        }
+        let types: Vec<_> = params.iter().map(|(_, t)| t.clone()).collect();
+        let cached = self.client.statement_cache.size();
+        let statement = self.client.prepare_typed_cached(sql, &types).await?;
+        if self.client.statement_cache.size() > cached {
+            // Preparing was a round trip of its own.
+            self.store
+                .counters
+                .round_trips
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        let values: Vec<_> = params.iter().map(|(v, _)| *v).collect();
+        Ok(self.client.query(&statement, &values).await?)
+    }
+
+    /// Runs a statement that returns exactly one row.
+    pub(crate) async fn one(&self, name: &str, params: &[Param<'_>]) -> Res<Row> {
+        self.query(name, params)
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| {
+                Failure::Store(StoreError::Corrupt(format!(
+                    "statement {name} returned no row"
+                )))
+            })
+    }
+
+    /// Whether calls send notifications.
+    pub(crate) fn notify(&self) -> bool {
+        self.store.config.notify
+    }
+}
+
+impl PostgresStore {
+    /// Connects with the default [`PostgresConfig`] (schema `ratchet`, migrations applied).
+    ///
+    /// # Errors
+    ///
+    /// See [`PostgresStore::connect_with`].
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::connect_with(url, PostgresConfig::default()).await
+    }
+
+    /// Connects to the database at `url` (`postgres://user:password@host:port/db`), checks or
+    /// applies the schema, and starts listening for notifications.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Invalid`] for a bad URL or configuration, [`StoreError::Backend`] when the
+    /// server cannot be reached, [`StoreError::SchemaTooNew`] when a newer Ratchet wrote the
+    /// schema, [`StoreError::SchemaTooOld`] when the schema needs `ratchet migrate` and the
+    /// configuration does not migrate on connect.
+    pub async fn connect_with(url: &str, config: PostgresConfig) -> Result<Self> {
+        config.validate()?;
+        let mut pg: tokio_postgres::Config = url
+            .parse()
+            .map_err(|e| StoreError::Invalid(format!("database URL: {e}")))?;
+        if pg.get_application_name().is_none() {
+            pg.application_name("ratchet");
+        }
+        if pg.get_connect_timeout().is_none() {
+            pg.connect_timeout(config.connect_timeout);
+        }
+        let manager = Manager::from_config(
+            pg.clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(config.pool_size)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(config.connect_timeout))
+            .create_timeout(Some(config.connect_timeout))
+            .recycle_timeout(Some(config.connect_timeout))
+            .build()
+            .map_err(|e| StoreError::Invalid(format!("connection pool: {e}")))?;
+        {
+            let mut client = pool.get().await.map_err(StoreError::backend)?;
+            if config.migrate {
+                migrate::migrate(&mut client, &config.schema).await?;
+            } else {
+                migrate::check(&client, &config.schema).await?;
+            }
+        }
+        let (wakeups, listener) = if config.notify {
+            let sender = WakeupSender::new();
+            let handle = listen::spawn(pg, config.schema.clone(), sender.clone());
+            (Some(sender), Some(AbortOnDrop(handle)))
+        } else {
+            (None, None)
+        };
+        Ok(Self {
+            inner: Arc::new(Inner {
+                pool,
+                sql: queries(&config.schema),
+                config,
+                counters: Counters::default(),
+                wakeups,
+                _listener: listener,
+            }),
+        })
+    }
+
+    /// The configuration this store runs with.
+    pub fn config(&self) -> &PostgresConfig {
+        &self.inner.config
+    }
+
+    /// The schema version in the database.
+    ///
+    /// # Errors
+    ///
+    /// Database failures.
+    pub async fn schema_version(&self) -> Result<i64> {
+        let client = self.inner.pool.get().await.map_err(StoreError::backend)?;
+        migrate::version(&client, &self.inner.config.schema)
+            .await
+            .map_err(Failure::into_store)
+    }
+
+    /// Every named statement, for the test that prepares them all.
+    pub fn statement_names() -> Vec<String> {
+        queries("ratchet")
+            .iter()
+            .map(|(name, _)| name.to_string())
+            .collect()
+    }
+
+    /// Prepares the statement `name`, to check it against the schema.
+    ///
+    /// # Errors
+    ///
+    /// The database's error when the statement does not compile.
+    pub async fn prepare(&self, name: &str) -> Result<()> {
+        let client = self.inner.pool.get().await.map_err(StoreError::backend)?;
+        client
+            .prepare(self.inner.sql.get(name))
+            .await
+            .map(|_| ())
+            .map_err(StoreError::backend)
+    }
+
+    /// Runs `f` on a pooled connection: one round trip and `commits` transactions. A call that
+    /// a deadlock or serialization failure rolled back whole is run again (each try counts).
+    async fn call<'a, T>(
+        &'a self,
+        commits: u64,
+        f: impl Fn(Conn) -> BoxFuture<'a, Res<T>>,
+    ) -> Result<T> {
+        let mut tries = 0;
+        loop {
+            let client = self.inner.pool.get().await.map_err(StoreError::backend)?;
+            let conn = Conn {
+                client,
+                store: self.inner.clone(),
+            };
+            self.inner
+                .counters
+                .round_trips
+                .fetch_add(1, Ordering::Relaxed);
+            match f(conn).await {
+                Ok(value) => {
+                    self.inner
+                        .counters
+                        .commits
+                        .fetch_add(commits, Ordering::Relaxed);
+                    return Ok(value);
+                }
+                Err(e) if e.is_transient_conflict() && tries < 3 => {
+                    tries += 1;
+                    tracing::debug!(error = ?e, tries, "transaction rolled back by a conflict; running it again");
+                }
+                Err(e) => return Err(e.into_store()),
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    // Each closure borrows the call's arguments, so a retried call sends them again.
+    async fn instance_create(
+        &self,
+        instances: Vec<NewInstance>,
+        lease: Option<Lease>,
+        now: Timestamp,
+    ) -> Result<Vec<CreateOutcome>> {
+        let (instances, lease) = (&instances, lease.as_ref());
+        self.call(1, |c| {
+            Box::pin(async move { instance::create(&c, instances, lease, now).await })
+        })
+        .await
+    }
+
+    async fn instance_claim(&self, claim: InstanceClaim) -> Result<InstanceClaimed> {
+        let claim = &claim;
+        self.call(1, |c| {
+            Box::pin(async move { instance::claim(&c, claim).await })
+        })
+        .await
+    }
+
+    async fn commit(&self, batch: CommitBatch) -> Result<CommitOutcome> {
+        let batch = &batch;
+        let out = self
+            .call(1, |c| {
+                Box::pin(async move { commit::commit(&c, batch).await })
+            })
+            .await?;
+        let stale = out
+            .turns
+            .iter()
+            .filter(|t| matches!(t, TurnResult::Stale))
+            .count()
+            + out
+                .completions
+                .iter()
+                .filter(|c| matches!(c, CompletionResult::Stale))
+                .count();
+        self.inner
+            .counters
+            .stale
+            .fetch_add(stale as u64, Ordering::Relaxed);
+        Ok(out)
+    }
+
+    async fn task_claim(&self, claim: TaskClaim) -> Result<Vec<ClaimedTask>> {
+        let claim = &claim;
+        self.call(1, |c| Box::pin(async move { task::claim(&c, claim).await }))
+            .await
+    }
+
+    async fn task_heartbeat(
+        &self,
+        tasks: Vec<(TaskId, Fence)>,
+        until: Timestamp,
+    ) -> Result<Vec<bool>> {
+        let tasks = &tasks;
+        self.call(1, |c| {
+            Box::pin(async move { task::heartbeat(&c, tasks, until).await })
+        })
+        .await
+    }
+
+    async fn lease_release(&self, release: LeaseRelease) -> Result<()> {
+        let commits = task::release_statements(&release, self.inner.config.notify);
+        let release = &release;
+        self.call(commits, |c| {
+            Box::pin(async move { task::release(&c, release).await })
+        })
+        .await
+    }
+
+    async fn signal_raise(
+        &self,
+        signals: Vec<NewSignal>,
+        now: Timestamp,
+    ) -> Result<Vec<SignalOutcome>> {
+        let signals = &signals;
+        self.call(1, |c| {
+            Box::pin(async move { instance::signal(&c, signals, now).await })
+        })
+        .await
+    }
+
+    async fn instance_cancel(&self, id: &str, reason: &str, now: Timestamp) -> Result<StopOutcome> {
+        self.call(1, |c| {
+            Box::pin(async move { instance::cancel(&c, id, reason, now).await })
+        })
+        .await
+    }
+
+    async fn instance_terminate(
+        &self,
+        id: &str,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<StopOutcome> {
+        self.call(1, |c| {
+            Box::pin(async move { instance::terminate(&c, id, reason, now).await })
+        })
+        .await
+    }
+
+    async fn instance_get(&self, id: &str) -> Result<Option<InstanceRecord>> {
+        self.call(0, |c| Box::pin(async move { instance::get(&c, id).await }))
+            .await
+    }
+
+    async fn instance_list(&self, filter: InstanceFilter) -> Result<Vec<InstanceRecord>> {
+        let filter = &filter;
+        self.call(0, |c| {
+            Box::pin(async move { instance::list(&c, filter).await })
+        })
+        .await
+    }
+
+    async fn history_read(&self, id: &str, execution: Option<u32>) -> Result<Vec<HistoryRecord>> {
+        self.call(0, |c| {
+            Box::pin(async move { instance::history(&c, id, execution).await })
+        })
+        .await
+    }
+
+    async fn instance_purge(&self, before: Timestamp) -> Result<u64> {
+        self.call(1, |c| {
+            Box::pin(async move { instance::purge(&c, before).await })
+        })
+        .await
+    }
+
+    fn stats(&self) -> StoreStats {
+        let c = &self.inner.counters;
+        StoreStats {
+            round_trips: c.round_trips.load(Ordering::Relaxed),
+            commits: c.commits.load(Ordering::Relaxed),
+            stale_refused: c.stale.load(Ordering::Relaxed),
+        }
+    }
+
+    fn wakeups(&self) -> Option<Wakeups> {
+        self.inner.wakeups.as_ref().map(WakeupSender::subscribe)
+    }
+}
