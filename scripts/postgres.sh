@@ -1,0 +1,173 @@
+# shellcheck shell=bash
+# PostgreSQL for the tests; sourced by scripts/test, which calls pg_provision before
+# `cargo test` and pg_teardown on exit. Where the server comes from, in order:
+#   1. $DATABASE_URL, used as is;
+#   2. a server on 127.0.0.1:5432 that lets user postgres in without a password;
+#   3. a throwaway cluster started from the installed server binaries;
+#   4. as 3, after installing the binaries with apt-get (root only).
+# pg_provision exports DATABASE_URL, RATCHET_REQUIRE_POSTGRES=1 and, only for our own
+# cluster, RATCHET_TEST_PG_RESTART (a sh command line restarting it).
+
+PG_TMPDIR=""  # our throwaway cluster's directory (data, socket, logs); empty if none
+PG_BIN=""     # directory holding the server binaries of that cluster
+PG_RUN=()     # prefix that runs a command as the cluster's owner
+PG_SHARED=""  # non-empty when the server is someone else's (steps 1-2)
+
+pg_say() { echo "== postgres: $*"; }
+pg_fail() { echo "== postgres: error: $*" >&2; exit 1; }
+
+# The URL with any password masked, for messages.
+pg_redact() { sed -E 's#(://[^:/@]*):[^@/]*@#\1:***@#' <<<"$1"; }
+
+# Quotes one word for POSIX sh: RATCHET_TEST_PG_RESTART runs through `sh -c`.
+pg_shquote() {
+    if [[ $1 =~ ^[A-Za-z0-9_./:=@%+,-]+$ ]]; then
+        printf '%s' "$1"
+    else
+        printf "'%s'" "${1//"'"/"'\\''"}"
+    fi
+}
+
+# Path of a client tool (psql, pg_isready): PATH first, else the newest server package.
+pg_tool() {
+    local dir
+    command -v "$1" 2>/dev/null && return 0
+    for dir in $(printf '%s\n' /usr/lib/postgresql/*/bin | sort -rV); do
+        if [[ -x $dir/$1 ]]; then echo "$dir/$1"; return 0; fi
+    done
+    return 1
+}
+
+# Succeeds when the URL accepts connections; errors go to stderr.
+pg_answers() {
+    local tool
+    if tool=$(pg_tool psql); then
+        PGCONNECT_TIMEOUT=5 "$tool" -X -w -q -At -d "$1" -c 'select 1' >/dev/null
+    elif tool=$(pg_tool pg_isready); then
+        "$tool" -q -t 5 -d "$1"
+    else
+        echo "neither psql nor pg_isready is installed" >&2
+        return 1
+    fi
+}
+
+# Directory with initdb, pg_ctl and postgres of the highest major version installed.
+pg_find_bindir() {
+    local dir ctl best dirs=(/usr/lib/postgresql/*/bin)
+    if ctl=$(command -v pg_ctl 2>/dev/null); then dirs+=("$(dirname "$(readlink -f "$ctl")")"); fi
+    best=$(for dir in "${dirs[@]}"; do
+        [[ -x $dir/initdb && -x $dir/pg_ctl && -x $dir/postgres ]] || continue
+        echo "$("$dir/pg_ctl" --version | awk '{print $3}' | cut -d. -f1) $dir"
+    done | sort -n | tail -n 1 | cut -d' ' -f2-)
+    [[ -n $best ]] && echo "$best"
+}
+
+pg_install_server() {
+    if [[ $EUID -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+        pg_fail "no PostgreSQL found. Set DATABASE_URL (e.g. postgres://USER:PASSWORD@HOST:PORT/DB)" \
+            "to a server the tests may use, or install the PostgreSQL server binaries" \
+            "(initdb, pg_ctl, postgres) and run this script again"
+    fi
+    pg_say "no PostgreSQL server binaries found; installing package postgresql with apt-get"
+    local install=(env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql)
+    # Stale or missing package lists make the first attempt fail: refresh them and retry.
+    "${install[@]}" >/dev/null 2>&1 || { apt-get update -q && "${install[@]}"; } ||
+        pg_fail "apt-get install postgresql failed"
+}
+
+# The first free port of 5432, 55432..55531 on 127.0.0.1 (a refused connection means free).
+pg_free_port() {
+    local port
+    for port in 5432 $(seq 55432 55531); do
+        if ! timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" 2>/dev/null; then
+            echo "$port"
+            return 0
+        fi
+    done
+    return 1
+}
+
+pg_start_cluster() {
+    PG_BIN=$1
+    local port opts ctl arg restart initdb_opts=(--auth=trust --username=postgres --encoding=UTF8 --no-locale)
+    if [[ $EUID -eq 0 ]]; then
+        # PostgreSQL refuses to run as root.
+        id -u postgres >/dev/null 2>&1 ||
+            useradd --system --home-dir /var/lib/postgresql --shell /bin/bash postgres
+        PG_RUN=(runuser -u postgres --)
+        PG_TMPDIR=$(mktemp -d /tmp/ratchet-pg.XXXXXX)  # /tmp: the postgres user must reach it
+        chown postgres: "$PG_TMPDIR"
+    else
+        PG_TMPDIR=$(mktemp -d "${TMPDIR:-/tmp}/ratchet-pg.XXXXXX")
+    fi
+    [[ $("$PG_BIN/initdb" --help) == *--no-instructions* ]] && initdb_opts+=(--no-instructions)
+    # Run from PG_TMPDIR: the postgres user may not be allowed into the current directory.
+    if ! (cd "$PG_TMPDIR" && "${PG_RUN[@]}" "$PG_BIN/initdb" -D "$PG_TMPDIR/data" "${initdb_opts[@]}") \
+        >"$PG_TMPDIR/initdb.log" 2>&1; then
+        tail -n 30 "$PG_TMPDIR/initdb.log" >&2
+        pg_fail "initdb failed (output above)"
+    fi
+    port=$(pg_free_port) || pg_fail "no free TCP port on 127.0.0.1 for PostgreSQL"
+    # Durability is useless for a throwaway cluster; the tests open many connections.
+    opts="-p $port -k $PG_TMPDIR -c listen_addresses=127.0.0.1 -c max_connections=300"
+    opts+=" -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c shared_buffers=256MB"
+    ctl=("${PG_RUN[@]}" "$PG_BIN/pg_ctl" -D "$PG_TMPDIR/data" -l "$PG_TMPDIR/server.log" -w -t 60 -o "$opts")
+    if ! (cd "$PG_TMPDIR" && "${ctl[@]}" start >/dev/null); then
+        echo "== postgres: error: the server did not start; last 30 lines of $PG_TMPDIR/server.log:" >&2
+        tail -n 30 "$PG_TMPDIR/server.log" >&2 || true
+        exit 1
+    fi
+    export DATABASE_URL="postgres://postgres@127.0.0.1:$port/postgres"
+    restart="cd $(pg_shquote "$PG_TMPDIR") &&"
+    for arg in "${ctl[@]}" restart -m fast; do restart+=" $(pg_shquote "$arg")"; done
+    export RATCHET_TEST_PG_RESTART=$restart
+    pg_say "started a throwaway PostgreSQL $("$PG_BIN/pg_ctl" --version | awk '{print $3}')" \
+        "cluster at $DATABASE_URL (files in $PG_TMPDIR)"
+}
+
+pg_provision() {
+    local local_url=postgres://postgres@127.0.0.1:5432/postgres bin
+    if [[ -n ${DATABASE_URL:-} ]]; then
+        pg_answers "$DATABASE_URL" || pg_fail "DATABASE_URL=$(pg_redact "$DATABASE_URL") does not" \
+            "answer; fix it, or unset it to let this script find or start PostgreSQL itself"
+        PG_SHARED=1
+        pg_say "using DATABASE_URL from the environment: $(pg_redact "$DATABASE_URL")"
+    elif PGPASSWORD='' PGPASSFILE=/dev/null pg_answers "$local_url" 2>/dev/null; then
+        PG_SHARED=1
+        export DATABASE_URL=$local_url
+        pg_say "using the server answering without a password at $local_url"
+    else
+        if ! bin=$(pg_find_bindir); then
+            pg_install_server
+            bin=$(pg_find_bindir) || pg_fail "no initdb/pg_ctl/postgres found even after installing postgresql"
+        fi
+        pg_start_cluster "$bin"
+    fi
+    export DATABASE_URL RATCHET_REQUIRE_POSTGRES=1
+    if [[ -n $PG_SHARED ]]; then
+        unset RATCHET_TEST_PG_RESTART
+        pg_say "the PostgreSQL restart test will be skipped: this server is not ours to restart"
+    fi
+}
+
+# Undoes pg_provision; best effort, never fails (call it as `pg_teardown || true`).
+pg_teardown() {
+    local psql drops
+    if [[ -n $PG_TMPDIR ]]; then
+        (cd "$PG_TMPDIR" && "${PG_RUN[@]}" "$PG_BIN/pg_ctl" -D "$PG_TMPDIR/data" -w -t 30 stop -m immediate) \
+            >/dev/null 2>&1
+        rm -rf "$PG_TMPDIR" && pg_say "stopped the throwaway cluster and removed $PG_TMPDIR"
+        PG_TMPDIR=""
+    elif [[ -n $PG_SHARED ]] && psql=$(pg_tool psql); then
+        # Someone else's server: leave it as we found it, minus the tests' schemas.
+        PG_SHARED=""
+        drops=$(PGCONNECT_TIMEOUT=10 "$psql" -X -w -q -At -d "$DATABASE_URL" -c "select format('drop schema %I cascade;', nspname)
+            from pg_namespace where nspname like 'ratchet\_test\_%'") || return 0
+        [[ -n $drops ]] || return 0
+        # One statement per transaction, so a big cleanup cannot run out of locks; no NOTICEs.
+        PGCONNECT_TIMEOUT=10 "$psql" -X -w -q -d "$DATABASE_URL" >/dev/null \
+            <<<"set client_min_messages = warning; $drops" &&
+            pg_say "dropped $(wc -l <<<"$drops") leftover ratchet_test_ schema(s)"
+    fi
+    return 0
+}
