@@ -8,7 +8,7 @@ use ratchet_store::{
 };
 use serde::Serialize;
 use serde_json::Value;
-use tokio::sync::oneshot;
+use tokio::sync::{broadcast, oneshot};
 
 use crate::hub::InstanceOutcome;
 use crate::runtime::Shared;
@@ -56,7 +56,15 @@ pub struct Client {
 pub struct InstanceHandle {
     id: String,
     client: Client,
-    finished: Option<oneshot::Receiver<InstanceOutcome>>,
+    finished: Watch,
+}
+
+/// What a waiting client listens to, subscribed before it first reads the instance so that
+/// nothing finishing in between is missed: the runtime in this process, and the store's
+/// notifications from other processes.
+struct Watch {
+    local: Option<oneshot::Receiver<InstanceOutcome>>,
+    pushed: Option<broadcast::Receiver<Option<String>>>,
 }
 
 impl InstanceHandle {
@@ -77,7 +85,7 @@ impl InstanceHandle {
     }
 }
 
-fn validate_id(id: &str) -> Result<()> {
+pub(crate) fn validate_id(id: &str) -> Result<()> {
     if id.is_empty() || id.len() > 255 {
         return Err(Error::InvalidInput(format!(
             "an instance id must be 1 to 255 bytes, got {}",
@@ -105,11 +113,25 @@ impl Client {
     /// A client on the store alone (no runtime in this process).
     pub fn new(store: Arc<dyn Store>) -> Self {
         let defaults = crate::RuntimeConfig::default();
+        // A store that pushes "finished" needs the poll only as a fallback.
+        let poll_interval = if store.wakeups().is_some() {
+            Duration::from_secs(1)
+        } else {
+            Duration::from_millis(200)
+        };
         Self {
             store,
             local: None,
             max_payload_bytes: defaults.max_payload_bytes,
-            poll_interval: Duration::from_millis(200),
+            poll_interval,
+        }
+    }
+
+    /// Starts listening for `id` finishing.
+    fn watch(&self, id: &str) -> Watch {
+        Watch {
+            local: self.local.as_ref().map(|s| s.hub.subscribe(id)),
+            pushed: self.store.wakeups().map(|w| w.finished),
         }
     }
 
@@ -186,7 +208,7 @@ impl Client {
             },
             None => false,
         };
-        let finished = self.local.as_ref().map(|s| s.hub.subscribe(&id));
+        let finished = self.watch(&id);
         let now = Timestamp::now();
         let lease = self
             .local
@@ -397,7 +419,7 @@ impl Client {
     ///
     /// [`Error::Timeout`], [`Error::NotFound`], or a store error.
     pub async fn wait(&self, id: &str, timeout: Duration) -> Result<InstanceOutcome> {
-        let finished = self.local.as_ref().map(|s| s.hub.subscribe(id));
+        let finished = self.watch(id);
         if let Some(outcome) = self.read_outcome(id).await? {
             return Ok(outcome);
         }
@@ -417,42 +439,57 @@ impl Client {
     async fn wait_inner(
         &self,
         id: &str,
-        finished: Option<oneshot::Receiver<InstanceOutcome>>,
+        watch: Watch,
         timeout: Duration,
     ) -> Result<InstanceOutcome> {
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut finished = finished;
+        let Watch {
+            mut local,
+            mut pushed,
+        } = watch;
         let result = loop {
-            let tick = tokio::time::sleep(
-                self.poll_interval
-                    .min(deadline.saturating_duration_since(tokio::time::Instant::now())),
+            let tick = tokio::time::sleep_until(
+                (tokio::time::Instant::now() + self.poll_interval).min(deadline),
             );
-            // Woken by the local runtime when it commits the final turn; the poll covers
-            // instances finished by another process.
-            let woken = match finished.as_mut() {
-                Some(rx) => tokio::select! {
-                    r = rx => Some(r),
-                    _ = tick => None,
+            // Woken by the local runtime when it commits the final turn, by the store when
+            // another process finished it, or by the poll, which covers a lost notification.
+            let look = tokio::select! {
+                r = async { local.as_mut()?.await.ok() }, if local.is_some() => match r {
+                    Some(outcome) => break Ok(outcome),
+                    None => {
+                        local = None;
+                        false
+                    }
                 },
-                None => {
-                    tick.await;
-                    None
-                }
+                n = async { pushed.as_mut()?.recv().await.ok() }, if pushed.is_some() => match n {
+                    Some(Some(finished)) => finished == id,
+                    // After a reconnect or a lag, some may have been missed: look.
+                    Some(None) => true,
+                    None => {
+                        pushed = pushed.map(|p| p.resubscribe());
+                        true
+                    }
+                },
+                _ = tick => true,
             };
-            match woken {
-                Some(Ok(outcome)) => break Ok(outcome),
-                Some(Err(_)) => finished = None,
-                None => {}
-            }
-            if let Some(outcome) = self.read_outcome(id).await? {
-                break Ok(outcome);
+            if look {
+                match self.read_outcome(id).await {
+                    Ok(Some(outcome)) => break Ok(outcome),
+                    Ok(None) => {}
+                    // A database that is restarting does not end the wait: the next look may
+                    // find it back.
+                    Err(Error::Store(e)) if tokio::time::Instant::now() < deadline => {
+                        tracing::debug!(%id, error = %e, "could not read the instance; will look again");
+                    }
+                    Err(e) => break Err(e),
+                }
             }
             if tokio::time::Instant::now() >= deadline {
                 break Err(Error::Timeout(id.to_string()));
             }
         };
         if let Some(shared) = &self.local {
-            drop(finished);
+            drop(local);
             shared.hub.forget_closed(id);
         }
         result

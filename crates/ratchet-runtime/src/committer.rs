@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use ratchet_core::Timestamp;
 use ratchet_store::{
-    CommitBatch, CompletionResult, Lease, StoreError, TaskCompletion, TurnCommit, TurnResult,
+    CommitBatch, CompletionResult, Lease, StoreError, TaskCompletion, TaskResult, TurnCommit,
+    TurnResult,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -88,6 +89,22 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
                 Err(_) => break,
             }
         }
+        // Activities a turn scheduled together tend to finish together: a completion whose
+        // siblings still run here waits a moment for them, so the instance gets one commit and
+        // one turn for all of them instead of one each.
+        let linger_until = tokio::time::Instant::now() + shared.config.commit_linger;
+        while !stopping
+            && turns.len() + completions.len() < max
+            && completions
+                .iter()
+                .any(|(_, instance)| shared.activity_running_for(instance))
+        {
+            match tokio::time::timeout_at(linger_until, rx.recv()).await {
+                Ok(Some(item)) => push(item, &mut turns, &mut completions, &mut stopping),
+                Ok(None) => stopping = true,
+                Err(_) => break,
+            }
+        }
         if turns.is_empty() && completions.is_empty() {
             if stopping {
                 break;
@@ -138,16 +155,22 @@ async fn flush(
     } else {
         let cache = shared.cache_lock();
         // Instances cached here that may have new events: those receiving completions, and
-        // those whose turn commits now (events may have arrived during the turn).
+        // those whose turn commits now (events may have arrived during the turn). And those
+        // continuing as new, whose next execution starts from nothing, so needs no cache.
         let running_turns = turns
             .iter()
             .filter(|(t, _)| !t.status.is_finished())
+            .map(|(t, _)| t.instance.clone());
+        let continued = turns
+            .iter()
+            .filter(|(t, _)| t.continue_as_new.is_some())
             .map(|(t, _)| t.instance.clone());
         let mut ids: Vec<String> = completions
             .iter()
             .map(|(_, i)| i.clone())
             .chain(running_turns)
             .filter(|i| cache.contains(i))
+            .chain(continued)
             .collect();
         ids.sort();
         ids.dedup();
@@ -176,6 +199,12 @@ async fn flush(
     };
     for (reply, result) in replies.into_iter().zip(outcome.turns) {
         let _ = reply.send(Ok(result));
+    }
+    // A retry is due at its backoff time: the dispatcher wakes for it then, not at its poll.
+    for ((c, _), result) in completions.iter().zip(&outcome.completions) {
+        if let (TaskResult::Retry { at, .. }, CompletionResult::Applied) = (&c.result, result) {
+            shared.timer_committed(*at);
+        }
     }
     let stale = outcome
         .completions

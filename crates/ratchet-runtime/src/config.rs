@@ -19,12 +19,19 @@ pub struct RuntimeConfig {
     pub cache_size: usize,
     /// Items per group commit at most.
     pub commit_batch: usize,
+    /// How long a group commit holding an activity completion waits for that activity's
+    /// siblings still running here, so that a fan-out's results share one commit.
+    pub commit_linger: Duration,
     /// Per-instance limits.
     pub limits: Limits,
     /// Largest payload (input, output, signal) in bytes.
     pub max_payload_bytes: usize,
     /// How long shutdown waits for running work before releasing its leases.
     pub shutdown_grace: Duration,
+    /// Finished instances (and their history) older than this are removed; `None` keeps them.
+    pub retention: Option<Duration>,
+    /// How often the retention purge runs.
+    pub maintenance_interval: Duration,
 }
 
 impl Default for RuntimeConfig {
@@ -37,9 +44,12 @@ impl Default for RuntimeConfig {
             poll_interval: Duration::from_secs(1),
             cache_size: 10_000,
             commit_batch: 512,
+            commit_linger: Duration::from_millis(2),
             limits: Limits::default(),
             max_payload_bytes: 1 << 20,
             shutdown_grace: Duration::from_secs(10),
+            retention: None,
+            maintenance_interval: Duration::from_secs(60),
         }
     }
 }
@@ -71,6 +81,9 @@ impl RuntimeConfig {
         }
         if self.poll_interval.is_zero() {
             return Err("poll_interval must be positive".into());
+        }
+        if self.maintenance_interval.is_zero() {
+            return Err("maintenance_interval must be positive".into());
         }
         Ok(())
     }

@@ -12,11 +12,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let tasks: Vec<(TaskId, Fence)> = shared
-            .running_lock()
-            .iter()
-            .map(|(k, v)| (*k, *v))
-            .collect();
+        let tasks: Vec<(TaskId, Fence)> = shared.running_leases();
         if tasks.is_empty() {
             continue;
         }

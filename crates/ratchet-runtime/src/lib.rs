@@ -7,7 +7,9 @@
 //!   room for, and otherwise sleeps until woken, until the next timer, or for the poll interval;
 //! - the committer writes the turns and completions of many instances in one round trip;
 //! - the heartbeat renews the leases of running activities in one round trip;
-//! - the sticky cache keeps live orchestrations between turns, so a turn feeds only new events.
+//! - the sticky cache keeps live orchestrations between turns, so a turn feeds only new events;
+//! - the notifier wakes the dispatcher when the store pushes that work is ready elsewhere;
+//! - maintenance removes finished instances past the retention period.
 //!
 //! # Round trips of one orchestration started and awaited in this process
 //!
@@ -26,6 +28,8 @@ mod dispatcher;
 mod error;
 mod heartbeat;
 mod hub;
+mod maintenance;
+mod notifier;
 mod registry;
 mod runtime;
 mod turn;

@@ -10,7 +10,9 @@ use tokio::task::JoinHandle;
 
 use crate::committer::{self, Committer};
 use crate::hub::Hub;
-use crate::{dispatcher, heartbeat, Client, Error, Registry, Result, RuntimeConfig};
+use crate::{
+    dispatcher, heartbeat, maintenance, notifier, Client, Error, Registry, Result, RuntimeConfig,
+};
 
 /// A live execution kept between turns (the sticky cache).
 pub(crate) struct Cached {
@@ -18,6 +20,14 @@ pub(crate) struct Cached {
     pub(crate) execution: u32,
     pub(crate) version: u32,
     pub(crate) parent: Option<ParentRef>,
+}
+
+/// An activity attempt running here.
+pub(crate) struct RunningTask {
+    /// The fence of its lease (for heartbeats and release).
+    pub(crate) fence: Fence,
+    /// The instance it belongs to (so the committer can wait for siblings).
+    pub(crate) instance: String,
 }
 
 /// State shared by the runtime's services.
@@ -37,8 +47,8 @@ pub(crate) struct Shared {
     pub(crate) next_timer: Mutex<Option<ratchet_core::Timestamp>>,
     /// Tells the dispatcher to recompute its sleep (a nearer timer), without a claim.
     pub(crate) timer_changed: Notify,
-    /// Activity attempts running here, with their fences (for heartbeats and release).
-    pub(crate) running: Mutex<std::collections::HashMap<TaskId, Fence>>,
+    /// Activity attempts running here.
+    pub(crate) running: Mutex<std::collections::HashMap<TaskId, RunningTask>>,
     /// Set when the dispatcher found no free slot: the next unit of work to finish wakes it.
     pub(crate) saturated: AtomicBool,
     /// Turns and activities in flight, for graceful shutdown.
@@ -52,8 +62,23 @@ impl Shared {
         self.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(crate) fn running_lock(&self) -> MutexGuard<'_, std::collections::HashMap<TaskId, Fence>> {
+    pub(crate) fn running_lock(
+        &self,
+    ) -> MutexGuard<'_, std::collections::HashMap<TaskId, RunningTask>> {
         self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The leases of the activities running here.
+    pub(crate) fn running_leases(&self) -> Vec<(TaskId, Fence)> {
+        self.running_lock()
+            .iter()
+            .map(|(id, r)| (*id, r.fence))
+            .collect()
+    }
+
+    /// Whether an activity of `instance` is still running here.
+    pub(crate) fn activity_running_for(&self, instance: &str) -> bool {
+        self.running_lock().values().any(|r| r.instance == instance)
     }
 
     /// Records a timer committed by this process so the dispatcher wakes for it on time.
@@ -134,10 +159,14 @@ impl Runtime {
         });
         tracing::info!(owner = %shared.owner, "runtime started");
         let committer = tokio::spawn(committer::run(shared.clone(), rx));
-        let services = vec![
+        let mut services = vec![
             tokio::spawn(dispatcher::run(shared.clone())),
             tokio::spawn(heartbeat::run(shared.clone())),
+            tokio::spawn(maintenance::run(shared.clone())),
         ];
+        if let Some(wakeups) = shared.store.wakeups() {
+            services.push(tokio::spawn(notifier::run(shared.clone(), wakeups.work)));
+        }
         Ok(Self {
             shared,
             services: Mutex::new(services),
@@ -185,12 +214,7 @@ impl Runtime {
         })
         .await;
         if drained.is_err() {
-            let tasks: Vec<(TaskId, Fence)> = self
-                .shared
-                .running_lock()
-                .iter()
-                .map(|(k, v)| (*k, *v))
-                .collect();
+            let tasks = self.shared.running_leases();
             tracing::warn!(
                 tasks = tasks.len(),
                 "shutdown grace expired; releasing leases of running activities"

@@ -57,6 +57,9 @@ async fn run(shared: &Arc<Shared>, claimed: ClaimedInstance) {
         .filter(|e| e.instance == claimed.id)
         .map(|e| e.visible_at)
         .min();
+    // Children and a parent's result are work for whoever claims it, this process included.
+    let wakes_others =
+        !commit.children.is_empty() || commit.inbox.iter().any(|e| e.instance != claimed.id);
     match shared.committer.turn(commit).await {
         Ok(TurnResult::Committed { tasks }) => {
             if let Some(at) = first_timer {
@@ -64,6 +67,9 @@ async fn run(shared: &Arc<Shared>, claimed: ClaimedInstance) {
             }
             for task in tasks {
                 worker::spawn(shared.clone(), task);
+            }
+            if wakes_others {
+                shared.wake.notify_one();
             }
             if let Some(outcome) = outcome {
                 shared.hub.publish(&outcome);
@@ -207,8 +213,18 @@ fn violation(shared: &Shared, turn: &Turn) -> Option<ErrorInfo> {
                     too_big(format!("the input of activity \"{name}\""), input)
                 }
             }
-            HistoryEvent::SubOrchestrationScheduled { name, input, .. } => {
-                if !shared.registry.has_orchestration(name) {
+            HistoryEvent::SubOrchestrationScheduled {
+                name,
+                input,
+                instance,
+                ..
+            } => {
+                if let Err(e) = crate::client::validate_id(instance) {
+                    Some(ErrorInfo::new(
+                        "InvalidInput",
+                        format!("sub-orchestration \"{name}\": {e}"),
+                    ))
+                } else if !shared.registry.has_orchestration(name) {
                     Some(ErrorInfo::new(
                         "UnknownOrchestration",
                         format!("no orchestration named \"{name}\" is registered"),

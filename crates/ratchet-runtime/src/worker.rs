@@ -7,12 +7,18 @@ use futures::FutureExt;
 use ratchet_core::{ActivityError, ErrorInfo, Timestamp};
 use ratchet_store::{ClaimedTask, TaskCompletion, TaskResult};
 
-use crate::runtime::Shared;
+use crate::runtime::{RunningTask, Shared};
 use crate::ActivityContext;
 
 /// Runs `task` on its own task; the completion goes to the group committer.
 pub(crate) fn spawn(shared: Arc<Shared>, task: ClaimedTask) {
-    shared.running_lock().insert(task.id, task.fence);
+    shared.running_lock().insert(
+        task.id,
+        RunningTask {
+            fence: task.fence,
+            instance: task.owner.instance.clone(),
+        },
+    );
     let guard = shared.begin_work();
     tokio::spawn(async move {
         let _guard = guard;

@@ -2,7 +2,8 @@
 //!
 //! Write an orchestration as a plain `async fn`; Ratchet records every step in history, so a
 //! crash at any point loses nothing and repeats no step at the orchestration level. It runs on
-//! an embedded SQLite file for development and on PostgreSQL in production.
+//! an embedded SQLite file for development and on PostgreSQL in production
+//! ([`Builder::sqlite`], [`Builder::postgres`]).
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -61,6 +62,7 @@ pub use ratchet_store::{
     HistoryRecord, IfExists, InstanceFilter, InstanceRecord, InstanceStatus, Store, StoreError,
     StoreStats,
 };
+pub use ratchet_store_postgres::{PostgresConfig, PostgresStore};
 pub use ratchet_store_sqlite::{SqliteStore, SCHEMA_VERSION};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -105,12 +107,25 @@ pub struct Builder {
     config: RuntimeConfig,
     store: Option<Arc<dyn Store>>,
     sqlite: Option<PathBuf>,
+    postgres: Option<(String, PostgresConfig)>,
 }
 
 impl Builder {
     /// Uses the embedded SQLite file at `path` (created if missing).
     pub fn sqlite(mut self, path: impl Into<PathBuf>) -> Self {
         self.sqlite = Some(path.into());
+        self
+    }
+
+    /// Uses PostgreSQL at `url` (`postgres://user:password@host:port/db`), in the schema
+    /// `ratchet`, created or upgraded on start.
+    pub fn postgres(self, url: impl Into<String>) -> Self {
+        self.postgres_with(url, PostgresConfig::default())
+    }
+
+    /// Uses PostgreSQL at `url` with `config` (schema, pool size, notifications, ...).
+    pub fn postgres_with(mut self, url: impl Into<String>, config: PostgresConfig) -> Self {
+        self.postgres = Some((url.into(), config));
         self
     }
 
@@ -169,12 +184,15 @@ impl Builder {
     /// [`Error::Store`] when the store cannot be opened, [`Error::Config`] for a bad
     /// configuration or when no store was chosen.
     pub async fn start(self) -> Result<Ratchet> {
-        let store: Arc<dyn Store> = match (self.store, self.sqlite) {
-            (Some(store), _) => store,
-            (None, Some(path)) => Arc::new(SqliteStore::open(path).await?),
-            (None, None) => {
+        let store: Arc<dyn Store> = match (self.store, self.sqlite, self.postgres) {
+            (Some(store), _, _) => store,
+            (None, Some(path), _) => Arc::new(SqliteStore::open(path).await?),
+            (None, None, Some((url, config))) => {
+                Arc::new(PostgresStore::connect_with(&url, config).await?)
+            }
+            (None, None, None) => {
                 return Err(Error::Config(
-                    "choose a store: .sqlite(path) or .store(store)".into(),
+                    "choose a store: .sqlite(path), .postgres(url) or .store(store)".into(),
                 ))
             }
         };

@@ -13,6 +13,13 @@ pub async fn sqlite() -> Arc<dyn Store> {
     Arc::new(store)
 }
 
+/// A store in a fresh schema of the test PostgreSQL; `None` skips the test (no server
+/// configured, and not required).
+pub async fn postgres() -> Option<Arc<dyn Store>> {
+    let store = ratchet_store_postgres::testing::fresh_store().await?;
+    Some(Arc::new(store))
+}
+
 /// A configuration with short leases and polls, so takeovers happen within a test.
 pub fn fast() -> RuntimeConfig {
     RuntimeConfig {
@@ -40,6 +47,16 @@ macro_rules! on_every_backend {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     super::$name($crate::harness::sqlite().await).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    if let Some(store) = $crate::harness::postgres().await {
+                        super::$name(store).await;
+                    }
                 }
             )*
         }
