@@ -115,6 +115,15 @@ async fn order_workflow(
     })
 }
 
+/// Registers the demo's orchestration (`order`) and activities; `ratchet worker` runs them too.
+pub(crate) fn register(builder: ratchet::Builder) -> ratchet::Builder {
+    builder
+        .orchestration("order", order_workflow)
+        .activity("reserve_stock", reserve_stock)
+        .activity("charge_payment", charge_payment)
+        .activity("ship_item", ship_item)
+}
+
 /// The registered demo: used by `ratchet demo` and by the crash test.
 pub(crate) fn builder(store: Arc<dyn Store>, lease: Duration) -> ratchet::Builder {
     let config = RuntimeConfig {
@@ -123,13 +132,7 @@ pub(crate) fn builder(store: Arc<dyn Store>, lease: Duration) -> ratchet::Builde
         poll_interval: Duration::from_millis(250),
         ..RuntimeConfig::default()
     };
-    Ratchet::builder()
-        .store(store)
-        .config(config)
-        .orchestration("order", order_workflow)
-        .activity("reserve_stock", reserve_stock)
-        .activity("charge_payment", charge_payment)
-        .activity("ship_item", ship_item)
+    register(Ratchet::builder().store(store).config(config))
 }
 
 fn order(n: u32, step_ms: u64) -> Order {
@@ -173,7 +176,8 @@ async fn courier(client: Client, ids: Vec<String>) {
     }
 }
 
-pub(crate) async fn run(store: Arc<dyn Store>, db: &str, args: DemoArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(store: crate::OpenStore, db: &str, args: DemoArgs) -> anyhow::Result<()> {
+    let store = store.into_dyn();
     let ratchet = builder(store, Duration::from_millis(args.lease_ms.max(100)))
         .start()
         .await

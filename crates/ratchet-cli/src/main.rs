@@ -12,21 +12,36 @@ macro_rules! out {
 }
 
 mod demo;
+mod worker;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use clap::{Parser, Subcommand};
-use ratchet::{Client, InstanceFilter, InstanceStatus, SqliteStore, Store, Timestamp};
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use ratchet::{
+    Client, IfExists, InstanceFilter, InstanceStatus, PostgresConfig, PostgresStore, SqliteStore,
+    StartOptions, Store, Timestamp,
+};
 
-/// Ratchet: durable workflows in plain async Rust, on an embedded SQLite file.
+/// Ratchet: durable workflows in plain async Rust, on an embedded SQLite file or PostgreSQL.
 #[derive(Parser, Debug)]
 #[command(name = "ratchet", version)]
 struct Cli {
     /// The embedded SQLite database file (default: ratchet-demo.db for `demo`, ratchet.db otherwise).
     #[arg(long, global = true, env = "RATCHET_DB")]
     db: Option<String>,
+    /// Use PostgreSQL instead of SQLite: postgres://user:password@host:port/database.
+    #[arg(long, global = true, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: Option<String>,
+    /// The PostgreSQL schema holding Ratchet's tables.
+    #[arg(long, global = true, env = "RATCHET_SCHEMA", default_value = "ratchet")]
+    schema: String,
+    /// PostgreSQL: poll only, without LISTEN/NOTIFY or prepared statements (for PgBouncer in
+    /// transaction mode).
+    #[arg(long, global = true)]
+    no_notify: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -36,6 +51,9 @@ enum Command {
     /// Run a sample order workflow (reserve, charge with retries, ship in parallel, wait for
     /// delivery). Killing it and running it again resumes the unfinished orders.
     Demo(demo::DemoArgs),
+    /// Run the sample orchestrations (`order`, `fanout`) until stopped; start several to
+    /// share the work of one database.
+    Worker(worker::WorkerArgs),
     /// Create or upgrade the database schema (also done on every start).
     Migrate,
     /// Inspect and steer orchestration instances.
@@ -70,6 +88,21 @@ enum InstanceCommand {
         /// Instance id.
         id: String,
     },
+    /// Start an instance of an orchestration that a worker runs (e.g. `fanout` with
+    /// `{"activities":5,"activity_ms":10}`).
+    Start {
+        /// Orchestration name.
+        name: String,
+        /// Input as JSON.
+        #[arg(long, default_value = "null")]
+        input: String,
+        /// Instance id (default: a new UUID).
+        #[arg(long)]
+        id: Option<String>,
+        /// If the id exists, report it instead of failing.
+        #[arg(long)]
+        use_existing: bool,
+    },
     /// Raise a signal.
     Signal {
         /// Instance id.
@@ -99,6 +132,12 @@ enum InstanceCommand {
         #[arg(long, default_value = "terminated from the command line")]
         reason: String,
     },
+    /// Remove finished instances, with their history, that finished more than N days ago.
+    Purge {
+        /// Age in days (0 removes every finished instance).
+        #[arg(long)]
+        older_than_days: u64,
+    },
     /// Wait for an instance to finish and print its outcome.
     Wait {
         /// Instance id.
@@ -118,29 +157,94 @@ async fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let mut cli = Cli::from_arg_matches(&matches)?;
+    // A flag beats an environment variable: `--db x.db` runs on SQLite even where
+    // DATABASE_URL is set; both as flags is a contradiction.
+    let from_flag = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
+    if from_flag("db") {
+        if from_flag("database_url") {
+            bail!("choose one database: --db (SQLite) or --database-url (PostgreSQL)");
+        }
+        cli.database_url = None;
+    }
+    let (store, about) = open_store(&cli).await?;
+    match cli.command {
+        Command::Demo(args) => demo::run(store, &about, args).await,
+        Command::Worker(args) => worker::run(store, &about, args).await,
+        Command::Migrate => {
+            let version = match store.postgres() {
+                Some(pg) => pg.schema_version().await?,
+                None => ratchet::SCHEMA_VERSION,
+            };
+            out!("{about}: schema at version {version}");
+            Ok(())
+        }
+        Command::Instances(cmd) => instances(Client::new(store.into_dyn()), cmd).await,
+    }
+}
+
+/// The store the command runs on, and a line naming it for people.
+enum OpenStore {
+    Sqlite(Arc<SqliteStore>),
+    Postgres(Arc<PostgresStore>),
+}
+
+impl OpenStore {
+    fn postgres(&self) -> Option<&PostgresStore> {
+        match self {
+            Self::Postgres(pg) => Some(pg),
+            Self::Sqlite(_) => None,
+        }
+    }
+
+    fn into_dyn(self) -> Arc<dyn Store> {
+        match self {
+            Self::Sqlite(s) => s,
+            Self::Postgres(p) => p,
+        }
+    }
+}
+
+async fn open_store(cli: &Cli) -> anyhow::Result<(OpenStore, String)> {
+    if let Some(url) = cli.database_url.as_deref().filter(|u| !u.is_empty()) {
+        let mut config = PostgresConfig {
+            schema: cli.schema.clone(),
+            ..PostgresConfig::default()
+        };
+        if cli.no_notify {
+            config = config.pgbouncer();
+        }
+        let about = format!("PostgreSQL {} (schema {})", redact(url), cli.schema);
+        let store = PostgresStore::connect_with(url, config)
+            .await
+            .with_context(|| format!("connecting to {about}"))?;
+        return Ok((OpenStore::Postgres(Arc::new(store)), about));
+    }
     let default_db = match cli.command {
         Command::Demo(_) => "ratchet-demo.db",
         _ => "ratchet.db",
     };
     let db = cli.db.clone().unwrap_or_else(|| default_db.to_string());
-    let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(&db)
-            .await
-            .with_context(|| format!("opening the SQLite database {db}"))?,
-    );
-    match cli.command {
-        Command::Demo(args) => demo::run(store, &db, args).await,
-        Command::Migrate => {
-            out!("{db}: schema at version {}", ratchet_store_version());
-            Ok(())
-        }
-        Command::Instances(cmd) => instances(Client::new(store), cmd).await,
-    }
+    let store = SqliteStore::open(&db)
+        .await
+        .with_context(|| format!("opening the SQLite database {db}"))?;
+    Ok((OpenStore::Sqlite(Arc::new(store)), db))
 }
 
-fn ratchet_store_version() -> i64 {
-    ratchet::SCHEMA_VERSION
+/// A database URL without its password, for messages.
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    match rest.split_once('@') {
+        Some((user_info, host)) => {
+            let user = user_info.split(':').next().unwrap_or_default();
+            let hidden = if user_info.contains(':') { ":***" } else { "" };
+            format!("{scheme}://{user}{hidden}@{host}")
+        }
+        None => url.to_string(),
+    }
 }
 
 async fn instances(client: Client, cmd: InstanceCommand) -> anyhow::Result<()> {
@@ -204,6 +308,31 @@ async fn instances(client: Client, cmd: InstanceCommand) -> anyhow::Result<()> {
                     serde_json::to_string(&h.event)?
                 );
             }
+        }
+        InstanceCommand::Start {
+            name,
+            input,
+            id,
+            use_existing,
+        } => {
+            let input: serde_json::Value =
+                serde_json::from_str(&input).context("--input must be JSON")?;
+            let options = StartOptions {
+                id,
+                if_exists: if use_existing {
+                    IfExists::UseExisting
+                } else {
+                    IfExists::Fail
+                },
+            };
+            let handle = client.start_with(&name, input, options).await?;
+            out!("{}", handle.id());
+        }
+        InstanceCommand::Purge { older_than_days } => {
+            let age = i64::try_from(older_than_days.saturating_mul(86_400_000)).unwrap_or(i64::MAX);
+            let before = Timestamp(Timestamp::now().as_millis().saturating_sub(age));
+            let purged = client.store().instance_purge(before).await?;
+            out!("removed {purged} finished instance(s)");
         }
         InstanceCommand::Signal {
             id,

@@ -1,15 +1,18 @@
 //! Crash test: SIGKILL the demo mid-run, run it again, and check that every order completes
-//! with each activity's completion in history exactly once.
+//! with each activity's completion in history exactly once; on SQLite and on PostgreSQL.
 #![allow(clippy::unwrap_used)]
+
+mod common;
 
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ratchet::{HistoryEvent, InstanceStatus, SqliteStore, Store};
 
-fn demo(db: &std::path::Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ratchet"));
+fn demo(store_args: &[String]) -> Command {
+    let mut cmd = common::ratchet(store_args);
     cmd.args([
         "demo",
         "--orders",
@@ -19,26 +22,42 @@ fn demo(db: &std::path::Path) -> Command {
         "--lease-ms",
         "1000",
         "--quiet",
-        "--db",
-    ])
-    .arg(db);
+    ]);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     cmd
 }
 
 #[tokio::test]
-async fn sigkill_mid_run_then_resume_loses_and_repeats_nothing() {
+async fn sqlite_sigkill_mid_run_then_resume_loses_and_repeats_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("crash.db");
-
-    let mut first = demo(&db).spawn().unwrap();
-    // Wait until some order is past its first activities, then kill -9 mid-run.
+    let args = vec!["--db".to_string(), db.display().to_string()];
+    // (`--db` beats a DATABASE_URL in the environment.)
+    let mut first = demo(&args).spawn().unwrap();
     let store = loop {
         if let Ok(store) = SqliteStore::open(&db).await {
             break store;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
+    kill_mid_run_then_resume(&args, &mut first, Arc::new(store)).await;
+}
+
+#[tokio::test]
+async fn postgres_sigkill_mid_run_then_resume_loses_and_repeats_nothing() {
+    let Some((args, store)) = common::postgres().await else {
+        return;
+    };
+    let mut first = demo(&args).spawn().unwrap();
+    kill_mid_run_then_resume(&args, &mut first, store).await;
+}
+
+async fn kill_mid_run_then_resume(
+    args: &[String],
+    first: &mut std::process::Child,
+    store: Arc<dyn Store>,
+) {
+    // Wait until some order is past its first activities, then kill -9 mid-run.
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         let list = store
@@ -69,7 +88,7 @@ async fn sigkill_mid_run_then_resume_loses_and_repeats_nothing() {
         "the kill must land mid-run for this test to mean anything"
     );
 
-    let second = demo(&db).output().unwrap();
+    let second = demo(args).output().unwrap();
     let stdout = String::from_utf8_lossy(&second.stdout);
     assert!(
         second.status.success(),

@@ -19,10 +19,15 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         let until = Timestamp::now().plus(shared.config.lease);
         match shared.store.task_heartbeat(tasks.clone(), until).await {
             Ok(kept) => {
+                // An attempt that finished since the snapshot left the table on its own; only
+                // the ones still running here were really taken over.
+                let mut running = shared.running_lock();
                 let lost: Vec<_> = tasks
                     .iter()
                     .zip(kept)
-                    .filter(|(_, k)| !k)
+                    .filter(|((id, fence), kept)| {
+                        !kept && running.get(id).is_some_and(|r| r.fence == *fence)
+                    })
                     .map(|((id, _), _)| *id)
                     .collect();
                 if !lost.is_empty() {
@@ -30,7 +35,6 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                         ?lost,
                         "activity leases were taken over; their results will be refused"
                     );
-                    let mut running = shared.running_lock();
                     for id in lost {
                         running.remove(&id);
                     }

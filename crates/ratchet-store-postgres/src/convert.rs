@@ -44,9 +44,49 @@ impl Failure {
 
     pub(crate) fn into_store(self) -> StoreError {
         match self {
-            Self::Db(e) => StoreError::backend(e),
+            Self::Db(e) => db_err(e),
             Self::Store(e) => e,
         }
+    }
+}
+
+/// A driver error that says what the server said: the driver's own message for a server
+/// error is only "db error".
+#[derive(Debug)]
+struct DbError {
+    message: String,
+    source: tokio_postgres::Error,
+}
+
+impl std::fmt::Display for DbError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for DbError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// Maps every driver error.
+pub(crate) fn db_err(e: tokio_postgres::Error) -> StoreError {
+    let message = match e.as_db_error() {
+        Some(db) => format!("{} (SQLSTATE {})", db.message(), db.code().code()),
+        None => match std::error::Error::source(&e) {
+            Some(cause) => format!("{e}: {cause}"),
+            None => e.to_string(),
+        },
+    };
+    StoreError::backend(DbError { message, source: e })
+}
+
+/// Maps a failure to get a pooled connection.
+pub(crate) fn pool_err(e: deadpool_postgres::PoolError) -> StoreError {
+    match e {
+        deadpool_postgres::PoolError::Backend(e) => db_err(e),
+        other => StoreError::backend(other),
     }
 }
 

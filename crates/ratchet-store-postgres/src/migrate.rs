@@ -4,7 +4,7 @@ use deadpool_postgres::Object;
 use ratchet_store::{Result, StoreError};
 use tokio_postgres::SimpleQueryMessage;
 
-use crate::convert::{Failure, Res};
+use crate::convert::{db_err, Failure, Res};
 
 /// Migrations in order; the schema version is the number applied.
 const MIGRATIONS: &[&str] = &[
@@ -75,7 +75,7 @@ pub(crate) async fn check(client: &Object, schema: &str) -> Result<()> {
 
 /// Applies the missing migrations in one transaction; refuses a schema newer than this code.
 pub(crate) async fn migrate(client: &mut Object, schema: &str) -> Result<()> {
-    let tx = client.transaction().await.map_err(StoreError::backend)?;
+    let tx = client.transaction().await.map_err(db_err)?;
     // Processes starting together migrate one after the other; the later ones find nothing
     // left to do.
     tx.batch_execute(&format!(
@@ -86,14 +86,14 @@ pub(crate) async fn migrate(client: &mut Object, schema: &str) -> Result<()> {
              applied_at timestamptz NOT NULL DEFAULT now());"
     ))
     .await
-    .map_err(StoreError::backend)?;
+    .map_err(db_err)?;
     let mut current = 0;
     for message in tx
         .simple_query(&format!(
             "SELECT coalesce(max(version), 0) FROM {schema}.ratchet_schema"
         ))
         .await
-        .map_err(StoreError::backend)?
+        .map_err(db_err)?
     {
         if let SimpleQueryMessage::Row(row) = message {
             current = row.get(0).and_then(|v| v.parse().ok()).unwrap_or(0);
@@ -113,15 +113,15 @@ pub(crate) async fn migrate(client: &mut Object, schema: &str) -> Result<()> {
         tracing::info!(schema, version = i + 1, "applying PostgreSQL migration");
         tx.batch_execute(&in_schema(sql, schema))
             .await
-            .map_err(StoreError::backend)?;
+            .map_err(db_err)?;
         tx.batch_execute(&format!(
             "INSERT INTO {schema}.ratchet_schema (version) VALUES ({})",
             i + 1
         ))
         .await
-        .map_err(StoreError::backend)?;
+        .map_err(db_err)?;
     }
-    tx.commit().await.map_err(StoreError::backend)
+    tx.commit().await.map_err(db_err)
 }
 
 #[cfg(test)]

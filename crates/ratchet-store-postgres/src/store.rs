@@ -14,7 +14,7 @@ use ratchet_store::{
 use tokio::task::JoinHandle;
 use tokio_postgres::{NoTls, Row};
 
-use crate::convert::{Failure, Res};
+use crate::convert::{db_err, pool_err, Failure, Res};
 use crate::param::Param;
 use crate::{commit, instance, listen, migrate, task, PostgresConfig};
 
@@ -154,7 +154,7 @@ impl PostgresStore {
             .build()
             .map_err(|e| StoreError::Invalid(format!("connection pool: {e}")))?;
         {
-            let mut client = pool.get().await.map_err(StoreError::backend)?;
+            let mut client = pool.get().await.map_err(pool_err)?;
             if config.migrate {
                 migrate::migrate(&mut client, &config.schema).await?;
             } else {
@@ -191,7 +191,7 @@ impl PostgresStore {
     ///
     /// Database failures.
     pub async fn schema_version(&self) -> Result<i64> {
-        let client = self.inner.pool.get().await.map_err(StoreError::backend)?;
+        let client = self.inner.pool.get().await.map_err(pool_err)?;
         migrate::version(&client, &self.inner.config.schema)
             .await
             .map_err(Failure::into_store)
@@ -211,12 +211,12 @@ impl PostgresStore {
     ///
     /// The database's error when the statement does not compile.
     pub async fn prepare(&self, name: &str) -> Result<()> {
-        let client = self.inner.pool.get().await.map_err(StoreError::backend)?;
+        let client = self.inner.pool.get().await.map_err(pool_err)?;
         client
             .prepare(self.inner.sql.get(name))
             .await
             .map(|_| ())
-            .map_err(StoreError::backend)
+            .map_err(db_err)
     }
 
     /// Runs `f` on a pooled connection: one round trip and `commits` transactions. A call that
@@ -228,7 +228,7 @@ impl PostgresStore {
     ) -> Result<T> {
         let mut tries = 0;
         loop {
-            let client = self.inner.pool.get().await.map_err(StoreError::backend)?;
+            let client = self.inner.pool.get().await.map_err(pool_err)?;
             let conn = Conn {
                 client,
                 store: self.inner.clone(),

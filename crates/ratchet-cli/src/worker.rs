@@ -1,0 +1,139 @@
+//! `ratchet worker`: a runtime that runs the sample orchestrations until stopped, so several
+//! processes can share one database (start work with `ratchet instances start`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use ratchet::{
+    ActivityContext, ActivityError, OrchestrationContext, OrchestrationError, Ratchet,
+    RuntimeConfig, Store,
+};
+use serde::{Deserialize, Serialize};
+
+/// Options of the worker.
+#[derive(clap::Args, Debug)]
+pub(crate) struct WorkerArgs {
+    /// A name for this process, recorded by the `fanout` activities it runs (default: its pid).
+    #[arg(long)]
+    label: Option<String>,
+    /// Lease length in milliseconds: a crashed worker's work is taken over this long after.
+    #[arg(long, default_value_t = 15_000)]
+    lease_ms: u64,
+    /// How often to look for work when nothing woke the worker, in milliseconds.
+    #[arg(long, default_value_t = 1_000)]
+    poll_ms: u64,
+    /// Activities run at once.
+    #[arg(long, default_value_t = 256)]
+    max_activities: usize,
+    /// Orchestration turns run at once.
+    #[arg(long, default_value_t = 256)]
+    max_orchestrations: usize,
+    /// Remove finished instances older than this many days (default: keep them).
+    #[arg(long)]
+    retention_days: Option<u64>,
+}
+
+/// Input of the sample `fanout` orchestration.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct FanOut {
+    /// Activities to run in parallel.
+    pub(crate) activities: u32,
+    /// How long each one works, in milliseconds.
+    #[serde(default)]
+    pub(crate) activity_ms: u64,
+}
+
+/// What one `fanout` activity returns: its index, and the worker that ran it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct Step {
+    pub(crate) i: u32,
+    pub(crate) by: String,
+}
+
+async fn fanout(ctx: OrchestrationContext, input: FanOut) -> Result<Vec<Step>, OrchestrationError> {
+    let steps =
+        (0..input.activities).map(|i| ctx.activity::<Step>("fanout_step", (i, input.activity_ms)));
+    ratchet::join_all(steps).await.into_iter().collect()
+}
+
+/// Registers the sample orchestrations: the demo's `order` and `fanout`, whose activities
+/// record `label`.
+pub(crate) fn register(builder: ratchet::Builder, label: String) -> ratchet::Builder {
+    let label = Arc::new(label);
+    crate::demo::register(builder)
+        .orchestration("fanout", fanout)
+        .activity(
+            "fanout_step",
+            move |_ctx: ActivityContext, (i, ms): (u32, u64)| {
+                let by = label.to_string();
+                async move {
+                    if ms > 0 {
+                        tokio::time::sleep(Duration::from_millis(ms)).await;
+                    }
+                    Ok::<_, ActivityError>(Step { i, by })
+                }
+            },
+        )
+}
+
+pub(crate) async fn run(
+    store: crate::OpenStore,
+    about: &str,
+    args: WorkerArgs,
+) -> anyhow::Result<()> {
+    let store: Arc<dyn Store> = store.into_dyn();
+    let label = args
+        .label
+        .unwrap_or_else(|| format!("pid-{}", std::process::id()));
+    let lease = Duration::from_millis(args.lease_ms.max(100));
+    let config = RuntimeConfig {
+        lease,
+        heartbeat: lease / 3,
+        poll_interval: Duration::from_millis(args.poll_ms.max(1)),
+        max_activities: args.max_activities,
+        max_orchestrations: args.max_orchestrations,
+        retention: args
+            .retention_days
+            .map(|d| Duration::from_secs(d.saturating_mul(86_400))),
+        ..RuntimeConfig::default()
+    };
+    let ratchet = register(
+        Ratchet::builder().store(store).config(config),
+        label.clone(),
+    )
+    .start()
+    .await
+    .context("starting the runtime")?;
+    out!(
+        "worker {label} ({}) ready on {about}: orchestrations order, fanout; Ctrl-C to stop",
+        ratchet.runtime().owner()
+    );
+    wait_for_stop().await;
+    out!("worker {label} stopping: finishing or releasing its work");
+    ratchet.shutdown().await;
+    Ok(())
+}
+
+/// Ctrl-C or SIGTERM.
+async fn wait_for_stop() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

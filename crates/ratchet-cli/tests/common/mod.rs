@@ -1,0 +1,177 @@
+//! Shared by the CLI's test binaries: worker processes and the stores they share.
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ratchet::{Client, HistoryEvent, InstanceStatus, PostgresConfig, PostgresStore, Store};
+
+/// A `ratchet` command on the given store arguments.
+pub fn ratchet(store_args: &[String]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ratchet"));
+    cmd.args(store_args);
+    cmd
+}
+
+/// The `--database-url`/`--schema` arguments of a fresh PostgreSQL schema, with a store on
+/// it; `None` skips the test when no server is configured.
+pub async fn postgres() -> Option<(Vec<String>, Arc<PostgresStore>)> {
+    let url = ratchet_store_postgres::testing::database_url()?;
+    let schema = ratchet_store_postgres::testing::fresh_schema();
+    let store = PostgresStore::connect_with(
+        &url,
+        PostgresConfig {
+            schema: schema.clone(),
+            ..PostgresConfig::default()
+        },
+    )
+    .await
+    .expect("connect");
+    let args = vec!["--database-url".into(), url, "--schema".into(), schema];
+    Some((args, Arc::new(store)))
+}
+
+/// A `ratchet worker` process, killed when dropped.
+pub struct Worker {
+    pub child: Child,
+    pub label: String,
+    /// Its lease owner id, from its ready line.
+    pub owner: String,
+}
+
+impl Worker {
+    /// Starts a worker and waits until it says it is ready.
+    pub fn start(store_args: &[String], label: &str, extra: &[&str]) -> Worker {
+        let mut child = ratchet(store_args)
+            .args(["worker", "--label", label])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn ratchet worker");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the worker said it is ready");
+        assert!(line.contains("ready"), "unexpected first line: {line}");
+        let owner = line
+            .split(['(', ')'])
+            .nth(1)
+            .expect("owner id in the ready line")
+            .to_string();
+        Worker {
+            child,
+            label: label.to_string(),
+            owner,
+        }
+    }
+
+    /// SIGKILL: the process dies holding whatever it leased.
+    pub fn kill(&mut self) {
+        self.child.kill().expect("kill");
+        self.child.wait().expect("reap");
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `count` `fanout` instances from a client of its own (no runtime in this process).
+pub async fn start_fanouts(
+    store: Arc<dyn Store>,
+    count: usize,
+    activities: u32,
+    activity_ms: u64,
+) -> Vec<String> {
+    let client = Client::new(store);
+    let mut ids = Vec::with_capacity(count);
+    for _ in 0..count {
+        let input = serde_json::json!({ "activities": activities, "activity_ms": activity_ms });
+        ids.push(
+            client
+                .start("fanout", input)
+                .await
+                .unwrap()
+                .id()
+                .to_string(),
+        );
+    }
+    ids
+}
+
+/// Waits for every instance and checks each: completed, output one step per activity in
+/// order, each activity scheduled once and completed exactly once in history. Returns how
+/// many activities each worker label ran.
+pub async fn check_fanouts(
+    store: Arc<dyn Store>,
+    ids: &[String],
+    activities: u32,
+    timeout: Duration,
+) -> HashMap<String, usize> {
+    let client = Client::new(store.clone()).with_poll_interval(Duration::from_millis(500));
+    let mut by_label: HashMap<String, usize> = HashMap::new();
+    let waits = ids.iter().map(|id| {
+        let client = client.clone();
+        async move { (id, client.wait(id, timeout).await) }
+    });
+    for (id, outcome) in futures::future::join_all(waits).await {
+        let outcome = outcome.unwrap_or_else(|e| panic!("{id}: {e}"));
+        assert_eq!(
+            outcome.status,
+            InstanceStatus::Completed,
+            "{id}: {:?}",
+            outcome.error
+        );
+        let steps = outcome.output.unwrap();
+        let steps = steps.as_array().unwrap();
+        assert_eq!(steps.len(), activities as usize, "{id}");
+        for (i, step) in steps.iter().enumerate() {
+            assert_eq!(step["i"], i, "{id}: step order");
+            *by_label
+                .entry(step["by"].as_str().unwrap().to_string())
+                .or_default() += 1;
+        }
+        let history = store.history_read(id, None).await.unwrap();
+        let mut completed: HashMap<u32, usize> = HashMap::new();
+        let mut scheduled = 0;
+        for h in &history {
+            match h.event {
+                HistoryEvent::ActivityCompleted { seq, .. } => {
+                    *completed.entry(seq).or_default() += 1
+                }
+                HistoryEvent::ActivityScheduled { .. } => scheduled += 1,
+                _ => {}
+            }
+        }
+        assert_eq!(scheduled, activities, "{id}: each activity scheduled once");
+        assert_eq!(
+            completed.len(),
+            activities as usize,
+            "{id}: every activity completed"
+        );
+        assert!(
+            completed.values().all(|n| *n == 1),
+            "{id}: an activity completion appears twice: {completed:?}"
+        );
+        let seqs: Vec<u32> = history.iter().map(|h| h.seq).collect();
+        assert_eq!(
+            seqs,
+            (0..history.len() as u32).collect::<Vec<_>>(),
+            "{id}: history has no gaps"
+        );
+    }
+    by_label
+}
