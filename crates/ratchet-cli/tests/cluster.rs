@@ -114,6 +114,55 @@ async fn a_notification_starts_work_without_waiting_for_the_poll() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_runs_behind_pgbouncer_in_transaction_mode() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let Some(url) = std::env::var("RATCHET_TEST_PGBOUNCER_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+    else {
+        eprintln!("skipped: RATCHET_TEST_PGBOUNCER_URL is not set (./scripts/test sets it when it can run PgBouncer)");
+        return;
+    };
+    // PgBouncer hands each transaction to any server connection: no session state, no
+    // prepared statements, no LISTEN. `--no-notify` is what works there.
+    let schema = ratchet_store_postgres::testing::fresh_schema();
+    let args = vec![
+        "--database-url".to_string(),
+        url.clone(),
+        "--schema".into(),
+        schema.clone(),
+        "--no-notify".into(),
+    ];
+    let out = common::ratchet(&args)
+        .args(["demo", "--orders", "4", "--step-ms", "20", "--quiet"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the demo failed behind PgBouncer:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let store = ratchet::PostgresStore::connect_with(
+        &url,
+        ratchet::PostgresConfig {
+            schema,
+            ..ratchet::PostgresConfig::default()
+        }
+        .pgbouncer(),
+    )
+    .await
+    .unwrap();
+    let all = store.instance_list(Default::default()).await.unwrap();
+    assert_eq!(all.len(), 4);
+    assert!(
+        all.iter()
+            .all(|r| r.status == ratchet::InstanceStatus::Completed),
+        "{all:?}"
+    );
+}
+
 /// Task leases held by `owner`, read straight from the database.
 async fn leases_held_by(args: &[String], owner: &str) -> i64 {
     let (client, connection) = tokio_postgres::connect(&args[1], tokio_postgres::NoTls)

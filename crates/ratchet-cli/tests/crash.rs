@@ -4,12 +4,11 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ratchet::{HistoryEvent, InstanceStatus, SqliteStore, Store};
+use ratchet::{InstanceStatus, SqliteStore, Store};
 
 fn demo(store_args: &[String]) -> Command {
     let mut cmd = common::ratchet(store_args);
@@ -112,35 +111,6 @@ async fn kill_mid_run_then_resume(
             .unwrap()
             .starts_with("pay-order-"));
         assert_eq!(output["delivered"], "front door");
-        let history = store.history_read(&rec.id, None).await.unwrap();
-        let mut completions: HashMap<(u32, u32), usize> = HashMap::new();
-        let mut scheduled = 0;
-        for h in &history {
-            match h.event {
-                HistoryEvent::ActivityCompleted { seq, .. } => {
-                    *completions.entry((h.execution, seq)).or_default() += 1
-                }
-                HistoryEvent::ActivityScheduled { .. } => scheduled += 1,
-                _ => {}
-            }
-        }
-        assert!(
-            completions.values().all(|n| *n == 1),
-            "{}: a completion appears twice: {completions:?}",
-            rec.id
-        );
-        assert_eq!(scheduled, 2 + items, "{}: each step scheduled once", rec.id);
-        assert_eq!(
-            completions.len(),
-            2 + items,
-            "{}: every step completed",
-            rec.id
-        );
-        let seqs: Vec<u32> = history.iter().map(|h| h.seq).collect();
-        assert_eq!(
-            seqs,
-            (0..history.len() as u32).collect::<Vec<_>>(),
-            "history has no gaps or duplicates"
-        );
+        common::assert_each_step_once(store.as_ref(), &rec.id, 2 + items).await;
     }
 }

@@ -100,6 +100,16 @@ LANGUAGE sql AS $$
     RETURNING t.*
 $$;
 
+-- The visible inbox events of some instances, oldest first, as parallel arrays.
+CREATE FUNCTION ratchet.visible_events(
+    p_ids text[], p_now bigint, OUT e_instance text[], OUT e_id bigint[], OUT e_event text[])
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(array_agg(b.instance ORDER BY b.id), '{}'),
+           coalesce(array_agg(b.id ORDER BY b.id), '{}'),
+           coalesce(array_agg(b.event ORDER BY b.id), '{}')
+    FROM ratchet.inbox b WHERE b.instance = ANY (p_ids) AND b.visible_at <= p_now
+$$;
+
 -- One poll: leases up to p_limit instances that have visible inbox events and no live lease
 -- (runnable by the caller: its names, and its versions once an instance pinned one), up to
 -- p_task_limit ready tasks, and says when the next inbox event or task becomes ready.
@@ -139,11 +149,7 @@ BEGIN
         INTO i_id, i_name, i_version, i_execution, i_history_len, i_fence
         FROM leased;
 
-        SELECT coalesce(array_agg(b.instance ORDER BY b.id), '{}'),
-               coalesce(array_agg(b.id ORDER BY b.id), '{}'),
-               coalesce(array_agg(b.event ORDER BY b.id), '{}')
-        INTO e_instance, e_id, e_event
-        FROM ratchet.inbox b WHERE b.instance = ANY (i_id) AND b.visible_at <= p_now;
+        SELECT * INTO e_instance, e_id, e_event FROM ratchet.visible_events(i_id, p_now);
 
         -- A turn that committed between our look and our lock may have consumed everything:
         -- such an instance has nothing to do, so its lease goes back at once (the store drops
@@ -445,11 +451,7 @@ BEGIN
                coalesce(array_agg(history_len), '{}'), coalesce(array_agg(fence), '{}')
         INTO l_id, l_name, l_version, l_execution, l_history_len, l_fence
         FROM leased;
-        SELECT coalesce(array_agg(b.instance ORDER BY b.id), '{}'),
-               coalesce(array_agg(b.id ORDER BY b.id), '{}'),
-               coalesce(array_agg(b.event ORDER BY b.id), '{}')
-        INTO e_instance, e_id, e_event
-        FROM ratchet.inbox b WHERE b.instance = ANY (l_id) AND b.visible_at <= p_now;
+        SELECT * INTO e_instance, e_id, e_event FROM ratchet.visible_events(l_id, p_now);
     END IF;
 
     -- Others need to hear only of work this batch did not lease to the committer.

@@ -1,9 +1,7 @@
 //! Rows to store types, and driver errors to [`StoreError`]: the one place driver types stop.
 
-use ratchet_core::{ErrorInfo, HistoryEvent, ParentRef, Timestamp};
-use ratchet_store::{InstanceRecord, InstanceStatus, StoreError};
-use serde::de::DeserializeOwned;
-use serde::Serialize;
+use ratchet_core::{ErrorInfo, ParentRef, Timestamp};
+use ratchet_store::{InstanceRecord, StoreError};
 use serde_json::Value;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::Row;
@@ -92,29 +90,7 @@ pub(crate) fn pool_err(e: deadpool_postgres::PoolError) -> StoreError {
 
 pub(crate) type Res<T> = std::result::Result<T, Failure>;
 
-pub(crate) fn to_json<T: Serialize>(v: &T) -> String {
-    // Serializing our own plain data types cannot fail.
-    serde_json::to_string(v).unwrap_or_else(|_| "null".to_string())
-}
-
-pub(crate) fn from_json<T: DeserializeOwned>(text: &str, what: &str) -> Result<T, StoreError> {
-    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
-}
-
-pub(crate) fn opt_json<T: DeserializeOwned>(
-    text: Option<String>,
-    what: &str,
-) -> Result<Option<T>, StoreError> {
-    text.map(|t| from_json(&t, what)).transpose()
-}
-
-pub(crate) fn event(text: &str) -> Result<HistoryEvent, StoreError> {
-    from_json(text, "history event")
-}
-
-pub(crate) fn status(text: &str) -> Result<InstanceStatus, StoreError> {
-    text.parse().map_err(StoreError::Corrupt)
-}
+pub(crate) use ratchet_store::codec::{event, from_json, opt_json, status, to_json};
 
 /// A stored integer as the store's `u32` (never negative in practice).
 pub(crate) fn u32_of(v: i32) -> u32 {

@@ -6,10 +6,10 @@ use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, R
 use futures::future::BoxFuture;
 use ratchet_core::Timestamp;
 use ratchet_store::{
-    ClaimedTask, CommitBatch, CommitOutcome, CompletionResult, CreateOutcome, Fence, HistoryRecord,
-    InstanceClaim, InstanceClaimed, InstanceFilter, InstanceRecord, Lease, LeaseRelease,
-    NamedQueries, NewInstance, NewSignal, Result, SignalOutcome, StopOutcome, Store, StoreError,
-    StoreStats, TaskClaim, TaskId, TurnResult, WakeupSender, Wakeups,
+    ClaimedTask, CommitBatch, CommitOutcome, CreateOutcome, Fence, HistoryRecord, InstanceClaim,
+    InstanceClaimed, InstanceFilter, InstanceRecord, Lease, LeaseRelease, NamedQueries,
+    NewInstance, NewSignal, Result, SignalOutcome, StopOutcome, Store, StoreError, StoreStats,
+    TaskClaim, TaskId, WakeupSender, Wakeups,
 };
 use tokio::task::JoinHandle;
 use tokio_postgres::{NoTls, Row};
@@ -286,20 +286,11 @@ impl Store for PostgresStore {
                 Box::pin(async move { commit::commit(&c, batch).await })
             })
             .await?;
-        let stale = out
-            .turns
-            .iter()
-            .filter(|t| matches!(t, TurnResult::Stale))
-            .count()
-            + out
-                .completions
-                .iter()
-                .filter(|c| matches!(c, CompletionResult::Stale))
-                .count();
+        let stale = out.stale();
         self.inner
             .counters
             .stale
-            .fetch_add(stale as u64, Ordering::Relaxed);
+            .fetch_add(stale, Ordering::Relaxed);
         Ok(out)
     }
 

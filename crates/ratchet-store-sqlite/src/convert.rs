@@ -1,10 +1,8 @@
 //! Rows to store types, and driver errors to [`StoreError`]: the one place driver types stop.
 
-use ratchet_core::{ErrorInfo, HistoryEvent, ParentRef, Timestamp};
-use ratchet_store::{InstanceRecord, InstanceStatus, StoreError};
+use ratchet_core::{ErrorInfo, ParentRef, Timestamp};
+use ratchet_store::{InstanceRecord, StoreError};
 use rusqlite::Row;
-use serde::de::DeserializeOwned;
-use serde::Serialize;
 use serde_json::Value;
 
 /// Maps every SQLite error.
@@ -12,29 +10,7 @@ pub(crate) fn db_err(e: rusqlite::Error) -> StoreError {
     StoreError::backend(e)
 }
 
-pub(crate) fn to_json<T: Serialize>(v: &T) -> String {
-    // Serializing our own plain data types cannot fail.
-    serde_json::to_string(v).unwrap_or_else(|_| "null".to_string())
-}
-
-pub(crate) fn from_json<T: DeserializeOwned>(text: &str, what: &str) -> Result<T, StoreError> {
-    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
-}
-
-pub(crate) fn opt_json<T: DeserializeOwned>(
-    text: Option<String>,
-    what: &str,
-) -> Result<Option<T>, StoreError> {
-    text.map(|t| from_json(&t, what)).transpose()
-}
-
-pub(crate) fn event(text: &str) -> Result<HistoryEvent, StoreError> {
-    from_json(text, "history event")
-}
-
-pub(crate) fn status(text: &str) -> Result<InstanceStatus, StoreError> {
-    text.parse().map_err(StoreError::Corrupt)
-}
+pub(crate) use ratchet_store::codec::{event, from_json, opt_json, status, to_json};
 
 pub(crate) fn u32_of(v: i64) -> u32 {
     u32::try_from(v).unwrap_or(u32::MAX)

@@ -153,19 +153,8 @@ impl Store for SqliteStore {
 
     async fn commit(&self, batch: CommitBatch) -> Result<CommitOutcome> {
         let out = self.write(move |tx| commit::commit(tx, batch)).await?;
-        let stale = out
-            .turns
-            .iter()
-            .filter(|t| matches!(t, ratchet_store::TurnResult::Stale))
-            .count()
-            + out
-                .completions
-                .iter()
-                .filter(|c| matches!(c, ratchet_store::CompletionResult::Stale))
-                .count();
-        self.counters
-            .stale
-            .fetch_add(stale as u64, Ordering::Relaxed);
+        let stale = out.stale();
+        self.counters.stale.fetch_add(stale, Ordering::Relaxed);
         Ok(out)
     }
 

@@ -144,6 +144,23 @@ pub struct CommitOutcome {
     pub locked: Vec<ClaimedInstance>,
 }
 
+impl CommitOutcome {
+    /// How many turns and completions were refused for a stale fence.
+    pub fn stale(&self) -> u64 {
+        let turns = self
+            .turns
+            .iter()
+            .filter(|t| matches!(t, TurnResult::Stale))
+            .count();
+        let completions = self
+            .completions
+            .iter()
+            .filter(|c| matches!(c, CompletionResult::Stale))
+            .count();
+        (turns + completions) as u64
+    }
+}
+
 /// The event a parent receives when its child's id is taken by an existing instance: the
 /// child is not started and the parent's step fails at once.
 pub fn child_exists_event(child: &str, parent: &ParentRef) -> NewInboxEvent {

@@ -17,6 +17,7 @@
 //! so a process that lost its lease can never overwrite its successor's work.
 #![deny(missing_docs)]
 
+pub mod codec;
 mod commit;
 mod error;
 mod instance;

@@ -144,34 +144,36 @@ pub async fn check_fanouts(
                 .entry(step["by"].as_str().unwrap().to_string())
                 .or_default() += 1;
         }
-        let history = store.history_read(id, None).await.unwrap();
-        let mut completed: HashMap<u32, usize> = HashMap::new();
-        let mut scheduled = 0;
-        for h in &history {
-            match h.event {
-                HistoryEvent::ActivityCompleted { seq, .. } => {
-                    *completed.entry(seq).or_default() += 1
-                }
-                HistoryEvent::ActivityScheduled { .. } => scheduled += 1,
-                _ => {}
-            }
-        }
-        assert_eq!(scheduled, activities, "{id}: each activity scheduled once");
-        assert_eq!(
-            completed.len(),
-            activities as usize,
-            "{id}: every activity completed"
-        );
-        assert!(
-            completed.values().all(|n| *n == 1),
-            "{id}: an activity completion appears twice: {completed:?}"
-        );
-        let seqs: Vec<u32> = history.iter().map(|h| h.seq).collect();
-        assert_eq!(
-            seqs,
-            (0..history.len() as u32).collect::<Vec<_>>(),
-            "{id}: history has no gaps"
-        );
+        assert_each_step_once(store.as_ref(), id, activities as usize).await;
     }
     by_label
+}
+
+/// Checks an instance's history: `steps` activities, each scheduled once and completed
+/// exactly once, and positions without gaps or repeats.
+pub async fn assert_each_step_once(store: &dyn Store, id: &str, steps: usize) {
+    let history = store.history_read(id, None).await.unwrap();
+    let mut completed: HashMap<(u32, u32), usize> = HashMap::new();
+    let mut scheduled = 0;
+    for h in &history {
+        match h.event {
+            HistoryEvent::ActivityCompleted { seq, .. } => {
+                *completed.entry((h.execution, seq)).or_default() += 1
+            }
+            HistoryEvent::ActivityScheduled { .. } => scheduled += 1,
+            _ => {}
+        }
+    }
+    assert_eq!(scheduled, steps, "{id}: each activity scheduled once");
+    assert_eq!(completed.len(), steps, "{id}: every activity completed");
+    assert!(
+        completed.values().all(|n| *n == 1),
+        "{id}: an activity completion appears twice: {completed:?}"
+    );
+    let seqs: Vec<u32> = history.iter().map(|h| h.seq).collect();
+    assert_eq!(
+        seqs,
+        (0..history.len() as u32).collect::<Vec<_>>(),
+        "{id}: history has no gaps"
+    );
 }

@@ -2,10 +2,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ratchet::{
-    ActivityContext, ActivityError, InstanceStatus, OrchestrationContext, OrchestrationError,
-    Ratchet, RuntimeConfig, Store, Timestamp,
+    ActivityContext, ActivityError, HistoryEvent, InstanceStatus, OrchestrationContext,
+    OrchestrationError, Ratchet, RuntimeConfig, Store, Timestamp,
 };
-use ratchet_store::{IfExists, Lease, NewInstance};
+use ratchet_store::{
+    CommitBatch, CompletionResult, IfExists, Lease, NewInstance, TaskClaim, TaskCompletion,
+    TaskResult,
+};
 
 use crate::harness::{fast, start, WAIT};
 
@@ -97,7 +100,89 @@ async fn shutdown_releases_running_work(store: Arc<dyn Store>) {
     r2.shutdown().await;
 }
 
+async fn a_completion_after_takeover_is_refused(store: Arc<dyn Store>) {
+    // Heartbeats far apart, so the runtime learns of the takeover only from the refusal.
+    let config = RuntimeConfig {
+        lease: Duration::from_secs(20),
+        heartbeat: Duration::from_secs(10),
+        ..fast()
+    };
+    let r = Ratchet::builder()
+        .store(store.clone())
+        .config(config)
+        .orchestration("once", once)
+        .activity("work", |_ctx: ActivityContext, _: ()| async move {
+            tokio::time::sleep(Duration::from_millis(700)).await;
+            Ok::<u32, ActivityError>(1)
+        })
+        .start()
+        .await
+        .unwrap();
+    let id = r.client().start("once", ()).await.unwrap().id().to_string();
+    while store.instance_get(&id).await.unwrap().unwrap().history_len == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Another process takes the running attempt over, as if the lease had run out.
+    let later = Timestamp::now().plus(Duration::from_secs(60));
+    let stolen = store
+        .task_claim(TaskClaim {
+            lease: Lease {
+                owner: "thief".into(),
+                until: later.plus(Duration::from_secs(60)),
+            },
+            limit: 10,
+            names: vec!["work".into()],
+            now: later,
+        })
+        .await
+        .unwrap();
+    assert_eq!(stolen.len(), 1, "the attempt was taken over");
+    let refused = store.stats().stale_refused;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while store.stats().stale_refused == refused {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the late completion was never refused"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let completed = |history: &[ratchet::HistoryRecord]| {
+        history
+            .iter()
+            .filter(|h| matches!(h.event, HistoryEvent::ActivityCompleted { .. }))
+            .count()
+    };
+    assert_eq!(
+        completed(&store.history_read(&id, None).await.unwrap()),
+        0,
+        "the refused completion left history unchanged"
+    );
+    let mut thief = CommitBatch {
+        now: Timestamp::now(),
+        ..CommitBatch::default()
+    };
+    thief.completions = vec![TaskCompletion::of(
+        &stolen[0],
+        TaskResult::Completed(serde_json::json!(2)),
+    )];
+    assert_eq!(
+        store.commit(thief).await.unwrap().completions,
+        vec![CompletionResult::Applied]
+    );
+    let out: u32 = r
+        .client()
+        .wait(&id, WAIT)
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    assert_eq!(out, 2, "the new lease holder's result is the one recorded");
+    assert_eq!(completed(&store.history_read(&id, None).await.unwrap()), 1);
+    r.shutdown().await;
+}
+
 crate::on_every_backend!(
     a_dead_owners_lease_is_taken_over,
-    shutdown_releases_running_work
+    shutdown_releases_running_work,
+    a_completion_after_takeover_is_refused
 );

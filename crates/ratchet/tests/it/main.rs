@@ -6,7 +6,7 @@ mod harness;
 mod bad_input;
 mod basics;
 mod cancel;
+mod housekeeping;
 mod leases;
 mod replay;
 mod signals;
-mod steps;
