@@ -6,12 +6,15 @@
 #   3. a throwaway cluster started from the installed server binaries;
 #   4. as 3, after installing the binaries with apt-get (root only).
 # pg_provision exports DATABASE_URL, RATCHET_REQUIRE_POSTGRES=1 and, only for our own
-# cluster, RATCHET_TEST_PG_RESTART (a sh command line restarting it).
+# cluster, RATCHET_TEST_PG_RESTART (a sh command line restarting it) and, when pgbouncer is
+# installed (or installable), RATCHET_TEST_PGBOUNCER_URL: a PgBouncer in transaction pooling
+# mode in front of that cluster.
 
 PG_TMPDIR=""  # our throwaway cluster's directory (data, socket, logs); empty if none
 PG_BIN=""     # directory holding the server binaries of that cluster
 PG_RUN=()     # prefix that runs a command as the cluster's owner
 PG_SHARED=""  # non-empty when the server is someone else's (steps 1-2)
+PG_PORT=""    # TCP port of our throwaway cluster
 
 pg_say() { echo "== postgres: $*"; }
 pg_fail() { echo "== postgres: error: $*" >&2; exit 1; }
@@ -75,10 +78,12 @@ pg_install_server() {
         pg_fail "apt-get install postgresql failed"
 }
 
-# The first free port of 5432, 55432..55531 on 127.0.0.1 (a refused connection means free).
+# The first free port on 127.0.0.1 (a refused connection means free) of the arguments, by
+# default 5432, 55432..55531.
 pg_free_port() {
     local port
-    for port in 5432 $(seq 55432 55531); do
+    (($#)) || set -- 5432 $(seq 55432 55531)
+    for port; do
         if ! timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" 2>/dev/null; then
             echo "$port"
             return 0
@@ -108,6 +113,7 @@ pg_start_cluster() {
         pg_fail "initdb failed (output above)"
     fi
     port=$(pg_free_port) || pg_fail "no free TCP port on 127.0.0.1 for PostgreSQL"
+    PG_PORT=$port
     # Durability is useless for a throwaway cluster; the tests open many connections.
     opts="-p $port -k $PG_TMPDIR -c listen_addresses=127.0.0.1 -c max_connections=300"
     opts+=" -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c shared_buffers=256MB"
@@ -123,6 +129,91 @@ pg_start_cluster() {
     export RATCHET_TEST_PG_RESTART=$restart
     pg_say "started a throwaway PostgreSQL $("$PG_BIN/pg_ctl" --version | awk '{print $3}')" \
         "cluster at $DATABASE_URL (files in $PG_TMPDIR)"
+}
+
+# Path of pgbouncer: PATH first, else /usr/sbin (often not on a non-root PATH).
+pg_find_pgbouncer() {
+    command -v pgbouncer 2>/dev/null && return 0
+    [[ -x /usr/sbin/pgbouncer ]] && echo /usr/sbin/pgbouncer
+}
+
+# Installs package pgbouncer (root with apt-get only); fails quietly otherwise. Debian's
+# postinst may start a system pgbouncer on port 6432: we neither use nor disturb it.
+pg_install_pgbouncer() {
+    [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null 2>&1 || return 1
+    pg_say "pgbouncer not found; installing package pgbouncer with apt-get"
+    local install=(env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends pgbouncer)
+    # Stale or missing package lists make the first attempt fail: refresh them and retry.
+    "${install[@]}" >/dev/null 2>&1 || { apt-get update -q && "${install[@]}"; } >/dev/null
+}
+
+# Starts our own PgBouncer, transaction pooling mode, in front of our throwaway cluster and
+# exports RATCHET_TEST_PGBOUNCER_URL. PgBouncer is an extra: never fails, it only says why
+# the PgBouncer test will be skipped.
+pg_start_pgbouncer() {
+    local pgb port url deadline dir=$PG_TMPDIR
+    unset RATCHET_TEST_PGBOUNCER_URL
+    if ! pgb=$(pg_find_pgbouncer) && ! { pg_install_pgbouncer && pgb=$(pg_find_pgbouncer); }; then
+        pg_say "PgBouncer not available; the PgBouncer test will be skipped"
+        return 0
+    fi
+    if ! port=$(pg_free_port $(seq 56432 56531)); then
+        pg_say "no free TCP port on 127.0.0.1 for PgBouncer; the PgBouncer test will be skipped"
+        return 0
+    fi
+    printf '"postgres" ""\n' >"$dir/pgbouncer-users.txt"
+    cat >"$dir/pgbouncer.ini" <<EOF
+[databases]
+postgres = host=127.0.0.1 port=$PG_PORT dbname=postgres user=postgres
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $port
+auth_type = trust
+auth_file = $dir/pgbouncer-users.txt
+admin_users = postgres
+pool_mode = transaction
+max_client_conn = 500
+default_pool_size = 20
+unix_socket_dir = $dir
+logfile = $dir/pgbouncer.log
+pidfile = $dir/pgbouncer.pid
+ignore_startup_parameters = extra_float_digits
+EOF
+    # PgBouncer refuses to run as root, like PostgreSQL.
+    [[ $EUID -ne 0 ]] || chown postgres: "$dir/pgbouncer-users.txt" "$dir/pgbouncer.ini"
+    url="postgres://postgres@127.0.0.1:$port/postgres"
+    if (cd "$dir" && "${PG_RUN[@]}" "$pgb" -d "$dir/pgbouncer.ini") >"$dir/pgbouncer.out" 2>&1; then
+        deadline=$((SECONDS + 10))
+        while ((SECONDS < deadline)); do
+            if PGPASSWORD='' PGPASSFILE=/dev/null pg_answers "$url" 2>/dev/null; then
+                export RATCHET_TEST_PGBOUNCER_URL=$url
+                pg_say "PgBouncer (transaction mode) at $url"
+                return 0
+            fi
+            sleep 0.2
+        done
+    fi
+    echo "== postgres: PgBouncer did not start; the PgBouncer test will be skipped. Its output:" >&2
+    tail -n 20 "$dir/pgbouncer.out" "$dir/pgbouncer.log" >&2 2>/dev/null || true
+    pg_stop_pgbouncer
+    return 0
+}
+
+# Stops our PgBouncer, if running; never fails.
+pg_stop_pgbouncer() {
+    local pid comm _
+    [[ -n $PG_TMPDIR && -f $PG_TMPDIR/pgbouncer.pid ]] || return 0
+    pid=$(cat "$PG_TMPDIR/pgbouncer.pid" 2>/dev/null) && [[ $pid =~ ^[0-9]+$ ]] || return 0
+    # Only that pid if it is still a pgbouncer: a stale pidfile's pid may have been reused.
+    comm=$(cat "/proc/$pid/comm" 2>/dev/null || ps -o comm= -p "$pid" 2>/dev/null) || return 0
+    [[ $comm == *pgbouncer* ]] || return 0
+    kill -TERM "$pid" 2>/dev/null || return 0
+    for _ in {1..50}; do
+        kill -0 "$pid" 2>/dev/null || return 0
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+    return 0
 }
 
 pg_provision() {
@@ -145,8 +236,11 @@ pg_provision() {
     fi
     export DATABASE_URL RATCHET_REQUIRE_POSTGRES=1
     if [[ -n $PG_SHARED ]]; then
-        unset RATCHET_TEST_PG_RESTART
+        unset RATCHET_TEST_PG_RESTART RATCHET_TEST_PGBOUNCER_URL
         pg_say "the PostgreSQL restart test will be skipped: this server is not ours to restart"
+        pg_say "no PgBouncer test: the server is not ours"
+    else
+        pg_start_pgbouncer
     fi
 }
 
@@ -154,6 +248,7 @@ pg_provision() {
 pg_teardown() {
     local psql drops
     if [[ -n $PG_TMPDIR ]]; then
+        pg_stop_pgbouncer
         (cd "$PG_TMPDIR" && "${PG_RUN[@]}" "$PG_BIN/pg_ctl" -D "$PG_TMPDIR/data" -w -t 30 stop -m immediate) \
             >/dev/null 2>&1
         rm -rf "$PG_TMPDIR" && pg_say "stopped the throwaway cluster and removed $PG_TMPDIR"
