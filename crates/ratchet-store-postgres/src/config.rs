@@ -24,6 +24,10 @@ pub struct PostgresConfig {
     pub migrate: bool,
     /// How long to wait for a connection before failing a call (default 10 s).
     pub connect_timeout: Duration,
+    /// How long a call may take before it fails (default 30 s), so that a server that stops
+    /// answering cannot stall the runtime. A call that timed out may still have committed:
+    /// the runtime's fences make that safe.
+    pub call_timeout: Duration,
 }
 
 impl Default for PostgresConfig {
@@ -35,6 +39,7 @@ impl Default for PostgresConfig {
             prepared_statements: true,
             migrate: true,
             connect_timeout: Duration::from_secs(10),
+            call_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -69,9 +74,9 @@ impl PostgresConfig {
         if self.pool_size == 0 {
             return Err(StoreError::Invalid("pool_size must be at least 1".into()));
         }
-        if self.connect_timeout.is_zero() {
+        if self.connect_timeout.is_zero() || self.call_timeout.is_zero() {
             return Err(StoreError::Invalid(
-                "connect_timeout must be positive".into(),
+                "connect_timeout and call_timeout must be positive".into(),
             ));
         }
         Ok(())

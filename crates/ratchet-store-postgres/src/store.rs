@@ -1,5 +1,6 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
@@ -138,6 +139,10 @@ impl PostgresStore {
         if pg.get_connect_timeout().is_none() {
             pg.connect_timeout(config.connect_timeout);
         }
+        // Find a dead peer in a minute, not the two hours of the driver's default.
+        if pg.get_keepalives_idle() == Duration::from_secs(2 * 60 * 60) {
+            pg.keepalives_idle(Duration::from_secs(30));
+        }
         let manager = Manager::from_config(
             pg.clone(),
             NoTls,
@@ -237,7 +242,15 @@ impl PostgresStore {
                 .counters
                 .round_trips
                 .fetch_add(1, Ordering::Relaxed);
-            match f(conn).await {
+            let timeout = self.inner.config.call_timeout;
+            let outcome = match tokio::time::timeout(timeout, f(conn)).await {
+                Ok(outcome) => outcome,
+                Err(_) => Err(Failure::Store(StoreError::backend(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("the database did not answer within {timeout:?}"),
+                )))),
+            };
+            match outcome {
                 Ok(value) => {
                     self.inner
                         .counters
