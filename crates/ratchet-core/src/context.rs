@@ -267,6 +267,14 @@ fn same_step(held: &HistoryEvent, asked: &HistoryEvent) -> bool {
             },
         ) => a == b && k == l,
         (E::PatchApplied { name: a }, E::PatchApplied { name: b }) => a == b,
+        (
+            E::TaskEnqueued {
+                seq: a, name: n, ..
+            },
+            E::TaskEnqueued {
+                seq: b, name: m, ..
+            },
+        ) => a == b && n == m,
         (a, b) => a.kind() == b.kind(),
     }
 }
@@ -427,6 +435,34 @@ impl OrchestrationContext {
                 message: format!("input of activity \"{name}\" does not serialize: {e}"),
             }),
         }
+    }
+
+    /// Enqueues a standalone task as a step of this orchestration: it is committed with this
+    /// turn, exactly once however often the orchestration is replayed. The step does not wait
+    /// for the task.
+    ///
+    /// # Errors
+    ///
+    /// [`OrchestrationError::Payload`] when the input does not serialize.
+    pub fn enqueue_task(
+        &self,
+        name: &str,
+        input: impl Serialize,
+        options: crate::TaskOptions,
+    ) -> Result<(), OrchestrationError> {
+        let input = serde_json::to_value(input).map_err(|e| OrchestrationError::Payload {
+            message: format!("input of task \"{name}\" does not serialize: {e}"),
+        })?;
+        let mut s = self.lock();
+        let seq = s.take_seq();
+        s.count_step();
+        s.emit(HistoryEvent::TaskEnqueued {
+            seq,
+            name: name.to_string(),
+            input,
+            options,
+        });
+        Ok(())
     }
 
     /// Sleeps on a durable timer for `duration`.

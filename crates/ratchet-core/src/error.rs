@@ -98,7 +98,7 @@ impl<E: std::error::Error> From<E> for OrchestrationError {
     }
 }
 
-/// How an activity attempt failed.
+/// How an activity or task attempt ended without a result.
 ///
 /// Any `std::error::Error` converts into it with `?` (retryable, kind = the error's type name),
 /// which is why it does not implement `std::error::Error` itself.
@@ -108,7 +108,12 @@ pub struct ActivityError {
     pub info: ErrorInfo,
     /// False to skip all remaining retries.
     pub retryable: bool,
+    /// Set: not a failure, run again after this long without spending an attempt.
+    pub snooze: Option<std::time::Duration>,
 }
+
+/// How a task attempt ended without a result: the same as an activity's.
+pub type TaskError = ActivityError;
 
 impl ActivityError {
     /// A retryable error.
@@ -116,14 +121,25 @@ impl ActivityError {
         Self {
             info: ErrorInfo::new(kind, message),
             retryable: true,
+            snooze: None,
         }
     }
 
-    /// An error that is never retried.
+    /// An error that is never retried (a task goes straight to the dead letters).
     pub fn non_retryable(kind: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             info: ErrorInfo::new(kind, message),
             retryable: false,
+            snooze: None,
+        }
+    }
+
+    /// Not now: run the attempt again after `delay`, without counting it.
+    pub fn snooze(delay: std::time::Duration) -> Self {
+        Self {
+            info: ErrorInfo::new("Snoozed", format!("snoozed for {delay:?}")),
+            retryable: true,
+            snooze: Some(delay),
         }
     }
 }

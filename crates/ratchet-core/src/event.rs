@@ -140,6 +140,17 @@ pub enum HistoryEvent {
         /// The child's error.
         error: ErrorInfo,
     },
+    /// The code enqueued a standalone task: it is committed with this turn, once.
+    TaskEnqueued {
+        /// Step number.
+        seq: u32,
+        /// Task name.
+        name: String,
+        /// Input payload.
+        input: Value,
+        /// Queue, priority, schedule, retries, unique key, metadata.
+        options: crate::TaskOptions,
+    },
     /// A signal was delivered.
     SignalReceived {
         /// Signal name.
@@ -211,6 +222,7 @@ impl HistoryEvent {
             Self::SubOrchestrationScheduled { .. } => "SubOrchestrationScheduled",
             Self::SubOrchestrationCompleted { .. } => "SubOrchestrationCompleted",
             Self::SubOrchestrationFailed { .. } => "SubOrchestrationFailed",
+            Self::TaskEnqueued { .. } => "TaskEnqueued",
             Self::SignalReceived { .. } => "SignalReceived",
             Self::ValueRecorded { .. } => "ValueRecorded",
             Self::PatchApplied { .. } => "PatchApplied",
@@ -265,6 +277,9 @@ impl HistoryEvent {
                 format!("SubOrchestrationScheduled(step {seq}, orchestration \"{name}\", instance \"{instance}\")")
             }
             Self::ValueRecorded { seq, kind, .. } => format!("ValueRecorded(step {seq}, {kind:?})"),
+            Self::TaskEnqueued { seq, name, .. } => {
+                format!("TaskEnqueued(step {seq}, task \"{name}\")")
+            }
             Self::PatchApplied { name } => format!("PatchApplied(\"{name}\")"),
             other => other.kind().to_string(),
         }

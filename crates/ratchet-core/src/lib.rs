@@ -17,10 +17,10 @@ mod orchestration;
 mod time;
 
 pub use context::{race, OrchestrationContext, SignalFuture, StepFuture};
-pub use error::{ActivityError, OrchestrationError};
+pub use error::{ActivityError, OrchestrationError, TaskError};
 pub use event::{ErrorInfo, HistoryEvent, ParentRef, ValueKind};
 pub use execution::{Execution, Limits, Nondeterminism, Turn, TurnOutcome};
-pub use options::{ActivityOptions, RetryPolicy};
+pub use options::{ActivityOptions, RetryPolicy, TaskOptions};
 pub use orchestration::{boxed_orchestration, input_check, BoxedOrchestration, InputCheck};
 pub use time::Timestamp;
 

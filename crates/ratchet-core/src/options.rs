@@ -17,6 +17,10 @@ pub struct RetryPolicy {
     /// Error kinds that are never retried.
     #[serde(default)]
     pub non_retryable: Vec<String>,
+    /// Each delay is spread by up to this fraction either way (0.1: ±10 %), so retries of
+    /// many tasks that failed together do not return together.
+    #[serde(default)]
+    pub jitter: f64,
 }
 
 impl Default for RetryPolicy {
@@ -27,6 +31,7 @@ impl Default for RetryPolicy {
             backoff: 2.0,
             max_interval_ms: 60_000,
             non_retryable: Vec::new(),
+            jitter: 0.0,
         }
     }
 }
@@ -68,6 +73,16 @@ impl RetryPolicy {
         self
     }
 
+    /// Sets the jitter: each delay is spread by up to this fraction either way (0 to 1).
+    pub fn jitter(mut self, fraction: f64) -> Self {
+        self.jitter = if fraction.is_finite() {
+            fraction.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        self
+    }
+
     /// Adds an error kind that is never retried.
     pub fn non_retryable(mut self, kind: impl Into<String>) -> Self {
         self.non_retryable.push(kind.into());
@@ -84,6 +99,13 @@ impl RetryPolicy {
         let ms = (self.initial_interval_ms as f64) * self.backoff.max(1.0).powi(exponent);
         let ms = ms.min(self.max_interval_ms as f64).max(0.0);
         Some(Duration::from_millis(ms as u64))
+    }
+
+    /// `delay` spread by the jitter; `unit` is a random number in `[0, 1)` from the caller
+    /// (this crate draws no randomness of its own).
+    pub fn jittered(&self, delay: Duration, unit: f64) -> Duration {
+        let spread = self.jitter.clamp(0.0, 1.0) * (unit.clamp(0.0, 1.0) * 2.0 - 1.0);
+        delay.mul_f64((1.0 + spread).max(0.0))
     }
 }
 
@@ -124,6 +146,123 @@ impl ActivityOptions {
     }
 }
 
+/// Options of a standalone task, enqueued by a client or by an orchestration step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskOptions {
+    /// The queue (default `default`). Workers run the queues they are configured for.
+    pub queue: String,
+    /// Lower runs first (default 0); negative is allowed.
+    pub priority: i16,
+    /// Not run before this time, when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_at: Option<crate::Timestamp>,
+    /// Not run before this long after enqueueing, in milliseconds.
+    #[serde(default)]
+    pub delay_ms: u64,
+    /// Attempts, backoff and jitter, and error kinds never retried.
+    pub retry: RetryPolicy,
+    /// How long one attempt may run before it counts as failed with kind `Timeout`, in ms.
+    pub timeout_ms: u64,
+    /// While a task with this key is not finished, enqueueing another with it does nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unique_key: Option<String>,
+    /// Anything the caller wants to keep with the task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<serde_json::Value>,
+}
+
+impl Default for TaskOptions {
+    fn default() -> Self {
+        Self {
+            queue: "default".into(),
+            priority: 0,
+            run_at: None,
+            delay_ms: 0,
+            retry: RetryPolicy {
+                max_attempts: 20,
+                initial_interval_ms: 1_000,
+                backoff: 2.0,
+                max_interval_ms: 3_600_000,
+                non_retryable: Vec::new(),
+                jitter: 0.2,
+            },
+            timeout_ms: 300_000,
+            unique_key: None,
+            metadata: None,
+        }
+    }
+}
+
+impl TaskOptions {
+    /// Sets the queue.
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.queue = queue.into();
+        self
+    }
+
+    /// Sets the priority: lower runs first.
+    pub fn priority(mut self, priority: i16) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Runs the task no earlier than `at`.
+    pub fn run_at(mut self, at: crate::Timestamp) -> Self {
+        self.run_at = Some(at);
+        self
+    }
+
+    /// Runs the task no earlier than `delay` after enqueueing.
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self
+    }
+
+    /// Sets the retry policy.
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Sets the number of attempts (at least 1), keeping the rest of the retry policy.
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.retry = self.retry.max_attempts(n);
+        self
+    }
+
+    /// Sets the timeout of one attempt.
+    pub fn timeout(mut self, d: Duration) -> Self {
+        self.timeout_ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1);
+        self
+    }
+
+    /// Sets the unique key.
+    pub fn unique_key(mut self, key: impl Into<String>) -> Self {
+        self.unique_key = Some(key.into());
+        self
+    }
+
+    /// Sets the metadata.
+    pub fn metadata(mut self, metadata: serde_json::Value) -> Self {
+        self.metadata = Some(metadata);
+        self
+    }
+
+    /// When the task may first run, if enqueued at `now`.
+    pub fn visible_at(&self, now: crate::Timestamp) -> crate::Timestamp {
+        let delayed = now.plus(Duration::from_millis(self.delay_ms));
+        self.run_at.map_or(delayed, |at| at.max(delayed))
+    }
+
+    /// The retry policy and timeout in the form the runtime runs attempts with.
+    pub fn attempt_options(&self) -> ActivityOptions {
+        ActivityOptions {
+            retry: self.retry.clone(),
+            start_to_close_ms: self.timeout_ms.max(1),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,5 +280,36 @@ mod tests {
         assert_eq!(p.delay_before(4, "X"), Some(Duration::from_millis(300)));
         assert_eq!(p.delay_before(6, "X"), None);
         assert_eq!(p.delay_before(2, "Fatal"), None);
+    }
+
+    #[test]
+    fn jitter_spreads_within_bounds() {
+        let p = RetryPolicy::default().jitter(0.5);
+        let d = Duration::from_millis(1000);
+        assert_eq!(p.jittered(d, 0.0), Duration::from_millis(500));
+        assert_eq!(p.jittered(d, 0.5), d);
+        assert!(p.jittered(d, 0.999) < Duration::from_millis(1500));
+        assert_eq!(
+            RetryPolicy::default().jittered(d, 0.9),
+            d,
+            "no jitter by default"
+        );
+    }
+
+    #[test]
+    fn task_options_schedule_and_convert() {
+        let now = crate::Timestamp(10_000);
+        let o = TaskOptions::default().delay(Duration::from_secs(2));
+        assert_eq!(o.visible_at(now), crate::Timestamp(12_000));
+        let at = o.clone().run_at(crate::Timestamp(50_000));
+        assert_eq!(at.visible_at(now), crate::Timestamp(50_000));
+        let opts = o
+            .timeout(Duration::from_secs(3))
+            .max_attempts(0)
+            .attempt_options();
+        assert_eq!(
+            (opts.start_to_close_ms, opts.retry.max_attempts),
+            (3_000, 1)
+        );
     }
 }

@@ -19,7 +19,7 @@ type TurnReply = oneshot::Sender<Result<TurnResult, Arc<StoreError>>>;
 
 pub(crate) enum CommitItem {
     Turn(Box<TurnCommit>, TurnReply),
-    Completion(TaskCompletion, String),
+    Completion(TaskCompletion, Option<String>),
     Stop,
 }
 
@@ -44,8 +44,9 @@ impl Committer {
         rx.await.map_err(|_| Arc::new(StoreError::Closed))?
     }
 
-    /// Queues an activity completion; the committer retries it until the store takes it.
-    pub(crate) fn complete(&self, completion: TaskCompletion, instance: String) {
+    /// Queues an activity or task completion (with its activity's instance); the committer
+    /// retries it until the store takes it.
+    pub(crate) fn complete(&self, completion: TaskCompletion, instance: Option<String>) {
         if self
             .tx
             .send(CommitItem::Completion(completion, instance))
@@ -65,7 +66,7 @@ impl Committer {
 /// Runs until [`Committer::stop`].
 pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<CommitItem>) {
     let max = shared.config.commit_batch;
-    let mut retry: Vec<(TaskCompletion, String)> = Vec::new();
+    let mut retry: Vec<(TaskCompletion, Option<String>)> = Vec::new();
     let mut backoff = Duration::from_millis(50);
     let mut stopping = false;
     loop {
@@ -95,9 +96,11 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
         let linger_until = tokio::time::Instant::now() + shared.config.commit_linger;
         while !stopping
             && turns.len() + completions.len() < max
-            && completions
-                .iter()
-                .any(|(_, instance)| shared.activity_running_for(instance))
+            && completions.iter().any(|(_, instance)| {
+                instance
+                    .as_deref()
+                    .is_some_and(|i| shared.running.activity_of(i))
+            })
         {
             match tokio::time::timeout_at(linger_until, rx.recv()).await {
                 Ok(Some(item)) => push(item, &mut turns, &mut completions, &mut stopping),
@@ -129,7 +132,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
 fn push(
     item: CommitItem,
     turns: &mut Vec<(Box<TurnCommit>, TurnReply)>,
-    completions: &mut Vec<(TaskCompletion, String)>,
+    completions: &mut Vec<(TaskCompletion, Option<String>)>,
     stopping: &mut bool,
 ) {
     match item {
@@ -142,7 +145,7 @@ fn push(
 async fn flush(
     shared: &Arc<Shared>,
     turns: Vec<(Box<TurnCommit>, TurnReply)>,
-    completions: &[(TaskCompletion, String)],
+    completions: &[(TaskCompletion, Option<String>)],
 ) -> Result<(), Arc<StoreError>> {
     let now = Timestamp::now();
     let until = now.plus(shared.config.lease);
@@ -167,7 +170,7 @@ async fn flush(
             .map(|(t, _)| t.instance.clone());
         let mut ids: Vec<String> = completions
             .iter()
-            .map(|(_, i)| i.clone())
+            .filter_map(|(_, i)| i.clone())
             .chain(running_turns)
             .filter(|i| cache.contains(i))
             .chain(continued)

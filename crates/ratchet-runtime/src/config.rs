@@ -1,6 +1,27 @@
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ratchet_core::Limits;
+
+/// How this process works one standalone-task queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueConfig {
+    /// Tasks of the queue run here at once.
+    pub concurrency: usize,
+    /// Tasks claimed ahead into a local buffer, so a freed slot starts the next one without
+    /// waiting for a claim. The buffer goes back to the queue on shutdown.
+    pub prefetch: usize,
+}
+
+impl QueueConfig {
+    /// `concurrency` slots and a prefetch buffer of a quarter of that (at least 1).
+    pub fn with_concurrency(concurrency: usize) -> Self {
+        Self {
+            concurrency,
+            prefetch: (concurrency / 4).max(1),
+        }
+    }
+}
 
 /// How a runtime behaves. Every field has a sensible default; see [`RuntimeConfig::default`].
 #[derive(Clone, Debug)]
@@ -32,6 +53,12 @@ pub struct RuntimeConfig {
     pub retention: Option<Duration>,
     /// How often the retention purge runs.
     pub maintenance_interval: Duration,
+    /// The standalone-task queues this process works, and how. Empty: the queue `default`
+    /// with 64 slots when tasks are registered.
+    pub queues: BTreeMap<String, QueueConfig>,
+    /// Finished standalone tasks (results and dead letters) older than this are removed;
+    /// `None` keeps them.
+    pub task_retention: Option<Duration>,
 }
 
 impl Default for RuntimeConfig {
@@ -50,6 +77,8 @@ impl Default for RuntimeConfig {
             shutdown_grace: Duration::from_secs(10),
             retention: None,
             maintenance_interval: Duration::from_secs(60),
+            queues: BTreeMap::new(),
+            task_retention: Some(Duration::from_secs(7 * 24 * 60 * 60)),
         }
     }
 }
@@ -84,6 +113,12 @@ impl RuntimeConfig {
         }
         if self.maintenance_interval.is_zero() {
             return Err("maintenance_interval must be positive".into());
+        }
+        for (name, q) in &self.queues {
+            ratchet_store::validate_queue_name(name)?;
+            if q.concurrency == 0 {
+                return Err(format!("queue {name}: concurrency must be at least 1"));
+            }
         }
         Ok(())
     }

@@ -1,11 +1,12 @@
-//! The dispatcher: claims instances with new events and ready activities, sized to free
-//! capacity, and sleeps until woken, until the next timer is due, or for the poll interval.
+//! The dispatcher: claims instances with new events, ready activities and tasks of the queues
+//! this process works, sized to free capacity, and sleeps until woken, until the next timer
+//! (or rate-limit token) is due, or for the poll interval.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use ratchet_core::Timestamp;
-use ratchet_store::{InstanceClaim, Lease, TaskClaim};
+use ratchet_store::{InstanceClaim, Lease, QueueClaim, TaskClaim, ACTIVITY_QUEUE};
 
 use crate::runtime::Shared;
 use crate::{turn, worker};
@@ -13,6 +14,12 @@ use crate::{turn, worker};
 pub(crate) async fn run(shared: Arc<Shared>) {
     let orchestrations = shared.registry.registered_orchestrations();
     let activities = shared.registry.activity_names();
+    // Activity and task names: one claim takes from the activity queue and each task queue.
+    let names: Vec<String> = activities
+        .iter()
+        .cloned()
+        .chain(shared.registry.task_names())
+        .collect();
     let mut backoff = Duration::from_millis(50);
     loop {
         if shared.is_closing() {
@@ -27,7 +34,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         let mut next_due = None;
         let mut failed = false;
 
-        // One round trip claims both instances and activities, sized to free capacity.
+        // One round trip claims instances, activities and tasks, sized to free capacity.
         let orchestration_room = if orchestrations.is_empty() {
             0
         } else {
@@ -36,35 +43,51 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 .available_permits()
                 .min(shared.config.commit_batch)
         };
-        let activity_room = if activities.is_empty() {
-            0
-        } else {
-            shared.activity_room().min(shared.config.commit_batch)
-        };
+        let mut queues = Vec::new();
+        if !activities.is_empty() {
+            queues.push((ACTIVITY_QUEUE.to_string(), shared.activity_room()));
+        }
+        for queue in shared.config.queues.keys() {
+            queues.push((queue.clone(), shared.queue_room(queue)));
+        }
+        for (_, room) in &mut queues {
+            *room = (*room).min(shared.config.commit_batch);
+        }
         let full = (!orchestrations.is_empty() && orchestration_room == 0)
-            || (!activities.is_empty() && activity_room == 0);
+            || queues.iter().any(|(_, room)| *room == 0);
         if full {
             shared
                 .saturated
                 .store(true, std::sync::atomic::Ordering::SeqCst);
         }
-        if orchestration_room + activity_room > 0 {
+        let task_room: usize = queues.iter().map(|(_, room)| room).sum();
+        if orchestration_room + task_room > 0 {
             let claim = InstanceClaim {
                 lease: lease.clone(),
                 limit: u32::try_from(orchestration_room).unwrap_or(u32::MAX),
                 orchestrations: orchestrations.clone(),
                 now,
-                tasks: (activity_room > 0).then(|| TaskClaim {
+                tasks: (task_room > 0).then(|| TaskClaim {
                     lease,
-                    limit: u32::try_from(activity_room).unwrap_or(u32::MAX),
-                    names: activities.clone(),
+                    queues: queues
+                        .iter()
+                        .filter(|(_, room)| *room > 0)
+                        .map(|(queue, room)| QueueClaim {
+                            queue: queue.clone(),
+                            limit: u32::try_from(*room).unwrap_or(u32::MAX),
+                        })
+                        .collect(),
+                    names: names.clone(),
                     now,
                 }),
             };
             match shared.store.instance_claim(claim).await {
                 Ok(claimed) => {
                     busy |= orchestration_room > 0 && claimed.instances.len() == orchestration_room;
-                    busy |= activity_room > 0 && claimed.tasks.len() == activity_room;
+                    busy |= queues.iter().any(|(queue, room)| {
+                        *room > 0
+                            && claimed.tasks.iter().filter(|t| &t.queue == queue).count() == *room
+                    });
                     next_due = claimed.next_due;
                     for instance in claimed.instances {
                         turn::spawn(shared.clone(), instance);

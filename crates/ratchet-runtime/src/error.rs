@@ -26,6 +26,19 @@ pub enum Error {
     /// No orchestration of this name is registered.
     #[error("no orchestration named \"{0}\" is registered")]
     UnknownOrchestration(String),
+    /// No task of this name is registered with the client's registry.
+    #[error("no task named \"{0}\" is registered")]
+    UnknownTask(String),
+    /// The task is not in a state that allows this (retrying a running task, ...).
+    #[error("cannot {action} task {id}: it is {state}")]
+    TaskRefused {
+        /// The task's id.
+        id: i64,
+        /// What was asked.
+        action: &'static str,
+        /// Its state.
+        state: ratchet_store::TaskState,
+    },
     /// The input, id or name was refused before anything was written.
     #[error("invalid input: {0}")]
     InvalidInput(String),

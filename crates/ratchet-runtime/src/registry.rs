@@ -6,14 +6,14 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use ratchet_core::{
     boxed_orchestration, input_check, ActivityError, BoxedOrchestration, InputCheck,
-    OrchestrationContext, OrchestrationError,
+    OrchestrationContext, OrchestrationError, TaskError,
 };
 use ratchet_store::Registered;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::ActivityContext;
+use crate::{ActivityContext, TaskContext};
 
 /// An activity with its types erased to JSON.
 pub(crate) type BoxedActivity = Arc<
@@ -22,17 +22,48 @@ pub(crate) type BoxedActivity = Arc<
         + Sync,
 >;
 
+/// A task handler with its types erased to JSON.
+pub(crate) type BoxedTask =
+    Arc<dyn Fn(TaskContext, Value) -> BoxFuture<'static, Result<Value, TaskError>> + Send + Sync>;
+
+#[derive(Clone)]
+pub(crate) struct TaskEntry {
+    pub(crate) run: BoxedTask,
+    pub(crate) check: InputCheck,
+}
+
 #[derive(Clone)]
 pub(crate) struct OrchestrationEntry {
     pub(crate) run: BoxedOrchestration,
     pub(crate) check: InputCheck,
 }
 
-/// The orchestrations and activities a process can run, by name.
+/// The orchestrations, activities and tasks a process can run, by name.
 #[derive(Clone, Default)]
 pub struct Registry {
     orchestrations: HashMap<String, BTreeMap<u32, OrchestrationEntry>>,
     activities: HashMap<String, BoxedActivity>,
+    tasks: HashMap<String, TaskEntry>,
+}
+
+/// Decodes a handler's input and encodes its output, as non-retryable errors when they fail.
+async fn typed<I, O, Fut>(
+    what: &str,
+    input: Value,
+    call: impl FnOnce(I) -> Fut,
+) -> Result<Value, ActivityError>
+where
+    I: DeserializeOwned,
+    O: Serialize,
+    Fut: Future<Output = Result<O, ActivityError>>,
+{
+    let input: I = serde_json::from_value(input).map_err(|e| {
+        ActivityError::non_retryable("InvalidInput", format!("{what} input is malformed: {e}"))
+    })?;
+    let output = call(input).await?;
+    serde_json::to_value(output).map_err(|e| {
+        ActivityError::non_retryable("Payload", format!("{what} output does not serialize: {e}"))
+    })
 }
 
 impl Registry {
@@ -89,25 +120,48 @@ impl Registry {
         let f = Arc::new(f);
         let boxed: BoxedActivity = Arc::new(move |ctx, input: Value| {
             let f = f.clone();
-            async move {
-                let input: I = serde_json::from_value(input).map_err(|e| {
-                    ActivityError::non_retryable(
-                        "InvalidInput",
-                        format!("activity input is malformed: {e}"),
-                    )
-                })?;
-                let output = f(ctx, input).await?;
-                serde_json::to_value(output).map_err(|e| {
-                    ActivityError::non_retryable(
-                        "Payload",
-                        format!("activity output does not serialize: {e}"),
-                    )
-                })
-            }
-            .boxed()
+            async move { typed("activity", input, |i| f(ctx, i)).await }.boxed()
         });
         self.activities.insert(name.to_string(), boxed);
         self
+    }
+
+    /// Registers a standalone task handler written as
+    /// `async fn(TaskContext, In) -> Result<Out, TaskError>`. Enqueueing checks the input
+    /// decodes as `In`.
+    pub fn task<I, O, F, Fut>(&mut self, name: &str, f: F) -> &mut Self
+    where
+        I: DeserializeOwned + Send + 'static,
+        O: Serialize + Send + 'static,
+        F: Fn(TaskContext, I) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, TaskError>> + Send + 'static,
+    {
+        let f = Arc::new(f);
+        let run: BoxedTask = Arc::new(move |ctx, input: Value| {
+            let f = f.clone();
+            async move { typed("task", input, |i| f(ctx, i)).await }.boxed()
+        });
+        self.tasks.insert(
+            name.to_string(),
+            TaskEntry {
+                run,
+                check: input_check::<I>(),
+            },
+        );
+        self
+    }
+
+    /// True when a task of this name is registered.
+    pub fn has_task(&self, name: &str) -> bool {
+        self.tasks.contains_key(name)
+    }
+
+    pub(crate) fn task_entry(&self, name: &str) -> Option<&TaskEntry> {
+        self.tasks.get(name)
+    }
+
+    pub(crate) fn task_names(&self) -> Vec<String> {
+        self.tasks.keys().cloned().collect()
     }
 
     /// True when an orchestration of this name is registered.

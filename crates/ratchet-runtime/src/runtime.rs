@@ -1,15 +1,17 @@
+use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use lru::LruCache;
 use ratchet_core::{Execution, ParentRef};
-use ratchet_store::{Fence, LeaseRelease, Store, TaskId};
-use tokio::sync::{Notify, Semaphore};
+use ratchet_store::{LeaseRelease, Store, ACTIVITY_QUEUE};
+use tokio::sync::{watch, Notify, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::committer::{self, Committer};
 use crate::hub::Hub;
+use crate::running::Running;
 use crate::{
     dispatcher, heartbeat, maintenance, notifier, Client, Error, Registry, Result, RuntimeConfig,
 };
@@ -22,14 +24,6 @@ pub(crate) struct Cached {
     pub(crate) parent: Option<ParentRef>,
 }
 
-/// An activity attempt running here.
-pub(crate) struct RunningTask {
-    /// The fence of its lease (for heartbeats and release).
-    pub(crate) fence: Fence,
-    /// The instance it belongs to (so the committer can wait for siblings).
-    pub(crate) instance: String,
-}
-
 /// State shared by the runtime's services.
 pub(crate) struct Shared {
     pub(crate) store: Arc<dyn Store>,
@@ -40,6 +34,8 @@ pub(crate) struct Shared {
     pub(crate) committer: Committer,
     pub(crate) orchestration_slots: Arc<Semaphore>,
     pub(crate) activity_slots: Arc<Semaphore>,
+    /// Slots of each standalone-task queue this process works.
+    pub(crate) queue_slots: HashMap<String, Arc<Semaphore>>,
     /// Wakes the dispatcher: local work was created, or capacity freed after a full claim.
     pub(crate) wake: Notify,
     pub(crate) hub: Hub,
@@ -47,14 +43,16 @@ pub(crate) struct Shared {
     pub(crate) next_timer: Mutex<Option<ratchet_core::Timestamp>>,
     /// Tells the dispatcher to recompute its sleep (a nearer timer), without a claim.
     pub(crate) timer_changed: Notify,
-    /// Activity attempts running here.
-    pub(crate) running: Mutex<std::collections::HashMap<TaskId, RunningTask>>,
+    /// Activity and task attempts held here.
+    pub(crate) running: Running,
     /// Set when the dispatcher found no free slot: the next unit of work to finish wakes it.
     pub(crate) saturated: AtomicBool,
     /// Turns and activities in flight, for graceful shutdown.
     inflight: AtomicUsize,
     idle: Notify,
     closing: AtomicBool,
+    /// Becomes true on shutdown: attempts waiting for a slot give their lease back.
+    closed: watch::Sender<bool>,
 }
 
 impl Shared {
@@ -62,23 +60,19 @@ impl Shared {
         self.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(crate) fn running_lock(
-        &self,
-    ) -> MutexGuard<'_, std::collections::HashMap<TaskId, RunningTask>> {
-        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    /// Resolves once shutdown began.
+    pub(crate) async fn closed(&self) {
+        let mut closed = self.closed.subscribe();
+        let _ = closed.wait_for(|c| *c).await;
     }
 
-    /// The leases of the activities running here.
-    pub(crate) fn running_leases(&self) -> Vec<(TaskId, Fence)> {
-        self.running_lock()
-            .iter()
-            .map(|(id, r)| (*id, r.fence))
-            .collect()
-    }
-
-    /// Whether an activity of `instance` is still running here.
-    pub(crate) fn activity_running_for(&self, instance: &str) -> bool {
-        self.running_lock().values().any(|r| r.instance == instance)
+    /// The slots of `queue`: activities share one pool, each task queue has its own.
+    pub(crate) fn slots(&self, queue: &str) -> Option<Arc<Semaphore>> {
+        if queue == ACTIVITY_QUEUE {
+            Some(self.activity_slots.clone())
+        } else {
+            self.queue_slots.get(queue).cloned()
+        }
     }
 
     /// Records a timer committed by this process so the dispatcher wakes for it on time.
@@ -96,8 +90,18 @@ impl Shared {
 
     /// Activities this process can start now without queueing.
     pub(crate) fn activity_room(&self) -> usize {
-        let running = self.running_lock().len();
-        self.config.max_activities.saturating_sub(running)
+        self.config
+            .max_activities
+            .saturating_sub(self.running.activities())
+    }
+
+    /// Tasks of `queue` this process can take now: its slots plus its prefetch buffer, less
+    /// what it holds.
+    pub(crate) fn queue_room(&self, queue: &str) -> usize {
+        let Some(q) = self.config.queues.get(queue) else {
+            return 0;
+        };
+        (q.concurrency + q.prefetch).saturating_sub(self.running.in_queue(queue))
     }
 
     /// Marks one unit of work in flight until the guard drops.
@@ -134,7 +138,16 @@ impl Runtime {
     /// # Errors
     ///
     /// [`Error::Config`] for an invalid configuration.
-    pub fn start(store: Arc<dyn Store>, registry: Registry, config: RuntimeConfig) -> Result<Self> {
+    pub fn start(
+        store: Arc<dyn Store>,
+        registry: Registry,
+        mut config: RuntimeConfig,
+    ) -> Result<Self> {
+        if config.queues.is_empty() && !registry.task_names().is_empty() {
+            config
+                .queues
+                .insert("default".into(), crate::QueueConfig::with_concurrency(64));
+        }
         config.validate().map_err(Error::Config)?;
         let cache_size = NonZeroUsize::new(config.cache_size).unwrap_or(NonZeroUsize::MIN);
         let (committer, rx) = Committer::new();
@@ -146,15 +159,21 @@ impl Runtime {
             committer,
             orchestration_slots: Arc::new(Semaphore::new(config.max_orchestrations)),
             activity_slots: Arc::new(Semaphore::new(config.max_activities)),
+            queue_slots: config
+                .queues
+                .iter()
+                .map(|(name, q)| (name.clone(), Arc::new(Semaphore::new(q.concurrency))))
+                .collect(),
             wake: Notify::new(),
             hub: Hub::default(),
             next_timer: Mutex::new(None),
             timer_changed: Notify::new(),
-            running: Mutex::default(),
+            running: Running::default(),
             saturated: AtomicBool::new(false),
             inflight: AtomicUsize::new(0),
             idle: Notify::new(),
             closing: AtomicBool::new(false),
+            closed: watch::channel(false).0,
             config,
         });
         tracing::info!(owner = %shared.owner, "runtime started");
@@ -197,7 +216,19 @@ impl Runtime {
         if self.shared.closing.swap(true, Ordering::SeqCst) {
             return;
         }
+        self.shared.closed.send_replace(true);
         self.shared.wake.notify_waiters();
+        // The prefetch buffer goes back at once: other processes can run it now.
+        let unstarted = self.shared.running.take_unstarted();
+        if !unstarted.is_empty() {
+            let release = LeaseRelease {
+                tasks: unstarted,
+                instances: Vec::new(),
+            };
+            if let Err(e) = self.shared.store.lease_release(release).await {
+                tracing::warn!(error = %e, "could not give prefetched tasks back; their leases expire on their own");
+            }
+        }
         let services: Vec<_> =
             std::mem::take(&mut *self.services.lock().unwrap_or_else(|p| p.into_inner()));
         for s in &services {
@@ -214,7 +245,7 @@ impl Runtime {
         })
         .await;
         if drained.is_err() {
-            let tasks = self.shared.running_leases();
+            let tasks = self.shared.running.leases();
             tracing::warn!(
                 tasks = tasks.len(),
                 "shutdown grace expired; releasing leases of running activities"
@@ -247,6 +278,7 @@ impl Runtime {
 impl Drop for Runtime {
     fn drop(&mut self) {
         self.shared.closing.store(true, Ordering::SeqCst);
+        self.shared.closed.send_replace(true);
         for s in self
             .services
             .get_mut()

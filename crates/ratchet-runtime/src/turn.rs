@@ -58,8 +58,9 @@ async fn run(shared: &Arc<Shared>, claimed: ClaimedInstance) {
         .map(|e| e.visible_at)
         .min();
     // Children and a parent's result are work for whoever claims it, this process included.
-    let wakes_others =
-        !commit.children.is_empty() || commit.inbox.iter().any(|e| e.instance != claimed.id);
+    let wakes_others = !commit.children.is_empty()
+        || commit.inbox.iter().any(|e| e.instance != claimed.id)
+        || commit.tasks.iter().any(|t| t.owner.is_none());
     match shared.committer.turn(commit).await {
         Ok(TurnResult::Committed { tasks }) => {
             if let Some(at) = first_timer {
@@ -233,6 +234,28 @@ fn violation(shared: &Shared, turn: &Turn) -> Option<ErrorInfo> {
                     too_big(format!("the input of sub-orchestration \"{name}\""), input)
                 }
             }
+            HistoryEvent::TaskEnqueued {
+                name,
+                input,
+                options,
+                ..
+            } => match shared.registry.task_entry(name) {
+                None => Some(ErrorInfo::new(
+                    "UnknownTask",
+                    format!("no task named \"{name}\" is registered"),
+                )),
+                Some(entry) => (entry.check)(input)
+                    .err()
+                    .map(|e| {
+                        ErrorInfo::new("InvalidInput", format!("input of task \"{name}\": {e}"))
+                    })
+                    .or_else(|| {
+                        ratchet_store::validate_queue_name(&options.queue)
+                            .err()
+                            .map(|e| ErrorInfo::new("InvalidInput", e))
+                    })
+                    .or_else(|| too_big(format!("the input of task \"{name}\""), input)),
+            },
             HistoryEvent::ExecutionCompleted { output } => {
                 too_big("the orchestration's output".into(), output)
             }
@@ -292,17 +315,29 @@ fn build_commit(
                 name,
                 input,
                 options,
-            } => commit.tasks.push(NewTask {
-                name: name.clone(),
-                input: input.clone(),
-                options: options.clone(),
-                owner: TaskOwner {
+            } => commit.tasks.push(NewTask::activity(
+                name.clone(),
+                input.clone(),
+                options.clone(),
+                TaskOwner {
                     instance: claimed.id.clone(),
                     execution: claimed.execution,
                     seq: *seq,
                 },
-                visible_at: now,
-            }),
+                now,
+            )),
+            // Committed with the turn, so exactly once however often the code is replayed.
+            HistoryEvent::TaskEnqueued {
+                name,
+                input,
+                options,
+                ..
+            } => commit.tasks.push(NewTask::standalone(
+                name.clone(),
+                input.clone(),
+                options,
+                now,
+            )),
             HistoryEvent::TimerCreated { seq, fire_at } => commit.inbox.push(NewInboxEvent {
                 instance: claimed.id.clone(),
                 event: HistoryEvent::TimerFired { seq: *seq },

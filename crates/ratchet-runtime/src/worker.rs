@@ -1,34 +1,44 @@
-//! Running one activity attempt and turning its result into a completion.
+//! Running one activity or task attempt and turning its result into a completion.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use futures::FutureExt;
 use ratchet_core::{ActivityError, ErrorInfo, Timestamp};
 use ratchet_store::{ClaimedTask, TaskCompletion, TaskResult};
+use serde_json::Value;
+use tokio::sync::watch;
 
-use crate::runtime::{RunningTask, Shared};
-use crate::ActivityContext;
+use crate::runtime::Shared;
+use crate::{ActivityContext, TaskContext};
 
-/// Runs `task` on its own task; the completion goes to the group committer.
+/// Runs `task` on its own task once a slot of its queue is free; the completion goes to the
+/// group committer. Until then it waits in the prefetch buffer, its lease renewed like a
+/// running one's; on shutdown it goes back to the queue instead.
 pub(crate) fn spawn(shared: Arc<Shared>, task: ClaimedTask) {
-    shared.running_lock().insert(
-        task.id,
-        RunningTask {
-            fence: task.fence,
-            instance: task.owner.instance.clone(),
-        },
-    );
+    let cancelled = shared.running.hold(&task);
     let guard = shared.begin_work();
     tokio::spawn(async move {
         let _guard = guard;
-        let Ok(_permit) = shared.activity_slots.clone().acquire_owned().await else {
+        let Some(slots) = shared.slots(&task.queue) else {
+            tracing::warn!(queue = %task.queue, "claimed a task of a queue this process does not work");
             return;
         };
-        let result = attempt(&shared, &task).await;
-        let still_ours = shared.running_lock().remove(&task.id).is_some();
-        if still_ours {
-            let instance = task.owner.instance.clone();
+        let permit = tokio::select! {
+            permit = slots.acquire_owned() => permit.ok(),
+            _ = shared.closed() => None,
+        };
+        if permit.is_none() || !shared.running.start(task.id) {
+            return;
+        }
+        let result = match &task.owner {
+            Some(_) => activity(&shared, &task).await,
+            None => standalone(&shared, &task, cancelled).await,
+        };
+        drop(permit);
+        if shared.running.release(task.id) {
+            let instance = task.owner.as_ref().map(|o| o.instance.clone());
             shared
                 .committer
                 .complete(TaskCompletion::of(&task, result), instance);
@@ -36,8 +46,8 @@ pub(crate) fn spawn(shared: Arc<Shared>, task: ClaimedTask) {
     });
 }
 
-async fn attempt(shared: &Shared, task: &ClaimedTask) -> TaskResult {
-    let Some(f) = shared.registry.activity_fn(&task.name) else {
+async fn activity(shared: &Shared, task: &ClaimedTask) -> TaskResult {
+    let (Some(f), Some(owner)) = (shared.registry.activity_fn(&task.name), &task.owner) else {
         return TaskResult::Failed(ErrorInfo::new(
             "UnknownActivity",
             format!("no activity named \"{}\" is registered", task.name),
@@ -46,13 +56,51 @@ async fn attempt(shared: &Shared, task: &ClaimedTask) -> TaskResult {
     let ctx = ActivityContext {
         task: task.id,
         name: task.name.clone(),
-        instance: task.owner.instance.clone(),
-        step: task.owner.seq,
+        instance: owner.instance.clone(),
+        step: owner.seq,
         attempt: task.attempt,
     };
+    run(shared, task, "activity", f(ctx, task.input.clone())).await
+}
+
+async fn standalone(
+    shared: &Shared,
+    task: &ClaimedTask,
+    mut cancelled: watch::Receiver<bool>,
+) -> TaskResult {
+    let Some(entry) = shared.registry.task_entry(&task.name) else {
+        return TaskResult::Failed(ErrorInfo::new(
+            "UnknownTask",
+            format!("no task named \"{}\" is registered", task.name),
+        ));
+    };
+    let ctx = TaskContext {
+        id: task.id,
+        name: task.name.clone(),
+        queue: task.queue.clone(),
+        attempt: task.attempt,
+        metadata: task.metadata.clone(),
+        cancelled: cancelled.clone(),
+    };
+    let handler = (entry.run)(ctx, task.input.clone());
+    // A cancelled task stops at its next await point: its future is dropped.
+    tokio::select! {
+        result = run(shared, task, "task", handler) => result,
+        _ = cancelled.wait_for(|c| *c) => TaskResult::Cancelled,
+    }
+}
+
+/// Runs a handler under the attempt's timeout, catching a panic, and decides what comes next
+/// from its retry policy.
+async fn run(
+    shared: &Shared,
+    task: &ClaimedTask,
+    what: &str,
+    handler: BoxFuture<'static, Result<Value, ActivityError>>,
+) -> TaskResult {
     let timeout = task.options.start_to_close_timeout();
-    let run = AssertUnwindSafe(f(ctx, task.input.clone())).catch_unwind();
-    let error = match tokio::time::timeout(timeout, run).await {
+    let error = match tokio::time::timeout(timeout, AssertUnwindSafe(handler).catch_unwind()).await
+    {
         Ok(Ok(Ok(output))) => {
             let size = serde_json::to_vec(&output).map(|b| b.len()).unwrap_or(0);
             if size <= shared.config.max_payload_bytes {
@@ -61,7 +109,7 @@ async fn attempt(shared: &Shared, task: &ClaimedTask) -> TaskResult {
             ActivityError::non_retryable(
                 "LimitExceeded",
                 format!(
-                    "the output of activity \"{}\" is {size} bytes, over the limit of {} bytes",
+                    "the output of {what} \"{}\" is {size} bytes, over the limit of {} bytes",
                     task.name, shared.config.max_payload_bytes
                 ),
             )
@@ -72,27 +120,30 @@ async fn attempt(shared: &Shared, task: &ClaimedTask) -> TaskResult {
                 .downcast_ref::<&str>()
                 .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "the activity panicked".into());
+                .unwrap_or_else(|| format!("the {what} panicked"));
             ActivityError::new("Panic", message)
         }
         Err(_) => ActivityError::new(
             "Timeout",
             format!(
-                "attempt {} ran longer than its start-to-close timeout of {timeout:?}",
+                "attempt {} ran longer than its timeout of {timeout:?}",
                 task.attempt
             ),
         ),
     };
+    if let Some(delay) = error.snooze {
+        return TaskResult::Snooze {
+            at: Timestamp::now().plus(delay),
+        };
+    }
     if !error.retryable {
         return TaskResult::Failed(error.info);
     }
-    match task
-        .options
-        .retry
-        .delay_before(task.attempt + 1, &error.info.kind)
-    {
+    let retry = &task.options.retry;
+    match retry.delay_before(task.attempt + 1, &error.info.kind) {
         Some(delay) => {
-            tracing::debug!(activity = %task.name, attempt = task.attempt, error = %error, ?delay, "activity failed; will retry");
+            let delay = retry.jittered(delay, unit_random());
+            tracing::debug!(%what, name = %task.name, attempt = task.attempt, error = %error, ?delay, "attempt failed; will retry");
             TaskResult::Retry {
                 error: error.info,
                 at: Timestamp::now().plus(delay),
@@ -100,4 +151,9 @@ async fn attempt(shared: &Shared, task: &ClaimedTask) -> TaskResult {
         }
         None => TaskResult::Failed(error.info),
     }
+}
+
+/// A random number in `[0, 1)`, for jitter.
+fn unit_random() -> f64 {
+    (uuid::Uuid::new_v4().as_u128() >> 75) as f64 / (1u64 << 53) as f64
 }

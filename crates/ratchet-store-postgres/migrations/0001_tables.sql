@@ -59,25 +59,68 @@ CREATE TABLE ratchet.signal_dedup (
     PRIMARY KEY (instance, dedup_id)
 );
 
--- Hot: ready and running activity attempts; finished ones leave the table.
+-- Hot: ready and running tasks, activity attempts (queue `$activities`, with their
+-- orchestration step) and standalone tasks (any other queue, no step); finished ones leave.
 -- `ready_at` is when the row may next be claimed: its visible time while unleased, its lease
--- expiry while leased. One index on it finds both ready work and expired leases in order.
+-- expiry while leased. One index on (queue, priority, ready_at) finds both ready work and
+-- expired leases in the order they run.
 CREATE TABLE ratchet.tasks (
-    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    queue            text NOT NULL,
+    name             text NOT NULL,
+    input            text NOT NULL,
+    options          text NOT NULL,
+    instance         text,
+    execution        integer,
+    seq              integer,
+    attempt          integer NOT NULL DEFAULT 1,
+    priority         smallint NOT NULL DEFAULT 0,
+    visible_at       bigint NOT NULL,
+    ready_at         bigint NOT NULL,
+    lease_owner      text,
+    lease_until      bigint,
+    fence            bigint NOT NULL DEFAULT 0,
+    unique_key       text,
+    metadata         text,
+    cancel_requested boolean NOT NULL DEFAULT false,
+    last_error       text,
+    created_at       bigint NOT NULL
+) WITH (fillfactor = 80);
+CREATE INDEX tasks_ready ON ratchet.tasks (queue, priority, ready_at, id);
+CREATE INDEX tasks_due ON ratchet.tasks (ready_at);
+CREATE INDEX tasks_by_instance ON ratchet.tasks (instance) WHERE instance IS NOT NULL;
+CREATE INDEX tasks_leased ON ratchet.tasks (queue, lease_until) WHERE lease_until IS NOT NULL;
+-- A unique key is held while its task is unfinished, that is, while it is in this table.
+CREATE UNIQUE INDEX tasks_unique_key ON ratchet.tasks (unique_key) WHERE unique_key IS NOT NULL;
+
+-- Finished standalone tasks, kept for their results and as dead letters until purged.
+CREATE TABLE ratchet.task_results (
+    id          bigint PRIMARY KEY,
+    queue       text NOT NULL,
     name        text NOT NULL,
     input       text NOT NULL,
     options     text NOT NULL,
-    instance    text NOT NULL,
-    execution   integer NOT NULL,
-    seq         integer NOT NULL,
-    attempt     integer NOT NULL DEFAULT 1,
-    visible_at  bigint NOT NULL,
-    ready_at    bigint NOT NULL,
-    lease_owner text,
-    lease_until bigint,
-    fence       bigint NOT NULL DEFAULT 0,
-    last_error  text,
-    created_at  bigint NOT NULL
-) WITH (fillfactor = 80);
-CREATE INDEX tasks_by_ready ON ratchet.tasks (ready_at, id);
-CREATE INDEX tasks_by_instance ON ratchet.tasks (instance);
+    priority    smallint NOT NULL,
+    attempt     integer NOT NULL,
+    fence       bigint NOT NULL,
+    state       text NOT NULL,
+    output      text,
+    error       text,
+    unique_key  text,
+    metadata    text,
+    created_at  bigint NOT NULL,
+    finished_at bigint NOT NULL
+);
+CREATE INDEX task_results_finished ON ratchet.task_results (finished_at);
+CREATE INDEX task_results_by_queue ON ratchet.task_results (queue, state);
+
+-- Settings a queue shares across every process, and its rate limiter's bucket.
+CREATE TABLE ratchet.queues (
+    name            text PRIMARY KEY,
+    paused          boolean NOT NULL DEFAULT false,
+    rate_per_second double precision,
+    burst           integer,
+    concurrency     integer,
+    tokens          double precision,
+    refilled_at     bigint
+);

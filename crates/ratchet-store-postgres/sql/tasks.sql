@@ -1,25 +1,54 @@
 -- Statements on tasks. `ratchet.` is replaced with the configured schema.
 
 -- name: task_claim
-SELECT id, fence, name, input, options, instance, execution, seq, attempt
-FROM ratchet.task_take(p_now => $1, p_owner => $2, p_until => $3, p_limit => $4, p_names => $5)
-ORDER BY id;
+SELECT id, fence, queue, name, input, options, instance, execution, seq, attempt, metadata
+FROM ratchet.task_take(p_now => $1, p_owner => $2, p_until => $3, p_queues => $4,
+                       p_limits => $5, p_names => $6)
+ORDER BY priority, visible_at, id;
 
 -- name: task_heartbeat
 WITH beat AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY AS b(id, fence, n)
 ), held AS (
     -- In id order, like every other lock on tasks.
+    -- Only a leased row: a late heartbeat must not hide a task released or set to retry.
     SELECT t.id FROM ratchet.tasks t JOIN beat ON t.id = beat.id AND t.fence = beat.fence
+    WHERE t.lease_owner IS NOT NULL
     ORDER BY t.id
     FOR NO KEY UPDATE OF t
 ), extended AS (
     UPDATE ratchet.tasks t SET lease_until = $3, ready_at = $3
     FROM held WHERE t.id = held.id
-    RETURNING t.id
+    RETURNING t.id, t.cancel_requested
 )
-SELECT extended.id IS NOT NULL AS kept FROM beat LEFT JOIN extended ON extended.id = beat.id
+SELECT extended.id IS NOT NULL AS kept, coalesce(extended.cancel_requested, false) AS cancel
+FROM beat LEFT JOIN extended ON extended.id = beat.id
 ORDER BY beat.n;
+
+-- name: task_enqueue
+SELECT outcome, id FROM ratchet.task_enqueue(
+    p_now => $1, p_notify => $2, e_queue => $3, e_name => $4, e_input => $5, e_options => $6,
+    e_priority => $7, e_visible_at => $8, e_unique_key => $9, e_metadata => $10);
+
+-- name: task_get
+SELECT * FROM ratchet.task_records($2) WHERE id = $1;
+
+-- name: task_list
+SELECT * FROM ratchet.task_records($1)
+WHERE queue <> '$activities'
+  AND ($2::text IS NULL OR queue = $2)
+  AND ($3::text[] IS NULL OR state = ANY ($3))
+  AND ($4::text IS NULL OR name = $4)
+ORDER BY id DESC
+LIMIT $5;
+
+-- name: task_act
+SELECT outcome, state FROM ratchet.task_act(
+    p_ids => $1, p_action => $2, p_now => $3, p_notify => $4);
+
+-- name: task_purge
+WITH gone AS (DELETE FROM ratchet.task_results WHERE finished_at < $1 RETURNING 1)
+SELECT count(*) AS purged FROM gone;
 
 -- name: task_release
 UPDATE ratchet.tasks t SET lease_owner = NULL, lease_until = NULL, ready_at = t.visible_at

@@ -35,11 +35,16 @@ struct Args {
     h_seq: Vec<i32>,
     h_event: Vec<String>,
     k_turn: Vec<i32>,
+    k_queue: Vec<String>,
     k_name: Vec<String>,
     k_input: Vec<String>,
     k_options: Vec<String>,
-    k_seq: Vec<i32>,
+    k_seq: Vec<Option<i32>>,
     k_visible_at: Vec<i64>,
+    k_priority: Vec<i32>,
+    k_unique_key: Vec<Option<String>>,
+    k_metadata: Vec<Option<String>>,
+    k_standalone: Vec<bool>,
     b_turn: Vec<i32>,
     b_kind: Vec<String>,
     b_event: Vec<String>,
@@ -61,14 +66,16 @@ struct Args {
     s_event: Vec<String>,
     p_task: Vec<i64>,
     p_fence: Vec<i64>,
-    p_instance: Vec<String>,
-    p_execution: Vec<i32>,
-    p_seq: Vec<i32>,
+    p_instance: Vec<Option<String>>,
+    p_execution: Vec<Option<i32>>,
+    p_seq: Vec<Option<i32>>,
     p_attempt: Vec<i32>,
-    p_kind: Vec<String>,
+    p_outcome: Vec<String>,
+    p_kind: Vec<Option<String>>,
     p_event: Vec<Option<String>>,
-    p_retry_at: Vec<Option<i64>>,
+    p_output: Vec<Option<String>>,
     p_error: Vec<Option<String>>,
+    p_at: Vec<Option<i64>>,
 }
 
 impl Args {
@@ -103,11 +110,16 @@ impl Args {
             }
             for task in &t.tasks {
                 a.k_turn.push(n);
+                a.k_queue.push(task.queue.clone());
                 a.k_name.push(task.name.clone());
                 a.k_input.push(to_json(&task.input));
                 a.k_options.push(to_json(&task.options));
-                a.k_seq.push(i32_of(task.owner.seq));
+                a.k_seq.push(task.owner.as_ref().map(|o| i32_of(o.seq)));
                 a.k_visible_at.push(task.visible_at.0);
+                a.k_priority.push(i32::from(task.priority));
+                a.k_unique_key.push(task.unique_key.clone());
+                a.k_metadata.push(task.metadata.as_ref().map(to_json));
+                a.k_standalone.push(task.owner.is_none());
             }
             for e in &t.inbox {
                 // An event for another instance can only be the result for this one's parent;
@@ -151,24 +163,28 @@ impl Args {
         for c in &batch.completions {
             a.p_task.push(c.id.0);
             a.p_fence.push(c.fence.0);
-            a.p_instance.push(c.owner.instance.clone());
-            a.p_execution.push(i32_of(c.owner.execution));
-            a.p_seq.push(i32_of(c.owner.seq));
+            a.p_instance
+                .push(c.owner.as_ref().map(|o| o.instance.clone()));
+            a.p_execution
+                .push(c.owner.as_ref().map(|o| i32_of(o.execution)));
+            a.p_seq.push(c.owner.as_ref().map(|o| i32_of(o.seq)));
             a.p_attempt.push(i32_of(c.attempt));
             let event = c.event();
-            a.p_kind
-                .push(event.as_ref().map_or("Retry", |e| e.kind()).to_string());
+            a.p_kind.push(event.as_ref().map(|e| e.kind().to_string()));
             a.p_event.push(event.as_ref().map(to_json));
-            match &c.result {
+            let (outcome, output, error, at) = match &c.result {
+                TaskResult::Completed(output) => ("Completed", Some(to_json(output)), None, None),
+                TaskResult::Failed(error) => ("Failed", None, Some(to_json(error)), None),
                 TaskResult::Retry { error, at } => {
-                    a.p_retry_at.push(Some(at.0));
-                    a.p_error.push(Some(to_json(error)));
+                    ("Retry", None, Some(to_json(error)), Some(at.0))
                 }
-                _ => {
-                    a.p_retry_at.push(None);
-                    a.p_error.push(None);
-                }
-            }
+                TaskResult::Snooze { at } => ("Snooze", None, None, Some(at.0)),
+                _ => ("Cancelled", None, None, None),
+            };
+            a.p_outcome.push(outcome.to_string());
+            a.p_output.push(output);
+            a.p_error.push(error);
+            a.p_at.push(at);
         }
         a
     }
@@ -204,11 +220,16 @@ pub(crate) async fn commit(c: &Conn, batch: &CommitBatch) -> Res<CommitOutcome> 
                 p(&a.h_seq),
                 p(&a.h_event),
                 p(&a.k_turn),
+                p(&a.k_queue),
                 p(&a.k_name),
                 p(&a.k_input),
                 p(&a.k_options),
                 p(&a.k_seq),
                 p(&a.k_visible_at),
+                p(&a.k_priority),
+                p(&a.k_unique_key),
+                p(&a.k_metadata),
+                p(&a.k_standalone),
                 p(&a.b_turn),
                 p(&a.b_kind),
                 p(&a.b_event),
@@ -234,10 +255,12 @@ pub(crate) async fn commit(c: &Conn, batch: &CommitBatch) -> Res<CommitOutcome> 
                 p(&a.p_execution),
                 p(&a.p_seq),
                 p(&a.p_attempt),
+                p(&a.p_outcome),
                 p(&a.p_kind),
                 p(&a.p_event),
-                p(&a.p_retry_at),
+                p(&a.p_output),
                 p(&a.p_error),
+                p(&a.p_at),
                 p(&task_owner),
                 p(&task_until),
                 p(&task_capacity),
@@ -279,15 +302,18 @@ fn outcome(batch: &CommitBatch, row: &tokio_postgres::Row) -> Res<CommitOutcome>
                 .tasks
                 .iter()
                 .filter_map(|task| {
-                    let (id, fence) = leased.remove(&(t.instance.clone(), task.owner.seq))?;
+                    let seq = task.owner.as_ref()?.seq;
+                    let (id, fence) = leased.remove(&(t.instance.clone(), seq))?;
                     Some(ClaimedTask {
                         id: TaskId(id),
                         fence: Fence(fence),
+                        queue: task.queue.clone(),
                         name: task.name.clone(),
                         input: task.input.clone(),
                         options: task.options.clone(),
                         owner: task.owner.clone(),
                         attempt: 1,
+                        metadata: task.metadata.clone(),
                     })
                 })
                 .collect();

@@ -4,14 +4,12 @@ use std::collections::HashMap;
 
 use ratchet_core::{ErrorInfo, HistoryEvent, Timestamp};
 use ratchet_store::{
-    ClaimedInstance, ClaimedTask, CreateOutcome, Fence, HistoryRecord, IfExists, InboxEvent,
-    InstanceClaim, InstanceClaimed, InstanceFilter, InstanceRecord, Lease, NewInstance, NewSignal,
-    SignalOutcome, StopOutcome, StoreError, TaskId, TaskOwner,
+    ClaimedInstance, CreateOutcome, Fence, HistoryRecord, IfExists, InboxEvent, InstanceClaim,
+    InstanceClaimed, InstanceFilter, InstanceRecord, Lease, NewInstance, NewSignal, SignalOutcome,
+    StopOutcome, StoreError,
 };
 
-use crate::convert::{
-    col, event, from_json, i32_of, instance_record, status, to_json, u32_of, Res,
-};
+use crate::convert::{col, event, i32_of, instance_record, status, to_json, u32_of, Res};
 use crate::param::p;
 use crate::store::Conn;
 
@@ -141,15 +139,10 @@ pub(crate) async fn claim(c: &Conn, claim: &InstanceClaim) -> Res<InstanceClaime
         }
     }
     let limit = i32::try_from(claim.limit).unwrap_or(i32::MAX);
-    let task_limit = claim
-        .tasks
-        .as_ref()
-        .map_or(0, |t| i32::try_from(t.limit).unwrap_or(i32::MAX));
-    let task_names: Vec<String> = claim
-        .tasks
-        .as_ref()
-        .map(|t| t.names.clone())
-        .unwrap_or_default();
+    let (task_queues, task_limits, task_names) = match &claim.tasks {
+        Some(t) => crate::task::queue_arrays(t),
+        None => Default::default(),
+    };
     // Instances and tasks share one lease in a poll.
     let row = c
         .one(
@@ -161,7 +154,8 @@ pub(crate) async fn claim(c: &Conn, claim: &InstanceClaim) -> Res<InstanceClaime
                 p(&limit),
                 p(&reg_names),
                 p(&reg_versions),
-                p(&task_limit),
+                p(&task_queues),
+                p(&task_limits),
                 p(&task_names),
             ],
         )
@@ -189,17 +183,7 @@ pub(crate) async fn claim(c: &Conn, claim: &InstanceClaim) -> Res<InstanceClaime
             events,
         });
     }
-    let tasks = claimed_tasks(
-        col(&row, "t_id")?,
-        col(&row, "t_fence")?,
-        col(&row, "t_name")?,
-        col(&row, "t_input")?,
-        col(&row, "t_options")?,
-        col(&row, "t_instance")?,
-        col(&row, "t_execution")?,
-        col(&row, "t_seq")?,
-        col(&row, "t_attempt")?,
-    )?;
+    let tasks = crate::task::TaskColumns::of_claim(&row)?.into_tasks()?;
     Ok(InstanceClaimed {
         instances,
         next_due: col::<Option<i64>>(&row, "next_due")?.map(Timestamp),
@@ -223,39 +207,6 @@ pub(crate) fn events_by_instance(
         });
     }
     Ok(grouped)
-}
-
-/// Parallel arrays of claimed task rows to [`ClaimedTask`]s.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn claimed_tasks(
-    ids: Vec<i64>,
-    fences: Vec<i64>,
-    names: Vec<String>,
-    inputs: Vec<String>,
-    options: Vec<String>,
-    instances: Vec<String>,
-    executions: Vec<i32>,
-    seqs: Vec<i32>,
-    attempts: Vec<i32>,
-) -> Res<Vec<ClaimedTask>> {
-    let mut tasks = Vec::with_capacity(ids.len());
-    for (i, id) in ids.into_iter().enumerate() {
-        let at = |v: &Vec<i32>| v.get(i).copied().map_or(0, u32_of);
-        tasks.push(ClaimedTask {
-            id: TaskId(id),
-            fence: Fence(fences.get(i).copied().unwrap_or_default()),
-            name: names.get(i).cloned().unwrap_or_default(),
-            input: from_json(inputs.get(i).map_or("null", String::as_str), "task input")?,
-            options: from_json(options.get(i).map_or("{}", String::as_str), "task options")?,
-            owner: TaskOwner {
-                instance: instances.get(i).cloned().unwrap_or_default(),
-                execution: at(&executions),
-                seq: at(&seqs),
-            },
-            attempt: at(&attempts),
-        });
-    }
-    Ok(tasks)
 }
 
 pub(crate) async fn signal(

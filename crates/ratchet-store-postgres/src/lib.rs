@@ -54,6 +54,7 @@ mod instance;
 mod listen;
 mod migrate;
 mod param;
+mod queue;
 mod store;
 mod task;
 #[cfg(feature = "testing")]

@@ -9,7 +9,9 @@ use crate::convert::{db_err, Failure, Res};
 /// Migrations in order; the schema version is the number applied.
 const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0001_tables.sql"),
-    include_str!("../migrations/0002_functions.sql"),
+    include_str!("../migrations/0002_instances.sql"),
+    include_str!("../migrations/0003_tasks.sql"),
+    include_str!("../migrations/0004_claim_and_commit.sql"),
 ];
 
 /// The schema version this code creates and understands.
@@ -130,7 +132,7 @@ mod tests {
 
     #[test]
     fn schema_is_substituted_everywhere() {
-        let sql = in_schema(MIGRATIONS[1], "t_1");
+        let sql = in_schema(&MIGRATIONS.concat(), "t_1");
         assert!(
             !sql.contains("ratchet."),
             "a name was left in schema ratchet"

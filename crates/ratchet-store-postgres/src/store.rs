@@ -7,17 +7,18 @@ use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, R
 use futures::future::BoxFuture;
 use ratchet_core::Timestamp;
 use ratchet_store::{
-    ClaimedTask, CommitBatch, CommitOutcome, CreateOutcome, Fence, HistoryRecord, InstanceClaim,
-    InstanceClaimed, InstanceFilter, InstanceRecord, Lease, LeaseRelease, NamedQueries,
-    NewInstance, NewSignal, Result, SignalOutcome, StopOutcome, Store, StoreError, StoreStats,
-    TaskClaim, TaskId, WakeupSender, Wakeups,
+    ClaimedTask, CommitBatch, CommitOutcome, CreateOutcome, EnqueueOutcome, Fence, HistoryRecord,
+    InstanceClaim, InstanceClaimed, InstanceFilter, InstanceRecord, Lease, LeaseRelease,
+    LeaseState, NamedQueries, NewInstance, NewSignal, NewTask, QueueStats, QueueUpdate, Result,
+    SignalOutcome, StopOutcome, Store, StoreError, StoreStats, TaskAction, TaskActionOutcome,
+    TaskClaim, TaskFilter, TaskId, TaskRecord, WakeupSender, Wakeups,
 };
 use tokio::task::JoinHandle;
 use tokio_postgres::{NoTls, Row};
 
 use crate::convert::{db_err, pool_err, Failure, Res};
 use crate::param::Param;
-use crate::{commit, instance, listen, migrate, task, PostgresConfig};
+use crate::{commit, instance, listen, migrate, queue, task, PostgresConfig};
 
 /// The named statements of this backend, from `sql/*.sql`, for `schema`.
 fn queries(schema: &str) -> NamedQueries {
@@ -26,6 +27,7 @@ fn queries(schema: &str) -> NamedQueries {
         include_str!("../sql/history.sql"),
         include_str!("../sql/tasks.sql"),
         include_str!("../sql/commit.sql"),
+        include_str!("../sql/queues.sql"),
     ])
     .map(|sql| migrate::in_schema(sql, schema))
 }
@@ -317,10 +319,68 @@ impl Store for PostgresStore {
         &self,
         tasks: Vec<(TaskId, Fence)>,
         until: Timestamp,
-    ) -> Result<Vec<bool>> {
+    ) -> Result<Vec<LeaseState>> {
         let tasks = &tasks;
         self.call(1, |c| {
             Box::pin(async move { task::heartbeat(&c, tasks, until).await })
+        })
+        .await
+    }
+
+    async fn task_enqueue(
+        &self,
+        tasks: Vec<NewTask>,
+        now: Timestamp,
+    ) -> Result<Vec<EnqueueOutcome>> {
+        let tasks = &tasks;
+        self.call(1, |c| {
+            Box::pin(async move { task::enqueue(&c, tasks, now).await })
+        })
+        .await
+    }
+
+    async fn task_get(&self, id: TaskId, now: Timestamp) -> Result<Option<TaskRecord>> {
+        self.call(0, |c| Box::pin(async move { task::get(&c, id, now).await }))
+            .await
+    }
+
+    async fn task_list(&self, filter: TaskFilter, now: Timestamp) -> Result<Vec<TaskRecord>> {
+        let filter = &filter;
+        self.call(0, |c| {
+            Box::pin(async move { task::list(&c, filter, now).await })
+        })
+        .await
+    }
+
+    async fn task_act(
+        &self,
+        ids: Vec<TaskId>,
+        action: TaskAction,
+        now: Timestamp,
+    ) -> Result<Vec<TaskActionOutcome>> {
+        let ids = &ids;
+        self.call(1, |c| {
+            Box::pin(async move { task::act(&c, ids, action, now).await })
+        })
+        .await
+    }
+
+    async fn queue_update(&self, update: QueueUpdate) -> Result<()> {
+        let update = &update;
+        self.call(1, |c| {
+            Box::pin(async move { queue::update(&c, update).await })
+        })
+        .await
+    }
+
+    async fn queue_stats(&self, now: Timestamp) -> Result<Vec<QueueStats>> {
+        self.call(0, |c| Box::pin(async move { queue::stats(&c, now).await }))
+            .await
+    }
+
+    async fn task_purge(&self, before: Timestamp) -> Result<u64> {
+        self.call(1, |c| {
+            Box::pin(async move { task::purge(&c, before).await })
         })
         .await
     }

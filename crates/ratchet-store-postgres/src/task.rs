@@ -1,15 +1,114 @@
-//! Tasks: claim, heartbeat, release.
+//! Tasks: claim, heartbeat, release, enqueue, read, list, cancel/retry/discard, purge.
 
-use ratchet_core::Timestamp;
-use ratchet_store::{ClaimedTask, Fence, LeaseRelease, TaskClaim, TaskId};
+use ratchet_core::{ActivityOptions, ErrorInfo, Timestamp};
+use ratchet_store::{
+    ClaimedTask, EnqueueOutcome, Fence, LeaseRelease, LeaseState, NewTask, StoreError, TaskAction,
+    TaskActionOutcome, TaskClaim, TaskFilter, TaskId, TaskOwner, TaskRecord, TaskState,
+};
+use serde_json::Value;
+use tokio_postgres::Row;
 
-use crate::convert::{col, Res};
-use crate::instance::claimed_tasks;
+use crate::convert::{col, from_json, opt_json, to_json, u32_of, Res};
 use crate::param::p;
 use crate::store::Conn;
 
+/// The queue, limit and name arrays of a task claim.
+pub(crate) fn queue_arrays(claim: &TaskClaim) -> (Vec<String>, Vec<i32>, Vec<String>) {
+    let queues = claim.queues.iter().map(|q| q.queue.clone()).collect();
+    let limits = claim
+        .queues
+        .iter()
+        .map(|q| i32::try_from(q.limit).unwrap_or(i32::MAX))
+        .collect();
+    (queues, limits, claim.names.clone())
+}
+
+/// Claimed task rows, column by column: from a claim's `t_*` arrays or from `task_claim`'s rows.
+#[derive(Default)]
+pub(crate) struct TaskColumns {
+    ids: Vec<i64>,
+    fences: Vec<i64>,
+    queues: Vec<String>,
+    names: Vec<String>,
+    inputs: Vec<String>,
+    options: Vec<String>,
+    instances: Vec<Option<String>>,
+    executions: Vec<Option<i32>>,
+    seqs: Vec<Option<i32>>,
+    attempts: Vec<i32>,
+    metadata: Vec<Option<String>>,
+}
+
+impl TaskColumns {
+    pub(crate) fn of_claim(row: &Row) -> Res<Self> {
+        Ok(Self {
+            ids: col(row, "t_id")?,
+            fences: col(row, "t_fence")?,
+            queues: col(row, "t_queue")?,
+            names: col(row, "t_name")?,
+            inputs: col(row, "t_input")?,
+            options: col(row, "t_options")?,
+            instances: col(row, "t_instance")?,
+            executions: col(row, "t_execution")?,
+            seqs: col(row, "t_seq")?,
+            attempts: col(row, "t_attempt")?,
+            metadata: col(row, "t_metadata")?,
+        })
+    }
+
+    fn of_rows(rows: &[Row]) -> Res<Self> {
+        let mut c = Self::default();
+        for r in rows {
+            c.ids.push(col(r, "id")?);
+            c.fences.push(col(r, "fence")?);
+            c.queues.push(col(r, "queue")?);
+            c.names.push(col(r, "name")?);
+            c.inputs.push(col(r, "input")?);
+            c.options.push(col(r, "options")?);
+            c.instances.push(col(r, "instance")?);
+            c.executions.push(col(r, "execution")?);
+            c.seqs.push(col(r, "seq")?);
+            c.attempts.push(col(r, "attempt")?);
+            c.metadata.push(col(r, "metadata")?);
+        }
+        Ok(c)
+    }
+
+    pub(crate) fn into_tasks(self) -> Res<Vec<ClaimedTask>> {
+        let mut tasks = Vec::with_capacity(self.ids.len());
+        for (i, id) in self.ids.iter().enumerate() {
+            let owner = match self.instances.get(i).cloned().flatten() {
+                Some(instance) => Some(TaskOwner {
+                    instance,
+                    execution: self.executions.get(i).copied().flatten().map_or(0, u32_of),
+                    seq: self.seqs.get(i).copied().flatten().map_or(0, u32_of),
+                }),
+                None => None,
+            };
+            tasks.push(ClaimedTask {
+                id: TaskId(*id),
+                fence: Fence(self.fences.get(i).copied().unwrap_or_default()),
+                queue: self.queues.get(i).cloned().unwrap_or_default(),
+                name: self.names.get(i).cloned().unwrap_or_default(),
+                input: from_json(
+                    self.inputs.get(i).map_or("null", String::as_str),
+                    "task input",
+                )?,
+                options: from_json(
+                    self.options.get(i).map_or("{}", String::as_str),
+                    "task options",
+                )?,
+                owner,
+                attempt: self.attempts.get(i).copied().map_or(0, u32_of),
+                metadata: opt_json(self.metadata.get(i).cloned().flatten(), "task metadata")?,
+            });
+        }
+        Ok(tasks)
+    }
+}
+
 pub(crate) async fn claim(c: &Conn, claim: &TaskClaim) -> Res<Vec<ClaimedTask>> {
-    let limit = i32::try_from(claim.limit).unwrap_or(i32::MAX);
+    let (queues, limits, names) = queue_arrays(claim);
     let rows = c
         .query(
             "task_claim",
@@ -17,50 +116,34 @@ pub(crate) async fn claim(c: &Conn, claim: &TaskClaim) -> Res<Vec<ClaimedTask>> 
                 p(&claim.now.0),
                 p(&claim.lease.owner),
                 p(&claim.lease.until.0),
-                p(&limit),
-                p(&claim.names),
+                p(&queues),
+                p(&limits),
+                p(&names),
             ],
         )
         .await?;
-    let mut columns = (
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-    );
-    for r in &rows {
-        columns.0.push(col(r, "id")?);
-        columns.1.push(col(r, "fence")?);
-        columns.2.push(col(r, "name")?);
-        columns.3.push(col(r, "input")?);
-        columns.4.push(col(r, "options")?);
-        columns.5.push(col(r, "instance")?);
-        columns.6.push(col(r, "execution")?);
-        columns.7.push(col(r, "seq")?);
-        columns.8.push(col(r, "attempt")?);
-    }
-    let (ids, fences, names, inputs, options, instances, executions, seqs, attempts) = columns;
-    claimed_tasks(
-        ids, fences, names, inputs, options, instances, executions, seqs, attempts,
-    )
+    TaskColumns::of_rows(&rows)?.into_tasks()
 }
 
 pub(crate) async fn heartbeat(
     c: &Conn,
     tasks: &[(TaskId, Fence)],
     until: Timestamp,
-) -> Res<Vec<bool>> {
+) -> Res<Vec<LeaseState>> {
     let ids: Vec<i64> = tasks.iter().map(|(id, _)| id.0).collect();
     let fences: Vec<i64> = tasks.iter().map(|(_, f)| f.0).collect();
     let rows = c
         .query("task_heartbeat", &[p(&ids), p(&fences), p(&until.0)])
         .await?;
-    rows.iter().map(|r| col(r, "kept")).collect()
+    rows.iter()
+        .map(|r| {
+            Ok(match (col::<bool>(r, "kept")?, col::<bool>(r, "cancel")?) {
+                (false, _) => LeaseState::Lost,
+                (true, true) => LeaseState::CancelRequested,
+                (true, false) => LeaseState::Kept,
+            })
+        })
+        .collect()
 }
 
 /// How many statements (each its own transaction) a release runs.
@@ -98,4 +181,142 @@ pub(crate) async fn release(c: &Conn, release: &LeaseRelease) -> Res<()> {
     };
     futures::try_join!(instances, tasks, notify)?;
     Ok(())
+}
+
+pub(crate) async fn enqueue(
+    c: &Conn,
+    tasks: &[NewTask],
+    now: Timestamp,
+) -> Res<Vec<EnqueueOutcome>> {
+    let queues: Vec<String> = tasks.iter().map(|t| t.queue.clone()).collect();
+    let names: Vec<String> = tasks.iter().map(|t| t.name.clone()).collect();
+    let inputs: Vec<String> = tasks.iter().map(|t| to_json(&t.input)).collect();
+    let options: Vec<String> = tasks.iter().map(|t| to_json(&t.options)).collect();
+    let priorities: Vec<i32> = tasks.iter().map(|t| i32::from(t.priority)).collect();
+    let visible: Vec<i64> = tasks.iter().map(|t| t.visible_at.0).collect();
+    let keys: Vec<Option<String>> = tasks.iter().map(|t| t.unique_key.clone()).collect();
+    let metadata: Vec<Option<String>> = tasks
+        .iter()
+        .map(|t| t.metadata.as_ref().map(to_json))
+        .collect();
+    let row = c
+        .one(
+            "task_enqueue",
+            &[
+                p(&now.0),
+                p(&c.notify()),
+                p(&queues),
+                p(&names),
+                p(&inputs),
+                p(&options),
+                p(&priorities),
+                p(&visible),
+                p(&keys),
+                p(&metadata),
+            ],
+        )
+        .await?;
+    let outcomes: Vec<String> = col(&row, "outcome")?;
+    let ids: Vec<i64> = col(&row, "id")?;
+    Ok(outcomes
+        .iter()
+        .zip(ids)
+        .map(|(outcome, id)| match outcome.as_str() {
+            "enqueued" => EnqueueOutcome::Enqueued(TaskId(id)),
+            _ => EnqueueOutcome::Duplicate(TaskId(id)),
+        })
+        .collect())
+}
+
+pub(crate) fn task_state(text: &str) -> Result<TaskState, StoreError> {
+    text.parse().map_err(StoreError::Corrupt)
+}
+
+/// A row of `task_records`.
+fn record(r: &Row) -> Res<TaskRecord> {
+    let options: ActivityOptions = from_json(col(r, "options")?, "task options")?;
+    let owner = match col::<Option<String>>(r, "instance")? {
+        Some(instance) => Some(TaskOwner {
+            instance,
+            execution: col::<Option<i32>>(r, "execution")?.map_or(0, u32_of),
+            seq: col::<Option<i32>>(r, "seq")?.map_or(0, u32_of),
+        }),
+        None => None,
+    };
+    Ok(TaskRecord {
+        id: TaskId(col(r, "id")?),
+        queue: col(r, "queue")?,
+        name: col(r, "name")?,
+        state: task_state(col(r, "state")?)?,
+        priority: col(r, "priority")?,
+        attempt: u32_of(col(r, "attempt")?),
+        max_attempts: options.retry.max_attempts,
+        input: from_json::<Value>(col(r, "input")?, "task input")?,
+        output: opt_json(col(r, "output")?, "task output")?,
+        error: opt_json::<ErrorInfo>(col(r, "error")?, "task error")?,
+        unique_key: col(r, "unique_key")?,
+        metadata: opt_json(col(r, "metadata")?, "task metadata")?,
+        owner,
+        created_at: Timestamp(col(r, "created_at")?),
+        visible_at: Timestamp(col(r, "visible_at")?),
+        finished_at: col::<Option<i64>>(r, "finished_at")?.map(Timestamp),
+    })
+}
+
+pub(crate) async fn get(c: &Conn, id: TaskId, now: Timestamp) -> Res<Option<TaskRecord>> {
+    let rows = c.query("task_get", &[p(&id.0), p(&now.0)]).await?;
+    rows.first().map(record).transpose()
+}
+
+pub(crate) async fn list(c: &Conn, f: &TaskFilter, now: Timestamp) -> Res<Vec<TaskRecord>> {
+    let states: Option<Vec<String>> =
+        (!f.states.is_empty()).then(|| f.states.iter().map(|s| s.as_str().to_string()).collect());
+    let limit = i64::from(f.limit.unwrap_or(100));
+    let rows = c
+        .query(
+            "task_list",
+            &[p(&now.0), p(&f.queue), p(&states), p(&f.name), p(&limit)],
+        )
+        .await?;
+    rows.iter().map(record).collect()
+}
+
+pub(crate) async fn act(
+    c: &Conn,
+    ids: &[TaskId],
+    action: TaskAction,
+    now: Timestamp,
+) -> Res<Vec<TaskActionOutcome>> {
+    let action = match action {
+        TaskAction::Cancel => "Cancel",
+        TaskAction::Retry => "Retry",
+        _ => "Discard",
+    };
+    let ids: Vec<i64> = ids.iter().map(|id| id.0).collect();
+    let row = c
+        .one(
+            "task_act",
+            &[p(&ids), p(&action), p(&now.0), p(&c.notify())],
+        )
+        .await?;
+    let outcomes: Vec<String> = col(&row, "outcome")?;
+    let states: Vec<Option<String>> = col(&row, "state")?;
+    outcomes
+        .iter()
+        .zip(states)
+        .map(|(outcome, state)| {
+            Ok(match outcome.as_str() {
+                "done" => TaskActionOutcome::Done,
+                "requested" => TaskActionOutcome::Requested,
+                "not_found" => TaskActionOutcome::NotFound,
+                _ => TaskActionOutcome::Refused(task_state(&state.unwrap_or_default())?),
+            })
+        })
+        .collect()
+}
+
+pub(crate) async fn purge(c: &Conn, before: Timestamp) -> Res<u64> {
+    let row = c.one("task_purge", &[p(&before.0)]).await?;
+    let purged: i64 = col(&row, "purged")?;
+    Ok(u64::try_from(purged).unwrap_or(0))
 }

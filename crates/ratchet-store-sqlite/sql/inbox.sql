@@ -14,10 +14,11 @@ DELETE FROM inbox WHERE instance = ?1;
 DELETE FROM inbox WHERE instance = ?1 AND kind NOT IN ('SignalReceived', 'CancelRequested');
 
 -- name: inbox_next_due
+-- The next time an inbox event becomes visible, a task ready or a task lease expires.
 SELECT min(t) FROM (
     SELECT min(visible_at) AS t FROM inbox WHERE visible_at > ?1
     UNION ALL
-    SELECT min(visible_at) AS t FROM tasks WHERE visible_at > ?1
+    SELECT min(ready_at) AS t FROM tasks WHERE ready_at > ?1
 );
 
 -- name: signal_dedup_insert

@@ -1,13 +1,14 @@
 use ratchet_core::{HistoryEvent, ParentRef, Timestamp};
 use ratchet_store::{
-    ClaimedTask, CommitBatch, CommitOutcome, CompletionResult, CreateOutcome, Lease, NewInboxEvent,
-    NewTask, Result, StoreError, TaskCompletion, TaskId, TaskResult, TurnCommit, TurnResult,
+    CommitBatch, CommitOutcome, CreateOutcome, Lease, NewInboxEvent, Result, StoreError,
+    TurnCommit, TurnResult,
 };
 use rusqlite::{params, OptionalExtension, Transaction};
 
 use crate::convert::{db_err, opt_json, status, to_json, u32_of};
 use crate::instance::{self, deliver_to_parent, inbox_insert};
 use crate::store::sql;
+use crate::task;
 
 /// Writes a whole [`CommitBatch`] in the caller's transaction, item by item.
 pub(crate) fn commit(tx: &Transaction<'_>, batch: CommitBatch) -> Result<CommitOutcome> {
@@ -24,7 +25,8 @@ pub(crate) fn commit(tx: &Transaction<'_>, batch: CommitBatch) -> Result<CommitO
         out.turns.push(result);
     }
     for completion in &batch.completions {
-        out.completions.push(complete(tx, completion)?);
+        out.completions
+            .push(task::complete(tx, completion, batch.now)?);
     }
     if let Some(lease) = &batch.instance_lease {
         for id in &batch.lock_instances {
@@ -93,9 +95,14 @@ fn commit_turn(
         .map_err(db_err)?;
 
     let mut leased = Vec::new();
-    for task in &t.tasks {
+    for new in &t.tasks {
+        // Standalone tasks go to their queue's workers; only activities are leased eagerly.
+        if new.owner.is_none() {
+            task::enqueue(tx, new, now)?;
+            continue;
+        }
         let lease = task_lease.filter(|_| *capacity > 0);
-        if let Some(claimed) = insert_task(tx, task, lease, now)? {
+        if let Some(claimed) = task::insert_activity(tx, new, lease, now)? {
             *capacity -= 1;
             leased.push(claimed);
         }
@@ -161,94 +168,4 @@ fn commit_turn(
         }
     }
     Ok(TurnResult::Committed { tasks: leased })
-}
-
-fn insert_task(
-    tx: &Transaction<'_>,
-    task: &NewTask,
-    lease: Option<&Lease>,
-    now: Timestamp,
-) -> Result<Option<ClaimedTask>> {
-    let (id, fence, attempt): (i64, i64, i64) = tx
-        .prepare_cached(sql("task_insert"))
-        .map_err(db_err)?
-        .query_row(
-            params![
-                task.name,
-                to_json(&task.input),
-                to_json(&task.options),
-                task.owner.instance,
-                task.owner.execution,
-                task.owner.seq,
-                task.visible_at.0,
-                lease.map(|l| l.owner.as_str()),
-                lease.map(|l| l.until.0),
-                now.0
-            ],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .map_err(db_err)?;
-    Ok(lease.map(|_| ClaimedTask {
-        id: TaskId(id),
-        fence: ratchet_store::Fence(fence),
-        name: task.name.clone(),
-        input: task.input.clone(),
-        options: task.options.clone(),
-        owner: task.owner.clone(),
-        attempt: u32_of(attempt),
-    }))
-}
-
-fn complete(tx: &Transaction<'_>, c: &TaskCompletion) -> Result<CompletionResult> {
-    let row: Option<(String, i64, i64, i64)> = tx
-        .prepare_cached(sql("task_for_completion"))
-        .map_err(db_err)?
-        .query_row(params![c.id.0, c.fence.0], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-        })
-        .optional()
-        .map_err(db_err)?;
-    let Some((instance_id, execution, seq, attempt)) = row else {
-        return Ok(CompletionResult::Stale);
-    };
-    // The fence identifies the claim; a completion that names another step or attempt than
-    // the row is not this claim's.
-    if instance_id != c.owner.instance
-        || u32_of(execution) != c.owner.execution
-        || u32_of(seq) != c.owner.seq
-        || u32_of(attempt) != c.attempt
-    {
-        return Ok(CompletionResult::Stale);
-    }
-    let Some(event) = c.event() else {
-        let TaskResult::Retry { error, at } = &c.result else {
-            return Err(StoreError::Invalid("unknown task result".into()));
-        };
-        tx.prepare_cached(sql("task_retry"))
-            .map_err(db_err)?
-            .execute(params![c.id.0, at.0, to_json(error)])
-            .map_err(db_err)?;
-        return Ok(CompletionResult::Applied);
-    };
-    tx.prepare_cached(sql("task_delete"))
-        .map_err(db_err)?
-        .execute([c.id.0])
-        .map_err(db_err)?;
-    let active: Option<i64> = tx
-        .prepare_cached(sql("instance_active_execution"))
-        .map_err(db_err)?
-        .query_row([&c.owner.instance], |r| r.get(0))
-        .optional()
-        .map_err(db_err)?;
-    if active == Some(i64::from(c.owner.execution)) {
-        inbox_insert(
-            tx,
-            &NewInboxEvent {
-                instance: c.owner.instance.clone(),
-                event,
-                visible_at: Timestamp(0),
-            },
-        )?;
-    }
-    Ok(CompletionResult::Applied)
 }

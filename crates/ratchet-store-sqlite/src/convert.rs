@@ -1,7 +1,9 @@
 //! Rows to store types, and driver errors to [`StoreError`]: the one place driver types stop.
 
-use ratchet_core::{ErrorInfo, ParentRef, Timestamp};
-use ratchet_store::{InstanceRecord, StoreError};
+use ratchet_core::{ActivityOptions, ErrorInfo, ParentRef, Timestamp};
+use ratchet_store::{
+    ClaimedTask, Fence, InstanceRecord, StoreError, TaskId, TaskOwner, TaskRecord, TaskState,
+};
 use rusqlite::Row;
 use serde_json::Value;
 
@@ -12,8 +14,150 @@ pub(crate) fn db_err(e: rusqlite::Error) -> StoreError {
 
 pub(crate) use ratchet_store::codec::{event, from_json, opt_json, status, to_json};
 
+/// A stored count or number, saturated into a `u32`.
 pub(crate) fn u32_of(v: i64) -> u32 {
     u32::try_from(v).unwrap_or(u32::MAX)
+}
+
+/// The orchestration step of a task row: all three columns for an activity, none for a
+/// standalone task.
+fn owner(
+    instance: Option<String>,
+    execution: Option<i64>,
+    seq: Option<i64>,
+) -> Result<Option<TaskOwner>, StoreError> {
+    match (instance, execution, seq) {
+        (None, None, None) => Ok(None),
+        (Some(instance), Some(execution), Some(seq)) => Ok(Some(TaskOwner {
+            instance,
+            execution: u32_of(execution),
+            seq: u32_of(seq),
+        })),
+        _ => Err(StoreError::Corrupt(
+            "a task row names part of an orchestration step".into(),
+        )),
+    }
+}
+
+/// Raw columns of a task leased by `task_claim`, read inside the row callback.
+pub(crate) struct ClaimedRow {
+    id: i64,
+    fence: i64,
+    queue: String,
+    name: String,
+    input: String,
+    options: String,
+    instance: Option<String>,
+    execution: Option<i64>,
+    seq: Option<i64>,
+    attempt: i64,
+    metadata: Option<String>,
+}
+
+impl ClaimedRow {
+    pub(crate) fn read(r: &Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: r.get(0)?,
+            fence: r.get(1)?,
+            queue: r.get(2)?,
+            name: r.get(3)?,
+            input: r.get(4)?,
+            options: r.get(5)?,
+            instance: r.get(6)?,
+            execution: r.get(7)?,
+            seq: r.get(8)?,
+            attempt: r.get(9)?,
+            metadata: r.get(10)?,
+        })
+    }
+
+    pub(crate) fn into_task(self) -> Result<ClaimedTask, StoreError> {
+        Ok(ClaimedTask {
+            id: TaskId(self.id),
+            fence: Fence(self.fence),
+            input: from_json(&self.input, "task input")?,
+            options: from_json(&self.options, "task options")?,
+            owner: owner(self.instance, self.execution, self.seq)?,
+            metadata: opt_json(self.metadata, "task metadata")?,
+            queue: self.queue,
+            name: self.name,
+            attempt: u32_of(self.attempt),
+        })
+    }
+}
+
+/// Raw columns of `task_get` / `task_list`, read inside the row callback.
+pub(crate) struct TaskRow {
+    id: i64,
+    queue: String,
+    name: String,
+    state: String,
+    priority: i16,
+    attempt: i64,
+    options: String,
+    input: String,
+    output: Option<String>,
+    error: Option<String>,
+    unique_key: Option<String>,
+    metadata: Option<String>,
+    instance: Option<String>,
+    execution: Option<i64>,
+    seq: Option<i64>,
+    created_at: i64,
+    visible_at: i64,
+    finished_at: Option<i64>,
+}
+
+impl TaskRow {
+    pub(crate) fn read(r: &Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: r.get(0)?,
+            queue: r.get(1)?,
+            name: r.get(2)?,
+            state: r.get(3)?,
+            priority: r.get(4)?,
+            attempt: r.get(5)?,
+            options: r.get(6)?,
+            input: r.get(7)?,
+            output: r.get(8)?,
+            error: r.get(9)?,
+            unique_key: r.get(10)?,
+            metadata: r.get(11)?,
+            instance: r.get(12)?,
+            execution: r.get(13)?,
+            seq: r.get(14)?,
+            created_at: r.get(15)?,
+            visible_at: r.get(16)?,
+            finished_at: r.get(17)?,
+        })
+    }
+
+    pub(crate) fn into_record(self) -> Result<TaskRecord, StoreError> {
+        let options: ActivityOptions = from_json(&self.options, "task options")?;
+        Ok(TaskRecord {
+            id: TaskId(self.id),
+            state: task_state(&self.state)?,
+            priority: self.priority,
+            attempt: u32_of(self.attempt),
+            max_attempts: options.retry.max_attempts,
+            input: from_json(&self.input, "task input")?,
+            output: opt_json(self.output, "task output")?,
+            error: opt_json::<ErrorInfo>(self.error, "task error")?,
+            metadata: opt_json(self.metadata, "task metadata")?,
+            owner: owner(self.instance, self.execution, self.seq)?,
+            queue: self.queue,
+            name: self.name,
+            unique_key: self.unique_key,
+            created_at: Timestamp(self.created_at),
+            visible_at: Timestamp(self.visible_at),
+            finished_at: self.finished_at.map(Timestamp),
+        })
+    }
+}
+
+/// A stored or computed task state name read back.
+pub(crate) fn task_state(text: &str) -> Result<TaskState, StoreError> {
+    text.parse().map_err(StoreError::Corrupt)
 }
 
 /// Raw columns of `instance_get` / `instance_list`, read inside the row callback.

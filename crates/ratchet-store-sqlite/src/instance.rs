@@ -194,18 +194,25 @@ pub(crate) fn claim(tx: &Transaction<'_>, claim: &InstanceClaim) -> Result<Insta
             instances.push(c);
         }
     }
+    let (tasks, next_token) = match &claim.tasks {
+        Some(tasks) => {
+            let claimed = crate::task::claim(tx, tasks)?;
+            (claimed.tasks, claimed.next_token)
+        }
+        None => (Vec::new(), None),
+    };
     let next_due: Option<i64> = tx
         .prepare_cached(sql("inbox_next_due"))
         .map_err(db_err)?
         .query_row([claim.now.0], |r| r.get(0))
         .map_err(db_err)?;
-    let tasks = match &claim.tasks {
-        Some(tasks) => crate::task::claim(tx, tasks)?,
-        None => Vec::new(),
+    let next_due = match (next_due.map(Timestamp), next_token) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     };
     Ok(InstanceClaimed {
         instances,
-        next_due: next_due.map(Timestamp),
+        next_due,
         tasks,
     })
 }

@@ -4,6 +4,15 @@
 //! transaction on a blocking thread, which is this backend's "round trip". Several processes
 //! may share one file (writes take SQLite's write lock with `BEGIN IMMEDIATE`).
 //!
+//! # Tasks and queues
+//!
+//! Activity attempts and standalone tasks share one table of unfinished tasks; a finished
+//! standalone task moves to `task_results` under the same id and frees its unique key, and
+//! stays there until [`Store::task_purge`](ratchet_store::Store::task_purge). A queue's pause,
+//! concurrency and rate limit live in the database, so they hold across every process that
+//! shares the file: each claim reads them, and spends the rate limit's tokens, in its own
+//! write transaction.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), ratchet_store::StoreError> {
 //! let store = ratchet_store_sqlite::SqliteStore::open("ratchet.db").await?;
@@ -15,6 +24,7 @@ mod commit;
 mod convert;
 mod instance;
 mod migrate;
+mod queue;
 mod store;
 mod task;
 

@@ -4,7 +4,10 @@ use rusqlite::Connection;
 use crate::convert::db_err;
 
 /// Migrations in order; the schema version is the number of migrations applied.
-const MIGRATIONS: &[&str] = &[include_str!("../migrations/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../migrations/0001_init.sql"),
+    include_str!("../migrations/0002_task_queue.sql"),
+];
 
 /// The schema version this code creates and understands.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -5,15 +5,16 @@ use std::sync::{Arc, Mutex, OnceLock};
 use async_trait::async_trait;
 use ratchet_core::Timestamp;
 use ratchet_store::{
-    ClaimedTask, CommitBatch, CommitOutcome, CreateOutcome, Fence, HistoryRecord, InstanceClaim,
-    InstanceClaimed, InstanceFilter, InstanceRecord, Lease, LeaseRelease, NamedQueries,
-    NewInstance, NewSignal, Result, SignalOutcome, StopOutcome, Store, StoreError, StoreStats,
-    TaskClaim, TaskId,
+    ClaimedTask, CommitBatch, CommitOutcome, CreateOutcome, EnqueueOutcome, Fence, HistoryRecord,
+    InstanceClaim, InstanceClaimed, InstanceFilter, InstanceRecord, Lease, LeaseRelease,
+    LeaseState, NamedQueries, NewInstance, NewSignal, NewTask, QueueStats, QueueUpdate, Result,
+    SignalOutcome, StopOutcome, Store, StoreError, StoreStats, TaskAction, TaskActionOutcome,
+    TaskClaim, TaskFilter, TaskId, TaskRecord,
 };
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use crate::convert::db_err;
-use crate::{commit, instance, migrate, task};
+use crate::{commit, instance, migrate, queue, task};
 
 /// The named statements of this backend, from `sql/*.sql`.
 fn queries() -> &'static NamedQueries {
@@ -24,6 +25,7 @@ fn queries() -> &'static NamedQueries {
             include_str!("../sql/inbox.sql"),
             include_str!("../sql/history.sql"),
             include_str!("../sql/tasks.sql"),
+            include_str!("../sql/queues.sql"),
         ])
     })
 }
@@ -159,16 +161,55 @@ impl Store for SqliteStore {
     }
 
     async fn task_claim(&self, claim: TaskClaim) -> Result<Vec<ClaimedTask>> {
-        self.write(move |tx| task::claim(tx, &claim)).await
+        self.write(move |tx| Ok(task::claim(tx, &claim)?.tasks))
+            .await
     }
 
     async fn task_heartbeat(
         &self,
         tasks: Vec<(TaskId, Fence)>,
         until: Timestamp,
-    ) -> Result<Vec<bool>> {
+    ) -> Result<Vec<LeaseState>> {
         self.write(move |tx| task::heartbeat(tx, &tasks, until))
             .await
+    }
+
+    async fn task_enqueue(
+        &self,
+        tasks: Vec<NewTask>,
+        now: Timestamp,
+    ) -> Result<Vec<EnqueueOutcome>> {
+        self.write(move |tx| tasks.iter().map(|t| task::enqueue(tx, t, now)).collect())
+            .await
+    }
+
+    async fn task_get(&self, id: TaskId, now: Timestamp) -> Result<Option<TaskRecord>> {
+        self.read(move |conn| task::get(conn, id, now)).await
+    }
+
+    async fn task_list(&self, filter: TaskFilter, now: Timestamp) -> Result<Vec<TaskRecord>> {
+        self.read(move |conn| task::list(conn, &filter, now)).await
+    }
+
+    async fn task_act(
+        &self,
+        ids: Vec<TaskId>,
+        action: TaskAction,
+        now: Timestamp,
+    ) -> Result<Vec<TaskActionOutcome>> {
+        self.write(move |tx| task::act(tx, &ids, action, now)).await
+    }
+
+    async fn queue_update(&self, update: QueueUpdate) -> Result<()> {
+        self.write(move |tx| queue::update(tx, &update)).await
+    }
+
+    async fn queue_stats(&self, now: Timestamp) -> Result<Vec<QueueStats>> {
+        self.read(move |conn| queue::stats(conn, now)).await
+    }
+
+    async fn task_purge(&self, before: Timestamp) -> Result<u64> {
+        self.write(move |tx| task::purge(tx, before)).await
     }
 
     async fn lease_release(&self, release: LeaseRelease) -> Result<()> {

@@ -46,3 +46,109 @@ async fn reopening_migrates_once_and_refuses_newer_schema() {
         other => panic!("expected SchemaTooNew, got {:?}", other.err()),
     }
 }
+
+#[tokio::test]
+async fn a_version_1_database_migrates_and_keeps_its_tasks() {
+    use std::time::Duration;
+
+    use ratchet_core::{ActivityOptions, Timestamp};
+    use ratchet_store::{
+        CommitBatch, CompletionResult, Lease, Store, TaskClaim, TaskCompletion, TaskResult,
+    };
+
+    let t0 = Timestamp(1_000_000);
+    let until = t0.plus(Duration::from_secs(30));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("v1.db");
+    let conn = rusqlite::Connection::open(&path).expect("raw open");
+    conn.execute_batch(include_str!("../migrations/0001_init.sql"))
+        .expect("0001");
+    conn.execute_batch(
+        "CREATE TABLE ratchet_schema (version INTEGER NOT NULL);
+         INSERT INTO ratchet_schema (version) VALUES (1);",
+    )
+    .expect("version 1");
+    let options = serde_json::to_string(&ActivityOptions::default()).expect("options");
+    let insert = "INSERT INTO tasks (name, input, options, instance, execution, seq, visible_at, \
+                  lease_owner, lease_until, fence, created_at) \
+                  VALUES ('act', ?1, ?2, 'a', 0, ?1, ?3, ?4, ?5, ?6, ?3)";
+    // A ready task, a task leased until `until`, and a third, finished and gone, whose id
+    // must not be handed out again.
+    conn.execute(
+        insert,
+        rusqlite::params![0, options, t0.0, None::<String>, None::<i64>, 0],
+    )
+    .expect("ready task");
+    conn.execute(
+        insert,
+        rusqlite::params![1, options, t0.0, "old", until.0, 1],
+    )
+    .expect("leased task");
+    conn.execute(
+        insert,
+        rusqlite::params![2, options, t0.0, None::<String>, None::<i64>, 0],
+    )
+    .expect("third task");
+    conn.execute("DELETE FROM tasks WHERE seq = 2", [])
+        .expect("finish it");
+    drop(conn);
+
+    let store = SqliteStore::open(&path).await.expect("migrating open");
+    assert_eq!(ratchet_store_sqlite::SCHEMA_VERSION, 2);
+    let claim = |now: Timestamp| {
+        TaskClaim::activities(
+            Lease {
+                owner: "new".into(),
+                until: now.plus(Duration::from_secs(30)),
+            },
+            10,
+            vec!["act".into()],
+            now,
+        )
+    };
+    let ready = store.task_claim(claim(t0)).await.expect("claim");
+    assert_eq!(ready.len(), 1, "the leased task keeps its lease");
+    let task = &ready[0];
+    assert_eq!(
+        (task.queue.as_str(), task.attempt, task.fence.0),
+        (ratchet_store::ACTIVITY_QUEUE, 1, 1)
+    );
+    assert_eq!(
+        task.owner.as_ref().map(|o| (o.instance.as_str(), o.seq)),
+        Some(("a", 0))
+    );
+    let done = store
+        .commit(CommitBatch {
+            completions: vec![TaskCompletion::of(
+                task,
+                TaskResult::Completed(serde_json::json!(0)),
+            )],
+            now: t0,
+            ..CommitBatch::default()
+        })
+        .await
+        .expect("commit");
+    assert_eq!(done.completions, vec![CompletionResult::Applied]);
+    let taken = store.task_claim(claim(until)).await.expect("claim");
+    assert_eq!(
+        taken
+            .iter()
+            .map(|t| (t.fence.0, t.input.clone()))
+            .collect::<Vec<_>>(),
+        vec![(2, serde_json::json!(1))],
+        "the expired lease is taken over under a new fence"
+    );
+    let fresh = store
+        .task_enqueue(
+            vec![ratchet_store::NewTask::standalone(
+                "job".into(),
+                serde_json::json!(null),
+                &ratchet_core::TaskOptions::default(),
+                t0,
+            )],
+            t0,
+        )
+        .await
+        .expect("enqueue");
+    assert_eq!(fresh[0].id().0, 4, "task ids are never reused");
+}

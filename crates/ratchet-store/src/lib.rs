@@ -21,6 +21,7 @@ pub mod codec;
 mod commit;
 mod error;
 mod instance;
+mod queue;
 mod sql;
 mod store;
 mod task;
@@ -38,9 +39,16 @@ pub use instance::{
     ClaimedInstance, CreateOutcome, Fence, HistoryRecord, IfExists, InboxEvent, InstanceFilter,
     InstanceRecord, InstanceStatus, NewInstance, NewSignal, SignalOutcome, StopOutcome,
 };
+pub use queue::{
+    validate_queue_name, EnqueueOutcome, LeaseState, QueueLimits, QueueStats, QueueUpdate,
+    TaskAction, TaskActionOutcome, TaskFilter, TaskRecord, TaskState,
+};
 pub use sql::NamedQueries;
 pub use store::{
-    InstanceClaim, InstanceClaimed, LeaseRelease, Registered, Store, StoreStats, TaskClaim,
+    InstanceClaim, InstanceClaimed, LeaseRelease, QueueClaim, Registered, Store, StoreStats,
+    TaskClaim,
 };
-pub use task::{ClaimedTask, NewTask, TaskCompletion, TaskId, TaskOwner, TaskResult};
+pub use task::{
+    ClaimedTask, NewTask, TaskCompletion, TaskId, TaskOwner, TaskResult, ACTIVITY_QUEUE,
+};
 pub use wakeup::{WakeupSender, Wakeups};

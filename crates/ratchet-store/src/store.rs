@@ -2,9 +2,10 @@ use async_trait::async_trait;
 use ratchet_core::Timestamp;
 
 use crate::{
-    ClaimedInstance, ClaimedTask, CommitBatch, CommitOutcome, CreateOutcome, Fence, HistoryRecord,
-    InstanceFilter, InstanceRecord, Lease, NewInstance, NewSignal, Result, SignalOutcome,
-    StopOutcome, TaskId,
+    ClaimedInstance, ClaimedTask, CommitBatch, CommitOutcome, CreateOutcome, EnqueueOutcome, Fence,
+    HistoryRecord, InstanceFilter, InstanceRecord, Lease, LeaseState, NewInstance, NewSignal,
+    NewTask, QueueStats, QueueUpdate, Result, SignalOutcome, StopOutcome, TaskAction,
+    TaskActionOutcome, TaskFilter, TaskId, TaskRecord,
 };
 
 /// Which orchestrations a claimer can run: a name and the versions it registered.
@@ -49,12 +50,38 @@ pub struct InstanceClaimed {
 pub struct TaskClaim {
     /// The lease to take.
     pub lease: Lease,
-    /// At most this many tasks.
-    pub limit: u32,
-    /// Activity names the caller can run.
+    /// The queues to take from, each with the most tasks to take from it (the caller's free
+    /// capacity for that queue). A queue's shared settings (pause, rate, concurrency) may
+    /// allow fewer.
+    pub queues: Vec<QueueClaim>,
+    /// Activity and task names the caller can run.
     pub names: Vec<String>,
     /// The claim's time.
     pub now: Timestamp,
+}
+
+/// One queue of a [`TaskClaim`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueClaim {
+    /// The queue.
+    pub queue: String,
+    /// At most this many tasks from it.
+    pub limit: u32,
+}
+
+impl TaskClaim {
+    /// A claim of up to `limit` activity attempts.
+    pub fn activities(lease: Lease, limit: u32, names: Vec<String>, now: Timestamp) -> Self {
+        Self {
+            lease,
+            queues: vec![QueueClaim {
+                queue: crate::ACTIVITY_QUEUE.to_string(),
+                limit,
+            }],
+            names,
+            now,
+        }
+    }
 }
 
 /// Leases to give back (graceful shutdown).
@@ -120,8 +147,8 @@ pub trait Store: Send + Sync + 'static {
     /// Database failures.
     async fn task_claim(&self, claim: TaskClaim) -> Result<Vec<ClaimedTask>>;
 
-    /// Extends the leases of running tasks; `false` for a task whose lease was lost.
-    /// One round trip.
+    /// Extends the leases of running tasks, and says for each whether it was lost or a client
+    /// asked to cancel it. One round trip.
     ///
     /// # Errors
     ///
@@ -130,7 +157,68 @@ pub trait Store: Send + Sync + 'static {
         &self,
         tasks: Vec<(TaskId, Fence)>,
         until: Timestamp,
-    ) -> Result<Vec<bool>>;
+    ) -> Result<Vec<LeaseState>>;
+
+    /// Enqueues standalone tasks (multi-row, one round trip for thousands). A task whose
+    /// unique key an unfinished task holds is not enqueued; its outcome names that task.
+    ///
+    /// # Errors
+    ///
+    /// Database failures (then nothing was enqueued).
+    async fn task_enqueue(
+        &self,
+        tasks: Vec<NewTask>,
+        now: Timestamp,
+    ) -> Result<Vec<EnqueueOutcome>>;
+
+    /// Reads one task, running or finished. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures.
+    async fn task_get(&self, id: TaskId, now: Timestamp) -> Result<Option<TaskRecord>>;
+
+    /// Lists standalone tasks, newest first. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures.
+    async fn task_list(&self, filter: TaskFilter, now: Timestamp) -> Result<Vec<TaskRecord>>;
+
+    /// Cancels, retries or discards standalone tasks, with an outcome per task. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures.
+    async fn task_act(
+        &self,
+        ids: Vec<TaskId>,
+        action: TaskAction,
+        now: Timestamp,
+    ) -> Result<Vec<TaskActionOutcome>>;
+
+    /// Pauses, resumes or limits a queue for every process. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures.
+    async fn queue_update(&self, update: QueueUpdate) -> Result<()>;
+
+    /// Settings and task counts by state of every queue that has settings or tasks.
+    /// One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures.
+    async fn queue_stats(&self, now: Timestamp) -> Result<Vec<QueueStats>>;
+
+    /// Deletes finished standalone tasks that finished before `before`. Returns how many.
+    /// One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures.
+    async fn task_purge(&self, before: Timestamp) -> Result<u64>;
 
     /// Gives leases back so other processes can take the work at once. One round trip.
     ///

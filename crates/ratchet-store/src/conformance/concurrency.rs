@@ -58,12 +58,12 @@ async fn two_instances_with_tasks(store: &dyn Store, n: u32) -> Vec<ClaimedTask>
         store.commit(batch(vec![t])).await.unwrap();
     }
     store
-        .task_claim(TaskClaim {
-            lease: lease("p", T0.plus(Duration::from_secs(30))),
-            limit: 100,
-            names: vec!["act".into()],
-            now: T0,
-        })
+        .task_claim(TaskClaim::activities(
+            lease("p", T0.plus(Duration::from_secs(30))),
+            100,
+            vec!["act".into()],
+            T0,
+        ))
         .await
         .unwrap()
 }
@@ -74,11 +74,21 @@ pub async fn concurrent_commits_apply_each_completion_once(store: &dyn Store) {
     // Ten batches at once, each completing one task of x and one of y, in opposite orders
     // (a backend that locks in item order would deadlock here), and each also trying one
     // completion that another batch sends too.
-    let xs: Vec<_> = tasks.iter().filter(|t| t.owner.instance == "x").collect();
-    let ys: Vec<_> = tasks.iter().filter(|t| t.owner.instance == "y").collect();
+    let xs: Vec<_> = tasks
+        .iter()
+        .filter(|t| t.owner.as_ref().unwrap().instance == "x")
+        .collect();
+    let ys: Vec<_> = tasks
+        .iter()
+        .filter(|t| t.owner.as_ref().unwrap().instance == "y")
+        .collect();
     let batches = (0..10).map(|i| {
-        let done =
-            |t: &ClaimedTask| TaskCompletion::of(t, TaskResult::Completed(json!(t.owner.seq)));
+        let done = |t: &ClaimedTask| {
+            TaskCompletion::of(
+                t,
+                TaskResult::Completed(json!(t.owner.as_ref().unwrap().seq)),
+            )
+        };
         let mut items = vec![done(xs[i]), done(ys[i])];
         if i % 2 == 1 {
             items.reverse();

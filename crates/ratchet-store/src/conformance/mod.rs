@@ -10,10 +10,12 @@
 
 mod concurrency;
 mod instances;
+mod queue;
 mod tasks;
 
 pub use concurrency::*;
 pub use instances::*;
+pub use queue::*;
 pub use tasks::*;
 
 use ratchet_core::{ActivityOptions, HistoryEvent, Timestamp};
@@ -41,7 +43,14 @@ macro_rules! conformance_suite {
             one_claim_takes_instances_and_tasks, terminated_child_fails_parent_step,
             taken_child_id_fails_parent_step, payloads_round_trip_exactly,
             concurrent_claims_never_share_an_instance,
-            concurrent_commits_apply_each_completion_once);
+            concurrent_commits_apply_each_completion_once, tasks_run_and_leave_the_hot_table,
+            tasks_run_by_priority_then_time, delayed_tasks_wait_for_their_time,
+            unique_keys_hold_until_the_task_finishes, retries_and_snoozes,
+            dead_letters_can_be_retried_or_discarded, tasks_can_be_cancelled_waiting_or_running,
+            paused_queues_start_nothing, queue_concurrency_holds_across_claimers,
+            queue_rate_limit_spends_tokens, queue_stats_and_task_lists,
+            task_purge_removes_old_results, bulk_enqueue_is_one_round_trip,
+            turns_enqueue_standalone_tasks_once);
     };
     (@tests $make:expr; $($name:ident),*) => {
         $(
@@ -145,17 +154,17 @@ pub(crate) fn turn(claimed: &ClaimedInstance, status: InstanceStatus) -> TurnCom
 }
 
 pub(crate) fn activity(instance: &str, seq: u32) -> NewTask {
-    NewTask {
-        name: "act".into(),
-        input: json!(seq),
-        options: ActivityOptions::default(),
-        owner: TaskOwner {
+    NewTask::activity(
+        "act".into(),
+        json!(seq),
+        ActivityOptions::default(),
+        TaskOwner {
             instance: instance.into(),
             execution: 0,
             seq,
         },
-        visible_at: T0,
-    }
+        T0,
+    )
 }
 
 pub(crate) fn batch(turns: Vec<TurnCommit>) -> CommitBatch {

@@ -8,12 +8,12 @@ use crate::{CompletionResult, LeaseRelease, TaskClaim, TaskCompletion, TaskResul
 
 async fn task_claim(store: &dyn Store, owner: &str, now: Timestamp) -> Vec<crate::ClaimedTask> {
     store
-        .task_claim(TaskClaim {
-            lease: lease(owner, now.plus(Duration::from_secs(30))),
-            limit: 100,
-            names: vec!["act".into()],
+        .task_claim(TaskClaim::activities(
+            lease(owner, now.plus(Duration::from_secs(30))),
+            100,
+            vec!["act".into()],
             now,
-        })
+        ))
         .await
         .unwrap()
 }
@@ -41,13 +41,18 @@ pub async fn eager_task_lease_respects_capacity(store: &dyn Store) {
     };
     assert_eq!(tasks.len(), 3, "eager lease is bounded by free capacity");
     assert_eq!(
-        tasks.iter().map(|t| t.owner.seq).collect::<Vec<_>>(),
+        tasks
+            .iter()
+            .map(|t| t.owner.as_ref().unwrap().seq)
+            .collect::<Vec<_>>(),
         vec![0, 1, 2]
     );
     assert!(tasks.iter().all(|t| t.attempt == 1));
     let rest = task_claim(store, "q", T0).await;
     assert_eq!(
-        rest.iter().map(|t| t.owner.seq).collect::<Vec<_>>(),
+        rest.iter()
+            .map(|t| t.owner.as_ref().unwrap().seq)
+            .collect::<Vec<_>>(),
         vec![3, 4],
         "the rest is claimable by anyone"
     );
@@ -173,7 +178,11 @@ pub async fn heartbeat_and_release(store: &dyn Store) {
         )
         .await
         .unwrap();
-    assert_eq!(ok, vec![true, false], "a wrong fence is not extended");
+    assert_eq!(
+        ok,
+        vec![crate::LeaseState::Kept, crate::LeaseState::Lost],
+        "a wrong fence is not extended"
+    );
     let mid = T0.plus(Duration::from_secs(60));
     let taken = task_claim(store, "q", mid).await;
     assert_eq!(
@@ -251,12 +260,12 @@ pub async fn one_claim_takes_instances_and_tasks(store: &dyn Store) {
             limit: 10,
             orchestrations: registered(&["wf"]),
             now: T0,
-            tasks: Some(TaskClaim {
-                lease: lease("p", until),
-                limit: 1,
-                names: vec!["act".into()],
-                now: T0,
-            }),
+            tasks: Some(TaskClaim::activities(
+                lease("p", until),
+                1,
+                vec!["act".into()],
+                T0,
+            )),
         })
         .await
         .unwrap();

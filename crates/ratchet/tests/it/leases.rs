@@ -125,15 +125,15 @@ async fn a_completion_after_takeover_is_refused(store: Arc<dyn Store>) {
     // Another process takes the running attempt over, as if the lease had run out.
     let later = Timestamp::now().plus(Duration::from_secs(60));
     let stolen = store
-        .task_claim(TaskClaim {
-            lease: Lease {
+        .task_claim(TaskClaim::activities(
+            Lease {
                 owner: "thief".into(),
                 until: later.plus(Duration::from_secs(60)),
             },
-            limit: 10,
-            names: vec!["work".into()],
-            now: later,
-        })
+            10,
+            vec!["work".into()],
+            later,
+        ))
         .await
         .unwrap();
     assert_eq!(stolen.len(), 1, "the attempt was taken over");

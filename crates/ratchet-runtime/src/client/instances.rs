@@ -1,17 +1,15 @@
-use std::sync::Arc;
 use std::time::Duration;
 
 use ratchet_core::Timestamp;
 use ratchet_store::{
     CreateOutcome, HistoryRecord, IfExists, InstanceFilter, InstanceRecord, Lease, NewInstance,
-    NewSignal, SignalOutcome, StopOutcome, Store,
+    NewSignal, SignalOutcome, StopOutcome,
 };
 use serde::Serialize;
-use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
 
+use super::{validate_id, validate_name, Client};
 use crate::hub::InstanceOutcome;
-use crate::runtime::Shared;
 use crate::{turn, Error, Result};
 
 /// Options of [`Client::start_with`].
@@ -37,19 +35,6 @@ impl StartOptions {
         self.if_exists = policy;
         self
     }
-}
-
-/// Starts, signals, cancels, terminates, inspects and awaits orchestration instances.
-///
-/// A client made by a [`crate::Runtime`] hands the instances it starts straight to that
-/// runtime (no claim round trip) and is woken by it when they finish. A client made with
-/// [`Client::new`] talks to the store alone and polls while waiting.
-#[derive(Clone)]
-pub struct Client {
-    store: Arc<dyn Store>,
-    local: Option<Arc<Shared>>,
-    max_payload_bytes: usize,
-    poll_interval: Duration,
 }
 
 /// A started instance; await it with [`InstanceHandle::wait`].
@@ -85,88 +70,13 @@ impl InstanceHandle {
     }
 }
 
-pub(crate) fn validate_id(id: &str) -> Result<()> {
-    if id.is_empty() || id.len() > 255 {
-        return Err(Error::InvalidInput(format!(
-            "an instance id must be 1 to 255 bytes, got {}",
-            id.len()
-        )));
-    }
-    if id.chars().any(char::is_control) {
-        return Err(Error::InvalidInput(
-            "an instance id must not contain control characters".into(),
-        ));
-    }
-    Ok(())
-}
-
-fn validate_name(what: &str, name: &str) -> Result<()> {
-    if name.is_empty() || name.len() > 255 || name.chars().any(char::is_control) {
-        return Err(Error::InvalidInput(format!(
-            "a {what} name must be 1 to 255 bytes without control characters"
-        )));
-    }
-    Ok(())
-}
-
 impl Client {
-    /// A client on the store alone (no runtime in this process).
-    pub fn new(store: Arc<dyn Store>) -> Self {
-        let defaults = crate::RuntimeConfig::default();
-        // A store that pushes "finished" needs the poll only as a fallback.
-        let poll_interval = if store.wakeups().is_some() {
-            Duration::from_secs(1)
-        } else {
-            Duration::from_millis(200)
-        };
-        Self {
-            store,
-            local: None,
-            max_payload_bytes: defaults.max_payload_bytes,
-            poll_interval,
-        }
-    }
-
     /// Starts listening for `id` finishing.
     fn watch(&self, id: &str) -> Watch {
         Watch {
             local: self.local.as_ref().map(|s| s.hub.subscribe(id)),
             pushed: self.store.wakeups().map(|w| w.finished),
         }
-    }
-
-    pub(crate) fn local(shared: Arc<Shared>) -> Self {
-        Self {
-            store: shared.store.clone(),
-            max_payload_bytes: shared.config.max_payload_bytes,
-            poll_interval: shared.config.poll_interval,
-            local: Some(shared),
-        }
-    }
-
-    /// Sets how often a wait polls the store when no runtime in this process can wake it.
-    pub fn with_poll_interval(mut self, interval: Duration) -> Self {
-        self.poll_interval = interval.max(Duration::from_millis(1));
-        self
-    }
-
-    /// The store this client talks to.
-    pub fn store(&self) -> &Arc<dyn Store> {
-        &self.store
-    }
-
-    fn payload(&self, what: &str, value: impl Serialize) -> Result<Value> {
-        let value = serde_json::to_value(value)
-            .map_err(|e| Error::InvalidInput(format!("{what} does not serialize: {e}")))?;
-        let size = serde_json::to_vec(&value).map(|b| b.len()).unwrap_or(0);
-        if size > self.max_payload_bytes {
-            return Err(Error::PayloadTooLarge {
-                what: what.to_string(),
-                size,
-                limit: self.max_payload_bytes,
-            });
-        }
-        Ok(value)
     }
 
     /// Starts an orchestration with a generated id.

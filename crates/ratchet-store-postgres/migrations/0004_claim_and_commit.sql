@@ -1,127 +1,20 @@
--- Ratchet's server-side operations: each store call that must read and write in one
--- transaction is one of these functions, so it costs one round trip whatever the batch size.
--- Arguments are parallel arrays (one element per item, children pointing at their item's
--- 1-based position), results are arrays too. Events arrive as JSON text built by the store's
--- Rust code; the functions never look inside them.
---
--- Locking: every function that waits for instance row locks takes them in id order, so two
--- calls never deadlock on instances; claims take only unlocked rows (SKIP LOCKED).
---
--- Notifications: with p_notify, a call that makes work ready for others sends
--- `ratchet.work`, and a finished instance sends its id on `ratchet.done`. PostgreSQL delivers
--- them when the transaction commits, and merges repeats within one transaction.
-
--- Removes every trace of an instance, so its id can start afresh.
-CREATE FUNCTION ratchet.instance_erase(p_id text) RETURNS void
-LANGUAGE sql AS $$
-    DELETE FROM ratchet.instances WHERE id = p_id;
-    DELETE FROM ratchet.inbox WHERE instance = p_id;
-    DELETE FROM ratchet.history WHERE instance = p_id;
-    DELETE FROM ratchet.tasks WHERE instance = p_id;
-    DELETE FROM ratchet.signal_dedup WHERE instance = p_id;
-$$;
-
--- Creates instances, each with its ExecutionStarted inbox row; with p_owner they come back
--- leased. Outcome per item: 'created', 'existing' (UseExisting) or 'exists' (refused).
-CREATE FUNCTION ratchet.instance_create(
-    p_now bigint, p_notify boolean, p_owner text, p_until bigint,
-    n_id text[], n_name text[], n_input text[], n_parent text[], n_parent_instance text[],
-    n_parent_execution integer[], n_parent_seq integer[], n_if_exists text[], n_started text[],
-    OUT outcome text[], OUT status text[], OUT inbox_id bigint[], OUT fence bigint[])
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_status text;
-    v_fence bigint;
-    v_new_fence bigint;
-    v_inbox bigint;
-    v_unleased boolean := false;
-BEGIN
-    outcome := '{}'; status := '{}'; inbox_id := '{}'; fence := '{}';
-    FOR i IN 1 .. coalesce(array_length(n_id, 1), 0) LOOP
-        v_fence := NULL;
-        SELECT s.status, s.fence INTO v_status, v_fence
-        FROM ratchet.instances s WHERE s.id = n_id[i] FOR NO KEY UPDATE;
-        IF FOUND THEN
-            IF n_if_exists[i] = 'RestartIfFinished'
-               AND v_status IN ('Completed', 'Failed', 'Cancelled', 'Terminated') THEN
-                PERFORM ratchet.instance_erase(n_id[i]);
-            ELSE
-                outcome := outcome || CASE WHEN n_if_exists[i] = 'UseExisting'
-                                           THEN 'existing' ELSE 'exists' END;
-                status := status || v_status; inbox_id := inbox_id || NULL::bigint;
-                fence := fence || NULL::bigint;
-                CONTINUE;
-            END IF;
-        END IF;
-        -- A restarted id keeps counting fences, so no lease of its old life is valid again.
-        v_new_fence := coalesce(v_fence, 0) + CASE WHEN p_owner IS NULL THEN 0 ELSE 1 END;
-        INSERT INTO ratchet.instances (id, name, status, execution, input, parent,
-            parent_instance, parent_execution, parent_seq, lease_owner, lease_until, fence,
-            created_at, updated_at)
-        VALUES (n_id[i], n_name[i], 'Pending', 0, n_input[i], n_parent[i], n_parent_instance[i],
-            n_parent_execution[i], n_parent_seq[i], p_owner, p_until, v_new_fence, p_now, p_now)
-        ON CONFLICT (id) DO NOTHING;
-        IF NOT FOUND THEN
-            -- Another caller created it since we looked.
-            SELECT s.status INTO v_status FROM ratchet.instances s WHERE s.id = n_id[i];
-            outcome := outcome || CASE WHEN n_if_exists[i] = 'UseExisting'
-                                       THEN 'existing' ELSE 'exists' END;
-            status := status || v_status; inbox_id := inbox_id || NULL::bigint;
-            fence := fence || NULL::bigint;
-            CONTINUE;
-        END IF;
-        INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
-        VALUES (n_id[i], 'ExecutionStarted', n_started[i], p_now)
-        RETURNING id INTO v_inbox;
-        outcome := outcome || 'created'::text; status := status || 'Pending'::text;
-        inbox_id := inbox_id || v_inbox; fence := fence || v_new_fence;
-        v_unleased := v_unleased OR p_owner IS NULL;
-    END LOOP;
-    IF p_notify AND v_unleased THEN
-        PERFORM pg_notify('ratchet.work', '');
-    END IF;
-END $$;
-
--- Leases up to p_limit visible tasks with one of p_names, oldest ready first; expired leases
--- are ready again at their expiry. Shared by the claim and the task claim.
-CREATE FUNCTION ratchet.task_take(
-    p_now bigint, p_owner text, p_until bigint, p_limit integer, p_names text[])
-RETURNS SETOF ratchet.tasks
-LANGUAGE sql AS $$
-    WITH ready AS (
-        SELECT id FROM ratchet.tasks
-        WHERE ready_at <= p_now AND name = ANY (p_names)
-        ORDER BY ready_at, id
-        LIMIT p_limit
-        FOR NO KEY UPDATE SKIP LOCKED)
-    UPDATE ratchet.tasks t
-    SET lease_owner = p_owner, lease_until = p_until, ready_at = p_until, fence = t.fence + 1
-    FROM ready WHERE t.id = ready.id
-    RETURNING t.*
-$$;
-
--- The visible inbox events of some instances, oldest first, as parallel arrays.
-CREATE FUNCTION ratchet.visible_events(
-    p_ids text[], p_now bigint, OUT e_instance text[], OUT e_id bigint[], OUT e_event text[])
-LANGUAGE sql STABLE AS $$
-    SELECT coalesce(array_agg(b.instance ORDER BY b.id), '{}'),
-           coalesce(array_agg(b.id ORDER BY b.id), '{}'),
-           coalesce(array_agg(b.event ORDER BY b.id), '{}')
-    FROM ratchet.inbox b WHERE b.instance = ANY (p_ids) AND b.visible_at <= p_now
-$$;
+-- The two calls of the hot path: the poll that claims instances and tasks, and the group
+-- commit of turns and task completions. Both are one round trip whatever their size.
 
 -- One poll: leases up to p_limit instances that have visible inbox events and no live lease
--- (runnable by the caller: its names, and its versions once an instance pinned one), up to
--- p_task_limit ready tasks, and says when the next inbox event or task becomes ready.
+-- (runnable by the caller: its names, and its versions once an instance pinned one), ready
+-- tasks from each of p_task_queues up to its limit, and says when the next inbox event or
+-- task becomes ready, or the next token of a rate-limited queue that has work waiting.
 CREATE FUNCTION ratchet.claim(
     p_now bigint, p_owner text, p_until bigint, p_limit integer,
-    p_reg_name text[], p_reg_version integer[], p_task_limit integer, p_task_names text[],
+    p_reg_name text[], p_reg_version integer[], p_task_queues text[], p_task_limits integer[],
+    p_task_names text[],
     OUT i_id text[], OUT i_name text[], OUT i_version integer[], OUT i_execution integer[],
     OUT i_history_len integer[], OUT i_fence bigint[],
     OUT e_instance text[], OUT e_id bigint[], OUT e_event text[],
     OUT t_id bigint[], OUT t_fence bigint[], OUT t_name text[], OUT t_input text[],
     OUT t_options text[], OUT t_instance text[], OUT t_execution integer[], OUT t_seq integer[],
-    OUT t_attempt integer[], OUT next_due bigint)
+    OUT t_attempt integer[], OUT t_queue text[], OUT t_metadata text[], OUT next_due bigint)
 LANGUAGE plpgsql AS $$
 BEGIN
     i_id := '{}'; i_name := '{}'; i_version := '{}'; i_execution := '{}';
@@ -158,21 +51,32 @@ BEGIN
         WHERE i.id = ANY (i_id) AND i.id <> ALL (e_instance) AND i.lease_owner = p_owner;
     END IF;
 
-    SELECT coalesce(array_agg(t.id ORDER BY t.id), '{}'),
-           coalesce(array_agg(t.fence ORDER BY t.id), '{}'),
-           coalesce(array_agg(t.name ORDER BY t.id), '{}'),
-           coalesce(array_agg(t.input ORDER BY t.id), '{}'),
-           coalesce(array_agg(t.options ORDER BY t.id), '{}'),
-           coalesce(array_agg(t.instance ORDER BY t.id), '{}'),
-           coalesce(array_agg(t.execution ORDER BY t.id), '{}'),
-           coalesce(array_agg(t.seq ORDER BY t.id), '{}'),
-           coalesce(array_agg(t.attempt ORDER BY t.id), '{}')
-    INTO t_id, t_fence, t_name, t_input, t_options, t_instance, t_execution, t_seq, t_attempt
-    FROM ratchet.task_take(p_now, p_owner, p_until, coalesce(p_task_limit, 0),
-                           coalesce(p_task_names, '{}')) AS t;
+    SELECT coalesce(array_agg(t.id ORDER BY t.priority, t.visible_at, t.id), '{}'),
+           coalesce(array_agg(t.fence ORDER BY t.priority, t.visible_at, t.id), '{}'),
+           coalesce(array_agg(t.name ORDER BY t.priority, t.visible_at, t.id), '{}'),
+           coalesce(array_agg(t.input ORDER BY t.priority, t.visible_at, t.id), '{}'),
+           coalesce(array_agg(t.options ORDER BY t.priority, t.visible_at, t.id), '{}'),
+           coalesce(array_agg(t.instance ORDER BY t.priority, t.visible_at, t.id), '{}'),
+           coalesce(array_agg(t.execution ORDER BY t.priority, t.visible_at, t.id), '{}'),
+           coalesce(array_agg(t.seq ORDER BY t.priority, t.visible_at, t.id), '{}'),
+           coalesce(array_agg(t.attempt ORDER BY t.priority, t.visible_at, t.id), '{}'),
+           coalesce(array_agg(t.queue ORDER BY t.priority, t.visible_at, t.id), '{}'),
+           coalesce(array_agg(t.metadata ORDER BY t.priority, t.visible_at, t.id), '{}')
+    INTO t_id, t_fence, t_name, t_input, t_options, t_instance, t_execution, t_seq, t_attempt,
+         t_queue, t_metadata
+    FROM ratchet.task_take(p_now, p_owner, p_until, coalesce(p_task_queues, '{}'),
+                           coalesce(p_task_limits, '{}'), coalesce(p_task_names, '{}')) AS t;
 
     SELECT least((SELECT min(visible_at) FROM ratchet.inbox WHERE visible_at > p_now),
-                 (SELECT min(ready_at) FROM ratchet.tasks WHERE ready_at > p_now))
+                 (SELECT min(ready_at) FROM ratchet.tasks WHERE ready_at > p_now),
+                 (SELECT min(p_now + ceil((1 - q.tokens) * 1000 / q.rate_per_second))::bigint
+                  FROM ratchet.queues q
+                  WHERE q.name = ANY (p_task_queues) AND q.rate_per_second > 0
+                    AND q.refilled_at = p_now AND q.tokens < 1 AND NOT q.paused
+                    AND EXISTS (SELECT 1 FROM ratchet.tasks t
+                                WHERE t.queue = q.name AND t.ready_at <= p_now
+                                  AND t.name = ANY (p_task_names)
+                                  AND NOT t.cancel_requested)))
     INTO next_due;
 END $$;
 
@@ -189,9 +93,10 @@ CREATE FUNCTION ratchet.commit_batch(
     c_turn integer[], c_id bigint[],
     -- history each turn appends
     h_turn integer[], h_seq integer[], h_event text[],
-    -- activities each turn schedules
-    k_turn integer[], k_name text[], k_input text[], k_options text[], k_seq integer[],
-    k_visible_at bigint[],
+    -- tasks each turn creates: activities (with their step) and standalone tasks it enqueues
+    k_turn integer[], k_queue text[], k_name text[], k_input text[], k_options text[],
+    k_seq integer[], k_visible_at bigint[], k_priority integer[], k_unique_key text[],
+    k_metadata text[], k_standalone boolean[],
     -- events for the turn's own instance (timers)
     b_turn integer[], b_kind text[], b_event text[], b_visible_at bigint[],
     -- events for the turn's parent (a finished sub-orchestration's result)
@@ -202,10 +107,12 @@ CREATE FUNCTION ratchet.commit_batch(
     n_parent_seq integer[], n_started text[], n_exists text[],
     -- the next execution's opening events, for turns that continue as new
     s_turn integer[], s_kind text[], s_event text[],
-    -- task completions
+    -- task completions: outcome 'Completed', 'Failed', 'Retry', 'Snooze' or 'Cancelled';
+    -- an activity's event for its orchestration, a standalone task's output, the error, and
+    -- the time of a retry or snooze
     p_task bigint[], p_fence bigint[], p_instance text[], p_execution integer[],
-    p_seq integer[], p_attempt integer[], p_kind text[], p_event text[], p_retry_at bigint[],
-    p_error text[],
+    p_seq integer[], p_attempt integer[], p_outcome text[], p_kind text[], p_event text[],
+    p_output text[], p_error text[], p_at bigint[],
     -- eager dispatch
     p_task_owner text, p_task_until bigint, p_task_capacity integer,
     p_lock text[], p_lock_owner text, p_lock_until bigint,
@@ -292,33 +199,42 @@ BEGIN
         END IF;
     END IF;
 
-    -- Activities, the first p_task_capacity of them leased to the committer.
+    -- Tasks: activities, the first p_task_capacity of them leased to the committer, and
+    -- standalone tasks for their queues (one whose unique key is held is not enqueued).
     WITH scheduled AS (
-        SELECT k.*, row_number() OVER (ORDER BY k.n) AS rank
-        FROM unnest(k_turn, k_name, k_input, k_options, k_seq, k_visible_at)
-             WITH ORDINALITY AS k(turn, name, input, options, seq, visible_at, n)
+        SELECT k.*, row_number() OVER (PARTITION BY k.standalone ORDER BY k.n) AS rank
+        FROM unnest(k_turn, k_queue, k_name, k_input, k_options, k_seq, k_visible_at,
+                    k_priority, k_unique_key, k_metadata, k_standalone)
+             WITH ORDINALITY AS k(turn, queue, name, input, options, seq, visible_at,
+                                  priority, unique_key, metadata, standalone, n)
         WHERE turn_ok[k.turn] AND t_instance[k.turn] <> ALL (v_finished)
           AND t_instance[k.turn] <> ALL (v_continued)
     ), inserted AS (
-        INSERT INTO ratchet.tasks (name, input, options, instance, execution, seq, visible_at,
-                                   ready_at, lease_owner, lease_until, fence, created_at)
-        SELECT s.name, s.input, s.options, t_instance[s.turn], t_execution[s.turn], s.seq,
-               s.visible_at,
+        INSERT INTO ratchet.tasks (queue, name, input, options, instance, execution, seq,
+                                   priority, visible_at, ready_at, lease_owner, lease_until,
+                                   fence, unique_key, metadata, created_at)
+        SELECT s.queue, s.name, s.input, s.options,
+               CASE WHEN s.standalone THEN NULL ELSE t_instance[s.turn] END,
+               CASE WHEN s.standalone THEN NULL ELSE t_execution[s.turn] END,
+               CASE WHEN s.standalone THEN NULL ELSE s.seq END,
+               s.priority, s.visible_at,
                CASE WHEN s.leased THEN p_task_until ELSE s.visible_at END,
                CASE WHEN s.leased THEN p_task_owner END,
                CASE WHEN s.leased THEN p_task_until END,
                CASE WHEN s.leased THEN 1 ELSE 0 END,
-               p_now
+               s.unique_key, s.metadata, p_now
         FROM (SELECT scheduled.*,
-                     (p_task_owner IS NOT NULL AND rank <= p_task_capacity) AS leased
+                     (NOT standalone AND p_task_owner IS NOT NULL
+                      AND rank <= p_task_capacity) AS leased
               FROM scheduled) s
         ORDER BY s.n
-        RETURNING id, fence, instance, seq, lease_owner)
+        ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+        RETURNING id, fence, instance, seq, lease_owner, visible_at)
     SELECT coalesce(array_agg(instance ORDER BY id) FILTER (WHERE lease_owner IS NOT NULL), '{}'),
            coalesce(array_agg(seq ORDER BY id) FILTER (WHERE lease_owner IS NOT NULL), '{}'),
            coalesce(array_agg(id ORDER BY id) FILTER (WHERE lease_owner IS NOT NULL), '{}'),
            coalesce(array_agg(fence ORDER BY id) FILTER (WHERE lease_owner IS NOT NULL), '{}'),
-           coalesce(bool_or(lease_owner IS NULL), false)
+           coalesce(bool_or(lease_owner IS NULL AND visible_at <= p_now), false)
     INTO task_instance, task_seq, task_id, task_fence, v_unleased_tasks
     FROM inserted;
 
@@ -400,7 +316,7 @@ BEGIN
     END IF;
 
     -- Task completions: lock the rows, then each is applied only under its live fence, for
-    -- the step and attempt it claims, once per batch.
+    -- the step (or no step) and attempt it claims, once per batch.
     PERFORM 1 FROM ratchet.tasks WHERE id = ANY (p_task) ORDER BY id FOR NO KEY UPDATE;
     SELECT coalesce(array_agg(t.id IS NOT NULL AND c.nth = 1 ORDER BY c.n), '{}')
     INTO completion_ok
@@ -408,29 +324,44 @@ BEGIN
           FROM unnest(p_task, p_fence, p_instance, p_execution, p_seq, p_attempt)
                WITH ORDINALITY AS c(task, fence, instance, execution, seq, attempt, n)) c
     LEFT JOIN ratchet.tasks t ON t.id = c.task AND t.fence = c.fence
-         AND t.instance = c.instance AND t.execution = c.execution AND t.seq = c.seq
-         AND t.attempt = c.attempt;
+         AND t.instance IS NOT DISTINCT FROM c.instance
+         AND t.execution IS NOT DISTINCT FROM c.execution
+         AND t.seq IS NOT DISTINCT FROM c.seq AND t.attempt = c.attempt;
 
-    -- A retry makes the next attempt claimable at its backoff time.
+    -- A retry makes the next attempt claimable at its backoff time; a snooze, the same
+    -- attempt at its time.
     UPDATE ratchet.tasks t
-    SET attempt = t.attempt + 1, visible_at = c.retry_at, ready_at = c.retry_at,
-        last_error = c.error, lease_owner = NULL, lease_until = NULL
-    FROM unnest(p_task, p_retry_at, p_error) WITH ORDINALITY AS c(task, retry_at, error, n)
-    WHERE completion_ok[c.n] AND c.retry_at IS NOT NULL AND t.id = c.task;
+    SET attempt = t.attempt + CASE WHEN c.outcome = 'Retry' THEN 1 ELSE 0 END,
+        visible_at = c.at, ready_at = c.at, last_error = coalesce(c.error, t.last_error),
+        lease_owner = NULL, lease_until = NULL
+    FROM unnest(p_task, p_outcome, p_at, p_error) WITH ORDINALITY AS c(task, outcome, at, error, n)
+    WHERE completion_ok[c.n] AND c.outcome IN ('Retry', 'Snooze') AND t.id = c.task;
 
-    -- A final outcome leaves the table and reaches the orchestration, if it still runs that
-    -- execution.
+    -- A standalone task's final outcome moves it to its results.
+    PERFORM ratchet.task_finish(
+        array_agg(c.task),
+        array_agg(CASE c.outcome WHEN 'Failed' THEN 'Dead' ELSE c.outcome END),
+        array_agg(c.output), array_agg(c.error), p_now)
+    FROM unnest(p_task, p_instance, p_outcome, p_output, p_error)
+         WITH ORDINALITY AS c(task, instance, outcome, output, error, n)
+    WHERE completion_ok[c.n] AND c.instance IS NULL
+      AND c.outcome IN ('Completed', 'Failed', 'Cancelled')
+    HAVING count(*) > 0;
+
+    -- An activity's final outcome leaves the table and reaches the orchestration, if it still
+    -- runs that execution.
     DELETE FROM ratchet.tasks t
-    USING unnest(p_task, p_retry_at) WITH ORDINALITY AS c(task, retry_at, n)
-    WHERE completion_ok[c.n] AND c.retry_at IS NULL AND t.id = c.task;
+    USING unnest(p_task, p_instance, p_event) WITH ORDINALITY AS c(task, instance, event, n)
+    WHERE completion_ok[c.n] AND c.instance IS NOT NULL AND c.event IS NOT NULL
+      AND t.id = c.task;
     WITH inserted AS (
         INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
         SELECT c.instance, c.kind, c.event, 0
-        FROM unnest(p_instance, p_execution, p_kind, p_event, p_retry_at)
-             WITH ORDINALITY AS c(instance, execution, kind, event, retry_at, n)
+        FROM unnest(p_instance, p_execution, p_kind, p_event)
+             WITH ORDINALITY AS c(instance, execution, kind, event, n)
         JOIN ratchet.instances i ON i.id = c.instance AND i.execution = c.execution
              AND i.status IN ('Pending', 'Running', 'ContinuedAsNew')
-        WHERE completion_ok[c.n] AND c.retry_at IS NULL
+        WHERE completion_ok[c.n] AND c.event IS NOT NULL
         ORDER BY c.n
         RETURNING instance)
     SELECT v_woken || coalesce(array_agg(instance), '{}') INTO v_woken FROM inserted;
@@ -461,112 +392,3 @@ BEGIN
     END IF;
 END $$;
 
--- Raises signals into their instances' inboxes. Outcome per item: 'raised', 'duplicate',
--- 'not_found' or 'finished' (with the status).
-CREATE FUNCTION ratchet.signal_raise(
-    p_now bigint, p_notify boolean, s_instance text[], s_dedup text[], s_event text[],
-    OUT outcome text[], OUT status text[])
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_status text;
-    v_raised boolean := false;
-BEGIN
-    outcome := '{}'; status := '{}';
-    -- A share lock keeps a concurrent finish from clearing the inbox under the new row.
-    PERFORM 1 FROM ratchet.instances WHERE id = ANY (s_instance) ORDER BY id FOR SHARE;
-    FOR i IN 1 .. coalesce(array_length(s_instance, 1), 0) LOOP
-        SELECT s.status INTO v_status FROM ratchet.instances s WHERE s.id = s_instance[i];
-        IF NOT FOUND THEN
-            outcome := outcome || 'not_found'::text; status := status || NULL::text;
-        ELSIF v_status IN ('Completed', 'Failed', 'Cancelled', 'Terminated') THEN
-            outcome := outcome || 'finished'::text; status := status || v_status;
-        ELSE
-            IF s_dedup[i] IS NOT NULL THEN
-                INSERT INTO ratchet.signal_dedup (instance, dedup_id)
-                VALUES (s_instance[i], s_dedup[i]) ON CONFLICT DO NOTHING;
-                IF NOT FOUND THEN
-                    outcome := outcome || 'duplicate'::text; status := status || v_status;
-                    CONTINUE;
-                END IF;
-            END IF;
-            INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
-            VALUES (s_instance[i], 'SignalReceived', s_event[i], p_now);
-            outcome := outcome || 'raised'::text; status := status || v_status;
-            v_raised := true;
-        END IF;
-    END LOOP;
-    IF p_notify AND v_raised THEN
-        PERFORM pg_notify('ratchet.work', '');
-    END IF;
-END $$;
-
--- Asks an instance to cancel: a CancelRequested event its next turn sees.
-CREATE FUNCTION ratchet.instance_cancel(
-    p_id text, p_event text, p_now bigint, p_notify boolean, OUT outcome text, OUT status text)
-LANGUAGE plpgsql AS $$
-BEGIN
-    SELECT s.status INTO status FROM ratchet.instances s WHERE s.id = p_id FOR SHARE;
-    IF NOT FOUND THEN
-        outcome := 'not_found';
-    ELSIF status IN ('Completed', 'Failed', 'Cancelled', 'Terminated') THEN
-        outcome := 'finished';
-    ELSE
-        INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
-        VALUES (p_id, 'CancelRequested', p_event, p_now);
-        outcome := 'done';
-        IF p_notify THEN
-            PERFORM pg_notify('ratchet.work', '');
-        END IF;
-    END IF;
-END $$;
-
--- Stops an instance at once: Terminated, pending work dropped, its lease fenced off, and its
--- parent told, if the parent still runs the execution that started it.
-CREATE FUNCTION ratchet.instance_terminate(
-    p_id text, p_error text, p_now bigint, p_notify boolean, OUT outcome text, OUT status text)
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_parent text;
-    v_parent_execution integer;
-    v_parent_seq integer;
-BEGIN
-    PERFORM 1 FROM ratchet.instances
-    WHERE id = p_id OR id = (SELECT parent_instance FROM ratchet.instances WHERE id = p_id)
-    ORDER BY id
-    FOR NO KEY UPDATE;
-    SELECT s.status, s.parent_instance, s.parent_execution, s.parent_seq
-    INTO status, v_parent, v_parent_execution, v_parent_seq
-    FROM ratchet.instances s WHERE s.id = p_id;
-    IF NOT FOUND THEN
-        outcome := 'not_found';
-        RETURN;
-    END IF;
-    IF status IN ('Completed', 'Failed', 'Cancelled', 'Terminated') THEN
-        outcome := 'finished';
-        RETURN;
-    END IF;
-    UPDATE ratchet.instances
-    SET status = 'Terminated', error = p_error, updated_at = p_now, finished_at = p_now,
-        lease_owner = NULL, lease_until = NULL, fence = fence + 1
-    WHERE id = p_id;
-    DELETE FROM ratchet.inbox WHERE instance = p_id;
-    DELETE FROM ratchet.tasks WHERE instance = p_id;
-    -- The only event this file builds itself: it must match HistoryEvent's JSON form
-    -- (`SubOrchestrationFailed`), which the conformance suite checks.
-    INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
-    SELECT v_parent, 'SubOrchestrationFailed',
-           json_build_object('type', 'SubOrchestrationFailed', 'seq', v_parent_seq,
-                             'error', p_error::json)::text,
-           p_now
-    FROM ratchet.instances p
-    WHERE p.id = v_parent AND p.execution = v_parent_execution
-      AND p.status IN ('Pending', 'Running', 'ContinuedAsNew');
-    outcome := 'done';
-    status := 'Terminated';
-    IF p_notify THEN
-        PERFORM pg_notify('ratchet.done', p_id);
-        IF v_parent IS NOT NULL THEN
-            PERFORM pg_notify('ratchet.work', '');
-        END IF;
-    END IF;
-END $$;

@@ -1,0 +1,118 @@
+//! The client: starts, steers and inspects orchestration instances and standalone tasks.
+
+mod instances;
+mod tasks;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+
+pub use instances::{InstanceHandle, StartOptions};
+pub use tasks::TaskRequest;
+
+use crate::runtime::Shared;
+use crate::{Error, Registry, Result};
+
+/// Starts, signals, cancels, terminates, inspects and awaits orchestration instances, and
+/// enqueues, steers and inspects standalone tasks and their queues.
+///
+/// A client made by a [`crate::Runtime`] hands the instances it starts straight to that
+/// runtime (no claim round trip), is woken by it when they finish, and checks task names and
+/// inputs against its registry. A client made with [`Client::new`] talks to the store alone;
+/// give it the registry with [`Client::with_registry`] to have tasks checked before they are
+/// enqueued.
+#[derive(Clone)]
+pub struct Client {
+    store: Arc<dyn ratchet_store::Store>,
+    local: Option<Arc<Shared>>,
+    registry: Option<Arc<Registry>>,
+    max_payload_bytes: usize,
+    poll_interval: Duration,
+}
+
+pub(crate) fn validate_id(id: &str) -> Result<()> {
+    if id.is_empty() || id.len() > 255 {
+        return Err(Error::InvalidInput(format!(
+            "an instance id must be 1 to 255 bytes, got {}",
+            id.len()
+        )));
+    }
+    if id.chars().any(char::is_control) {
+        return Err(Error::InvalidInput(
+            "an instance id must not contain control characters".into(),
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn validate_name(what: &str, name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > 255 || name.chars().any(char::is_control) {
+        return Err(Error::InvalidInput(format!(
+            "a {what} name must be 1 to 255 bytes without control characters"
+        )));
+    }
+    Ok(())
+}
+
+impl Client {
+    /// A client on the store alone (no runtime in this process).
+    pub fn new(store: Arc<dyn ratchet_store::Store>) -> Self {
+        let defaults = crate::RuntimeConfig::default();
+        // A store that pushes "finished" needs the poll only as a fallback.
+        let poll_interval = if store.wakeups().is_some() {
+            Duration::from_secs(1)
+        } else {
+            Duration::from_millis(200)
+        };
+        Self {
+            store,
+            local: None,
+            registry: None,
+            max_payload_bytes: defaults.max_payload_bytes,
+            poll_interval,
+        }
+    }
+
+    /// Checks task names and inputs against `registry` before enqueueing.
+    pub fn with_registry(mut self, registry: Arc<Registry>) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    pub(crate) fn local(shared: Arc<Shared>) -> Self {
+        Self {
+            store: shared.store.clone(),
+            registry: Some(shared.registry.clone()),
+            max_payload_bytes: shared.config.max_payload_bytes,
+            poll_interval: shared.config.poll_interval,
+            local: Some(shared),
+        }
+    }
+
+    /// Sets how often a wait polls the store when no runtime in this process can wake it.
+    pub fn with_poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval.max(Duration::from_millis(1));
+        self
+    }
+
+    /// The store this client talks to.
+    pub fn store(&self) -> &Arc<dyn ratchet_store::Store> {
+        &self.store
+    }
+
+    pub(crate) fn payload(&self, what: &str, value: impl Serialize) -> Result<Value> {
+        let value = serde_json::to_value(value)
+            .map_err(|e| Error::InvalidInput(format!("{what} does not serialize: {e}")))?;
+        let size = serde_json::to_vec(&value).map(|b| b.len()).unwrap_or(0);
+        if size > self.max_payload_bytes {
+            return Err(Error::PayloadTooLarge {
+                what: what.to_string(),
+                size,
+                limit: self.max_payload_bytes,
+            });
+        }
+        Ok(value)
+    }
+}
