@@ -63,3 +63,5 @@ pub mod testing;
 pub use config::PostgresConfig;
 pub use migrate::SCHEMA_VERSION;
 pub use store::PostgresStore;
+/// The driver, for [`PostgresStore::task_enqueue_in`]'s transaction type.
+pub use tokio_postgres;

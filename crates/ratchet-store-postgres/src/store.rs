@@ -204,6 +204,37 @@ impl PostgresStore {
             .map_err(Failure::into_store)
     }
 
+    /// Enqueues standalone tasks in the caller's own transaction, so they commit or roll
+    /// back with the caller's work: one round trip on the caller's connection. (Prepare them
+    /// with the client's `prepare_tasks`, which checks names and inputs.) Workers are notified
+    /// when the transaction commits.
+    ///
+    /// # Errors
+    ///
+    /// Database failures (the caller's transaction is then aborted).
+    pub async fn task_enqueue_in(
+        &self,
+        tx: &tokio_postgres::Transaction<'_>,
+        tasks: &[ratchet_store::NewTask],
+        now: Timestamp,
+    ) -> Result<Vec<EnqueueOutcome>> {
+        let args = task::EnqueueArgs::of(tasks);
+        let notify = self.inner.config.notify;
+        let params = args.params(&now.0, &notify);
+        self.inner
+            .counters
+            .round_trips
+            .fetch_add(1, Ordering::Relaxed);
+        let rows = tx
+            .query_typed(self.inner.sql.get("task_enqueue"), &params)
+            .await
+            .map_err(db_err)?;
+        let row = rows
+            .first()
+            .ok_or_else(|| StoreError::Corrupt("task_enqueue returned no row".into()))?;
+        task::enqueue_outcomes(row).map_err(Failure::into_store)
+    }
+
     /// Every named statement, for the test that prepares them all.
     pub fn statement_names() -> Vec<String> {
         queries("ratchet")

@@ -9,7 +9,7 @@ use serde_json::Value;
 use tokio_postgres::Row;
 
 use crate::convert::{col, from_json, opt_json, to_json, u32_of, Res};
-use crate::param::p;
+use crate::param::{p, Param};
 use crate::store::Conn;
 
 /// The queue, limit and name arrays of a task claim.
@@ -183,41 +183,55 @@ pub(crate) async fn release(c: &Conn, release: &LeaseRelease) -> Res<()> {
     Ok(())
 }
 
-pub(crate) async fn enqueue(
-    c: &Conn,
-    tasks: &[NewTask],
-    now: Timestamp,
-) -> Res<Vec<EnqueueOutcome>> {
-    let queues: Vec<String> = tasks.iter().map(|t| t.queue.clone()).collect();
-    let names: Vec<String> = tasks.iter().map(|t| t.name.clone()).collect();
-    let inputs: Vec<String> = tasks.iter().map(|t| to_json(&t.input)).collect();
-    let options: Vec<String> = tasks.iter().map(|t| to_json(&t.options)).collect();
-    let priorities: Vec<i32> = tasks.iter().map(|t| i32::from(t.priority)).collect();
-    let visible: Vec<i64> = tasks.iter().map(|t| t.visible_at.0).collect();
-    let keys: Vec<Option<String>> = tasks.iter().map(|t| t.unique_key.clone()).collect();
-    let metadata: Vec<Option<String>> = tasks
-        .iter()
-        .map(|t| t.metadata.as_ref().map(to_json))
-        .collect();
-    let row = c
-        .one(
-            "task_enqueue",
-            &[
-                p(&now.0),
-                p(&c.notify()),
-                p(&queues),
-                p(&names),
-                p(&inputs),
-                p(&options),
-                p(&priorities),
-                p(&visible),
-                p(&keys),
-                p(&metadata),
-            ],
-        )
-        .await?;
-    let outcomes: Vec<String> = col(&row, "outcome")?;
-    let ids: Vec<i64> = col(&row, "id")?;
+/// The arguments of `task_enqueue`, one vector per array parameter.
+pub(crate) struct EnqueueArgs {
+    queues: Vec<String>,
+    names: Vec<String>,
+    inputs: Vec<String>,
+    options: Vec<String>,
+    priorities: Vec<i32>,
+    visible: Vec<i64>,
+    keys: Vec<Option<String>>,
+    metadata: Vec<Option<String>>,
+}
+
+impl EnqueueArgs {
+    pub(crate) fn of(tasks: &[NewTask]) -> Self {
+        Self {
+            queues: tasks.iter().map(|t| t.queue.clone()).collect(),
+            names: tasks.iter().map(|t| t.name.clone()).collect(),
+            inputs: tasks.iter().map(|t| to_json(&t.input)).collect(),
+            options: tasks.iter().map(|t| to_json(&t.options)).collect(),
+            priorities: tasks.iter().map(|t| i32::from(t.priority)).collect(),
+            visible: tasks.iter().map(|t| t.visible_at.0).collect(),
+            keys: tasks.iter().map(|t| t.unique_key.clone()).collect(),
+            metadata: tasks
+                .iter()
+                .map(|t| t.metadata.as_ref().map(to_json))
+                .collect(),
+        }
+    }
+
+    pub(crate) fn params<'a>(&'a self, now: &'a i64, notify: &'a bool) -> Vec<Param<'a>> {
+        vec![
+            p(now),
+            p(notify),
+            p(&self.queues),
+            p(&self.names),
+            p(&self.inputs),
+            p(&self.options),
+            p(&self.priorities),
+            p(&self.visible),
+            p(&self.keys),
+            p(&self.metadata),
+        ]
+    }
+}
+
+/// `task_enqueue`'s row: an outcome per task.
+pub(crate) fn enqueue_outcomes(row: &Row) -> Res<Vec<EnqueueOutcome>> {
+    let outcomes: Vec<String> = col(row, "outcome")?;
+    let ids: Vec<i64> = col(row, "id")?;
     Ok(outcomes
         .iter()
         .zip(ids)
@@ -226,6 +240,18 @@ pub(crate) async fn enqueue(
             _ => EnqueueOutcome::Duplicate(TaskId(id)),
         })
         .collect())
+}
+
+pub(crate) async fn enqueue(
+    c: &Conn,
+    tasks: &[NewTask],
+    now: Timestamp,
+) -> Res<Vec<EnqueueOutcome>> {
+    let args = EnqueueArgs::of(tasks);
+    let row = c
+        .one("task_enqueue", &args.params(&now.0, &c.notify()))
+        .await?;
+    enqueue_outcomes(&row)
 }
 
 pub(crate) fn task_state(text: &str) -> Result<TaskState, StoreError> {

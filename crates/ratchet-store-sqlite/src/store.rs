@@ -79,6 +79,24 @@ impl SqliteStore {
         })
     }
 
+    /// Enqueues standalone tasks in the caller's own transaction on this database file, so
+    /// they commit or roll back with the caller's work. (Prepare them with the client's
+    /// `prepare_tasks`, which checks names and inputs.) A worker in this process does not
+    /// learn of them until its next poll.
+    ///
+    /// # Errors
+    ///
+    /// Database failures.
+    pub fn task_enqueue_in(
+        &self,
+        tx: &Transaction<'_>,
+        tasks: &[ratchet_store::NewTask],
+        now: Timestamp,
+    ) -> Result<Vec<ratchet_store::EnqueueOutcome>> {
+        self.counters.round_trips.fetch_add(1, Ordering::Relaxed);
+        tasks.iter().map(|t| task::enqueue(tx, t, now)).collect()
+    }
+
     /// Every named statement, for the test that prepares them all.
     pub fn statement_names() -> Vec<&'static str> {
         queries().iter().map(|(name, _)| name).collect()

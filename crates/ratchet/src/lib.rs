@@ -52,15 +52,16 @@ use std::sync::Arc;
 
 pub use ratchet_core::{
     join_all, race, ActivityError, ActivityOptions, ErrorInfo, HistoryEvent, Limits,
-    OrchestrationContext, OrchestrationError, RetryPolicy, Timestamp,
+    OrchestrationContext, OrchestrationError, RetryPolicy, TaskError, TaskOptions, Timestamp,
 };
 pub use ratchet_runtime::{
-    ActivityContext, Client, Error, InstanceHandle, InstanceOutcome, Registry, Result, Runtime,
-    RuntimeConfig, StartOptions,
+    ActivityContext, Client, Error, InstanceHandle, InstanceOutcome, QueueConfig, Registry, Result,
+    Runtime, RuntimeConfig, StartOptions, TaskContext, TaskRequest,
 };
 pub use ratchet_store::{
-    HistoryRecord, IfExists, InstanceFilter, InstanceRecord, InstanceStatus, Store, StoreError,
-    StoreStats,
+    EnqueueOutcome, HistoryRecord, IfExists, InstanceFilter, InstanceRecord, InstanceStatus,
+    QueueLimits, QueueStats, Store, StoreError, StoreStats, TaskActionOutcome, TaskFilter, TaskId,
+    TaskRecord, TaskState,
 };
 pub use ratchet_store_postgres::{PostgresConfig, PostgresStore};
 pub use ratchet_store_sqlite::{SqliteStore, SCHEMA_VERSION};
@@ -105,6 +106,7 @@ impl Ratchet {
 pub struct Builder {
     registry: Registry,
     config: RuntimeConfig,
+    queues: Vec<(String, QueueConfig)>,
     store: Option<Arc<dyn Store>>,
     sqlite: Option<PathBuf>,
     postgres: Option<(String, PostgresConfig)>,
@@ -177,26 +179,66 @@ impl Builder {
         self
     }
 
+    /// Registers a standalone task handler.
+    pub fn task<I, O, F, Fut>(mut self, name: &str, f: F) -> Self
+    where
+        I: DeserializeOwned + Send + 'static,
+        O: Serialize + Send + 'static,
+        F: Fn(TaskContext, I) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<O, TaskError>> + Send + 'static,
+    {
+        self.registry.task(name, f);
+        self
+    }
+
+    /// Works the task queue `name` with `concurrency` slots (and a prefetch buffer of a
+    /// quarter of that). Without any, a process with task handlers works `default` with 64.
+    pub fn queue(self, name: &str, concurrency: usize) -> Self {
+        self.queue_with(name, QueueConfig::with_concurrency(concurrency))
+    }
+
+    /// Works the task queue `name` as `config` says.
+    pub fn queue_with(mut self, name: &str, config: QueueConfig) -> Self {
+        self.queues.push((name.to_string(), config));
+        self
+    }
+
+    async fn open(&mut self) -> Result<Arc<dyn Store>> {
+        match (self.store.take(), self.sqlite.take(), self.postgres.take()) {
+            (Some(store), _, _) => Ok(store),
+            (None, Some(path), _) => Ok(Arc::new(SqliteStore::open(path).await?)),
+            (None, None, Some((url, config))) => {
+                Ok(Arc::new(PostgresStore::connect_with(&url, config).await?))
+            }
+            (None, None, None) => Err(Error::Config(
+                "choose a store: .sqlite(path), .postgres(url) or .store(store)".into(),
+            )),
+        }
+    }
+
+    /// Opens the store and returns a client that runs nothing here: for a process that only
+    /// starts instances and enqueues tasks. Task names and inputs are checked against the
+    /// tasks registered on this builder.
+    ///
+    /// # Errors
+    ///
+    /// As [`Builder::start`].
+    pub async fn client(mut self) -> Result<Client> {
+        let store = self.open().await?;
+        Ok(Client::new(store).with_registry(Arc::new(self.registry)))
+    }
+
     /// Opens the store and starts the runtime.
     ///
     /// # Errors
     ///
     /// [`Error::Store`] when the store cannot be opened, [`Error::Config`] for a bad
     /// configuration or when no store was chosen.
-    pub async fn start(self) -> Result<Ratchet> {
-        let store: Arc<dyn Store> = match (self.store, self.sqlite, self.postgres) {
-            (Some(store), _, _) => store,
-            (None, Some(path), _) => Arc::new(SqliteStore::open(path).await?),
-            (None, None, Some((url, config))) => {
-                Arc::new(PostgresStore::connect_with(&url, config).await?)
-            }
-            (None, None, None) => {
-                return Err(Error::Config(
-                    "choose a store: .sqlite(path), .postgres(url) or .store(store)".into(),
-                ))
-            }
-        };
-        let runtime = Runtime::start(store, self.registry, self.config)?;
+    pub async fn start(mut self) -> Result<Ratchet> {
+        let store = self.open().await?;
+        let mut config = self.config;
+        config.queues.extend(self.queues);
+        let runtime = Runtime::start(store, self.registry, config)?;
         let client = runtime.client();
         Ok(Ratchet { runtime, client })
     }

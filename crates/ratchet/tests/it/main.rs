@@ -10,3 +10,4 @@ mod housekeeping;
 mod leases;
 mod replay;
 mod signals;
+mod tasks;
