@@ -12,6 +12,7 @@ macro_rules! out {
 }
 
 mod demo;
+mod tasks;
 mod worker;
 
 use std::sync::Arc;
@@ -59,6 +60,12 @@ enum Command {
     /// Inspect and steer orchestration instances.
     #[command(subcommand)]
     Instances(InstanceCommand),
+    /// Enqueue, inspect and steer standalone tasks (dead letters included).
+    #[command(subcommand)]
+    Tasks(tasks::TaskCommand),
+    /// Inspect queues; pause, resume and limit them across every process.
+    #[command(subcommand)]
+    Queues(tasks::QueueCommand),
 }
 
 #[derive(Subcommand, Debug)]
@@ -181,6 +188,8 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Instances(cmd) => instances(Client::new(store.into_dyn()), cmd).await,
+        Command::Tasks(cmd) => tasks::tasks(Client::new(store.into_dyn()), cmd).await,
+        Command::Queues(cmd) => tasks::queues(Client::new(store.into_dyn()), cmd).await,
     }
 }
 

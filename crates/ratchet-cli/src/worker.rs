@@ -1,13 +1,15 @@
-//! `ratchet worker`: a runtime that runs the sample orchestrations until stopped, so several
-//! processes can share one database (start work with `ratchet instances start`).
+//! `ratchet worker`: a runtime that runs the sample orchestrations and task until stopped, so
+//! several processes can share one database (start work with `ratchet instances start` and
+//! `ratchet tasks enqueue`).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use ratchet::{
     ActivityContext, ActivityError, OrchestrationContext, OrchestrationError, Ratchet,
-    RuntimeConfig, Store,
+    RuntimeConfig, Store, TaskContext, TaskError,
 };
 use serde::{Deserialize, Serialize};
 
@@ -32,6 +34,42 @@ pub(crate) struct WorkerArgs {
     /// Remove finished instances older than this many days (default: keep them).
     #[arg(long)]
     retention_days: Option<u64>,
+    /// A task queue to work, as NAME=CONCURRENCY; repeat for several (default: default=64).
+    #[arg(long = "queue", value_parser = parse_queue)]
+    queues: Vec<(String, usize)>,
+}
+
+fn parse_queue(text: &str) -> Result<(String, usize), String> {
+    let (name, concurrency) = text
+        .split_once('=')
+        .ok_or_else(|| format!("expected NAME=CONCURRENCY, got {text:?}"))?;
+    ratchet::validate_queue_name(name)?;
+    match concurrency.parse::<usize>() {
+        Ok(n) if n > 0 => Ok((name.to_string(), n)),
+        _ => Err(format!(
+            "concurrency must be a whole number from 1, got {concurrency:?}"
+        )),
+    }
+}
+
+/// Input of the sample `work` task.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub(crate) struct Work {
+    /// How long it works, in milliseconds.
+    #[serde(default)]
+    pub(crate) ms: u64,
+    /// Attempts that fail (with a retryable error) before one succeeds.
+    #[serde(default)]
+    pub(crate) fail_attempts: u32,
+}
+
+/// What the sample `work` task returns.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct WorkDone {
+    pub(crate) by: String,
+    pub(crate) attempt: u32,
+    /// When the attempt started, in milliseconds since the Unix epoch.
+    pub(crate) started_ms: i64,
 }
 
 /// Input of the sample `fanout` orchestration.
@@ -59,9 +97,36 @@ async fn fanout(ctx: OrchestrationContext, input: FanOut) -> Result<Vec<Step>, O
 
 /// Registers the sample orchestrations: the demo's `order` and `fanout`, whose activities
 /// record `label`.
-pub(crate) fn register(builder: ratchet::Builder, label: String) -> ratchet::Builder {
+pub(crate) fn register(
+    builder: ratchet::Builder,
+    label: String,
+    runs: Arc<AtomicU64>,
+) -> ratchet::Builder {
     let label = Arc::new(label);
+    let by = label.clone();
     crate::demo::register(builder)
+        .task("work", move |ctx: TaskContext, work: Work| {
+            let by = by.to_string();
+            let runs = runs.clone();
+            async move {
+                runs.fetch_add(1, Ordering::Relaxed);
+                let started_ms = ratchet::Timestamp::now().as_millis();
+                if work.ms > 0 {
+                    tokio::time::sleep(Duration::from_millis(work.ms)).await;
+                }
+                if ctx.attempt() <= work.fail_attempts {
+                    return Err(TaskError::new(
+                        "Planned",
+                        format!("attempt {} fails as asked", ctx.attempt()),
+                    ));
+                }
+                Ok(WorkDone {
+                    by,
+                    attempt: ctx.attempt(),
+                    started_ms,
+                })
+            }
+        })
         .orchestration("fanout", fanout)
         .activity(
             "fanout_step",
@@ -98,20 +163,27 @@ pub(crate) async fn run(
             .map(|d| Duration::from_secs(d.saturating_mul(86_400))),
         ..RuntimeConfig::default()
     };
-    let ratchet = register(
+    let runs = Arc::new(AtomicU64::new(0));
+    let mut builder = register(
         Ratchet::builder().store(store).config(config),
         label.clone(),
-    )
-    .start()
-    .await
-    .context("starting the runtime")?;
+        runs.clone(),
+    );
+    for (name, concurrency) in &args.queues {
+        builder = builder.queue(name, *concurrency);
+    }
+    let ratchet = builder.start().await.context("starting the runtime")?;
     out!(
-        "worker {label} ({}) ready on {about}: orchestrations order, fanout; Ctrl-C to stop",
+        "worker {label} ({}) ready on {about}: orchestrations order, fanout; task work; Ctrl-C to stop",
         ratchet.runtime().owner()
     );
     wait_for_stop().await;
     out!("worker {label} stopping: finishing or releasing its work");
     ratchet.shutdown().await;
+    out!(
+        "worker {label} stopped after {} task attempt(s)",
+        runs.load(Ordering::Relaxed)
+    );
     Ok(())
 }
 

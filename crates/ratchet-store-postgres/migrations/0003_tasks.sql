@@ -100,9 +100,11 @@ BEGIN
                 ORDER BY t.priority, t.ready_at, t.id
                 LIMIT v_limit
                 FOR NO KEY UPDATE SKIP LOCKED)
+            -- Taking over an expired lease starts a new attempt: the lost one counts.
             UPDATE ratchet.tasks t
             SET lease_owner = p_owner, lease_until = p_until, ready_at = p_until,
-                fence = t.fence + 1
+                fence = t.fence + 1,
+                attempt = t.attempt + CASE WHEN t.lease_owner IS NULL THEN 0 ELSE 1 END
             FROM ready WHERE t.id = ready.id
             RETURNING t.*;
             GET DIAGNOSTICS v_taken = ROW_COUNT;

@@ -20,7 +20,9 @@ LIMIT ?4;
 
 -- name: task_claim
 -- Leases the tasks task_ready picked (a JSON array of ids); RETURNING comes in no set order.
-UPDATE tasks SET lease_owner = ?2, lease_until = ?3, ready_at = ?3, fence = fence + 1
+-- Taking over an expired lease starts a new attempt: the lost one counts.
+UPDATE tasks SET lease_owner = ?2, lease_until = ?3, ready_at = ?3, fence = fence + 1,
+    attempt = attempt + (lease_owner IS NOT NULL)
 WHERE id IN (SELECT value FROM json_each(?1))
 RETURNING id, fence, queue, name, input, options, instance, execution, seq, attempt, metadata;
 

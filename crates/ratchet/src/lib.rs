@@ -59,9 +59,9 @@ pub use ratchet_runtime::{
     Runtime, RuntimeConfig, StartOptions, TaskContext, TaskRequest,
 };
 pub use ratchet_store::{
-    EnqueueOutcome, HistoryRecord, IfExists, InstanceFilter, InstanceRecord, InstanceStatus,
-    QueueLimits, QueueStats, Store, StoreError, StoreStats, TaskActionOutcome, TaskFilter, TaskId,
-    TaskRecord, TaskState,
+    validate_queue_name, EnqueueOutcome, HistoryRecord, IfExists, InstanceFilter, InstanceRecord,
+    InstanceStatus, QueueLimits, QueueStats, Store, StoreError, StoreStats, TaskActionOutcome,
+    TaskFilter, TaskId, TaskRecord, TaskState,
 };
 pub use ratchet_store_postgres::{PostgresConfig, PostgresStore};
 pub use ratchet_store_sqlite::{SqliteStore, SCHEMA_VERSION};

@@ -34,12 +34,24 @@ pub async fn postgres() -> Option<(Vec<String>, Arc<PostgresStore>)> {
     Some((args, Arc::new(store)))
 }
 
+/// The `--db` argument of a fresh SQLite file, with a store on it (and the directory that
+/// holds it, to keep).
+pub async fn sqlite() -> (Vec<String>, Arc<dyn Store>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("shared.db");
+    let store = ratchet::SqliteStore::open(&path).await.expect("open");
+    let args = vec!["--db".to_string(), path.display().to_string()];
+    (args, Arc::new(store), dir)
+}
+
 /// A `ratchet worker` process, killed when dropped.
 pub struct Worker {
     pub child: Child,
     pub label: String,
     /// Its lease owner id, from its ready line.
     pub owner: String,
+    /// The lines it prints after its ready line.
+    lines: std::sync::mpsc::Receiver<String>,
 }
 
 impl Worker {
@@ -72,7 +84,32 @@ impl Worker {
             child,
             label: label.to_string(),
             owner,
+            lines: rx,
         }
+    }
+
+    /// SIGTERM, then waits for it to stop and returns how many task attempts it ran (it says
+    /// so in its last line).
+    pub fn stop(&mut self) -> u64 {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let status = self.child.wait().expect("reap");
+        assert!(
+            status.success(),
+            "worker {} exited with {status}",
+            self.label
+        );
+        // The reader thread ends at the end of its output: read until then.
+        std::iter::from_fn(|| self.lines.recv_timeout(Duration::from_secs(10)).ok())
+            .find_map(|line| {
+                line.split(" stopped after ")
+                    .nth(1)?
+                    .split(' ')
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or_else(|| panic!("worker {} did not say what it ran", self.label))
     }
 
     /// SIGKILL: the process dies holding whatever it leased.

@@ -117,6 +117,10 @@ pub async fn stale_completion_is_refused_alone(store: &dyn Store) {
     let later = T0.plus(Duration::from_secs(31));
     let retaken = task_claim(store, "p2", later).await;
     assert_eq!(retaken.len(), 2, "expired task leases are taken over");
+    assert!(
+        retaken.iter().all(|t| t.attempt == 2),
+        "a takeover is a new attempt: the lost one counts"
+    );
     let mut b = batch(vec![]);
     b.completions = vec![
         TaskCompletion::of(&first[0], TaskResult::Completed(json!("late"))),

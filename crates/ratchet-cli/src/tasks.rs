@@ -1,0 +1,335 @@
+//! `ratchet tasks ...` and `ratchet queues ...`: standalone tasks and their queues.
+
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::Subcommand;
+use ratchet::{
+    Client, EnqueueOutcome, QueueLimits, TaskFilter, TaskId, TaskOptions, TaskRecord, TaskRequest,
+    TaskState,
+};
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum TaskCommand {
+    /// List standalone tasks, newest first.
+    List {
+        /// Only this queue.
+        #[arg(long)]
+        queue: Option<String>,
+        /// Only these states (comma-separated: Available,Running,Dead,...).
+        #[arg(long, value_delimiter = ',')]
+        state: Vec<String>,
+        /// Only this task name.
+        #[arg(long)]
+        name: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
+    /// Show one task as JSON: state, attempts, input, output, last error.
+    Show {
+        /// Task id.
+        id: i64,
+    },
+    /// Enqueue a task (a worker with a handler of that name runs it).
+    Enqueue {
+        /// Task name.
+        name: String,
+        /// Input as JSON.
+        #[arg(long, default_value = "null")]
+        input: String,
+        /// Queue.
+        #[arg(long, default_value = "default")]
+        queue: String,
+        /// Lower runs first.
+        #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+        priority: i16,
+        /// Run no earlier than this many milliseconds from now.
+        #[arg(long, default_value_t = 0)]
+        delay_ms: u64,
+        /// Attempts in all.
+        #[arg(long)]
+        max_attempts: Option<u32>,
+        /// While a task with this key is unfinished, enqueueing it again does nothing. With
+        /// --count, the key of task i is KEY-i.
+        #[arg(long)]
+        unique_key: Option<String>,
+        /// Metadata as JSON.
+        #[arg(long)]
+        metadata: Option<String>,
+        /// Enqueue this many copies in one call.
+        #[arg(long, default_value_t = 1)]
+        count: u32,
+    },
+    /// Wait for a task to finish and print it.
+    Wait {
+        /// Task id.
+        id: i64,
+        /// Give up after this many seconds.
+        #[arg(long, default_value_t = 60)]
+        timeout_secs: u64,
+    },
+    /// Run dead (or cancelled) tasks again, with a fresh budget of attempts.
+    Retry {
+        /// Task ids.
+        #[arg(required = true)]
+        ids: Vec<i64>,
+    },
+    /// Remove finished tasks (dead letters, results) for good.
+    Discard {
+        /// Task ids.
+        #[arg(required = true)]
+        ids: Vec<i64>,
+    },
+    /// Cancel tasks: waiting ones at once, running ones at their worker's next heartbeat.
+    Cancel {
+        /// Task ids.
+        #[arg(required = true)]
+        ids: Vec<i64>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum QueueCommand {
+    /// Every queue with its settings and its tasks by state.
+    List,
+    /// Start no task of the queue anywhere until it is resumed.
+    Pause {
+        /// Queue name.
+        queue: String,
+    },
+    /// Resume a paused queue.
+    Resume {
+        /// Queue name.
+        queue: String,
+    },
+    /// Set the queue's limits across every process; no option removes them.
+    Limit {
+        /// Queue name.
+        queue: String,
+        /// Tasks started per second at most.
+        #[arg(long)]
+        rate: Option<f64>,
+        /// Tasks that may start at once after a quiet spell.
+        #[arg(long)]
+        burst: Option<u32>,
+        /// Tasks running at once at most.
+        #[arg(long)]
+        concurrency: Option<u32>,
+    },
+}
+
+fn json(text: &str, flag: &str) -> anyhow::Result<serde_json::Value> {
+    serde_json::from_str(text).with_context(|| format!("{flag} must be JSON"))
+}
+
+fn line(t: &TaskRecord) -> String {
+    format!(
+        "{:>10} {:<14} {:<20} {:<10} {:>3}/{:<3} {}",
+        t.id.0,
+        t.queue,
+        t.name,
+        t.state.to_string(),
+        t.attempt,
+        t.max_attempts,
+        t.error.as_ref().map(|e| e.to_string()).unwrap_or_default()
+    )
+}
+
+pub(crate) async fn tasks(client: Client, cmd: TaskCommand) -> anyhow::Result<()> {
+    match cmd {
+        TaskCommand::List {
+            queue,
+            state,
+            name,
+            limit,
+        } => {
+            let states = state
+                .iter()
+                .map(|s| s.parse::<TaskState>())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(anyhow::Error::msg)?;
+            let filter = TaskFilter {
+                queue,
+                states,
+                name,
+                limit: Some(limit),
+            };
+            out!(
+                "{:>10} {:<14} {:<20} {:<10} {:>7} last error",
+                "id",
+                "queue",
+                "name",
+                "state",
+                "attempt"
+            );
+            for t in client.tasks(filter).await? {
+                out!("{}", line(&t));
+            }
+        }
+        TaskCommand::Show { id } => show(&client.task(TaskId(id)).await?)?,
+        TaskCommand::Enqueue {
+            name,
+            input,
+            queue,
+            priority,
+            delay_ms,
+            max_attempts,
+            unique_key,
+            metadata,
+            count,
+        } => {
+            let input = json(&input, "--input")?;
+            let mut options = TaskOptions::default()
+                .queue(queue)
+                .priority(priority)
+                .delay(Duration::from_millis(delay_ms));
+            if let Some(n) = max_attempts {
+                options = options.max_attempts(n);
+            }
+            if let Some(metadata) = metadata {
+                options = options.metadata(json(&metadata, "--metadata")?);
+            }
+            let requests = (0..count.max(1))
+                .map(|i| {
+                    let mut options = options.clone();
+                    options.unique_key = match (&unique_key, count) {
+                        (Some(key), 0 | 1) => Some(key.clone()),
+                        (Some(key), _) => Some(format!("{key}-{i}")),
+                        (None, _) => None,
+                    };
+                    Ok(TaskRequest::new(&name, &input)?.options(options))
+                })
+                .collect::<ratchet::Result<Vec<_>>>()?;
+            let outcomes = client.enqueue_many(requests).await?;
+            let enqueued = outcomes
+                .iter()
+                .filter(|o| matches!(o, EnqueueOutcome::Enqueued(_)))
+                .count();
+            if count <= 1 {
+                match outcomes.first() {
+                    Some(EnqueueOutcome::Enqueued(id)) => out!("{}", id.0),
+                    Some(o) => out!("duplicate: task {} holds the unique key", o.id().0),
+                    None => bail!("the store returned no outcome"),
+                }
+            } else {
+                out!(
+                    "enqueued {enqueued}, {} duplicate(s)",
+                    outcomes.len() - enqueued
+                );
+            }
+        }
+        TaskCommand::Wait { id, timeout_secs } => {
+            let t = client
+                .task_wait(TaskId(id), Duration::from_secs(timeout_secs))
+                .await?;
+            show(&t)?;
+            if t.state != TaskState::Completed {
+                bail!("task {id} ended {}", t.state);
+            }
+        }
+        TaskCommand::Retry { ids } => {
+            for id in ids {
+                client.task_retry(TaskId(id)).await?;
+                out!("{id}: queued again");
+            }
+        }
+        TaskCommand::Discard { ids } => {
+            for id in ids {
+                client.task_discard(TaskId(id)).await?;
+                out!("{id}: discarded");
+            }
+        }
+        TaskCommand::Cancel { ids } => {
+            for id in ids {
+                let outcome = client.task_cancel(TaskId(id)).await?;
+                out!(
+                    "{id}: {}",
+                    if outcome == ratchet::TaskActionOutcome::Requested {
+                        "cancellation requested; it stops at its worker's next heartbeat"
+                    } else {
+                        "cancelled"
+                    }
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn show(t: &TaskRecord) -> anyhow::Result<()> {
+    let json = serde_json::json!({
+        "id": t.id.0, "queue": t.queue, "name": t.name, "state": t.state.to_string(),
+        "priority": t.priority, "attempt": t.attempt, "max_attempts": t.max_attempts,
+        "input": t.input, "output": t.output, "error": t.error, "unique_key": t.unique_key,
+        "metadata": t.metadata, "created_at_ms": t.created_at.as_millis(),
+        "run_at_ms": t.visible_at.as_millis(), "finished_at_ms": t.finished_at.map(|f| f.as_millis()),
+    });
+    out!("{}", serde_json::to_string_pretty(&json)?);
+    Ok(())
+}
+
+pub(crate) async fn queues(client: Client, cmd: QueueCommand) -> anyhow::Result<()> {
+    match cmd {
+        QueueCommand::List => {
+            out!(
+                "{:<16} {:<7} {:>9} {:>9} {:>8} {:>9} {:>9} {:>6} {:>9}  limits",
+                "queue",
+                "paused",
+                "scheduled",
+                "available",
+                "running",
+                "retrying",
+                "completed",
+                "dead",
+                "cancelled"
+            );
+            for q in client.queues().await? {
+                let limits = [
+                    q.limits.rate_per_second.map(|r| format!("{r}/s")),
+                    q.limits.burst.map(|b| format!("burst {b}")),
+                    q.limits.concurrency.map(|c| format!("{c} at once")),
+                ]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(", ");
+                out!(
+                    "{:<16} {:<7} {:>9} {:>9} {:>8} {:>9} {:>9} {:>6} {:>9}  {limits}",
+                    q.queue,
+                    if q.paused { "yes" } else { "no" },
+                    q.count(TaskState::Scheduled),
+                    q.count(TaskState::Available),
+                    q.count(TaskState::Running),
+                    q.count(TaskState::Retrying),
+                    q.count(TaskState::Completed),
+                    q.count(TaskState::Dead),
+                    q.count(TaskState::Cancelled)
+                );
+            }
+        }
+        QueueCommand::Pause { queue } => {
+            client.queue_pause(&queue).await?;
+            out!("{queue}: paused everywhere");
+        }
+        QueueCommand::Resume { queue } => {
+            client.queue_resume(&queue).await?;
+            out!("{queue}: resumed");
+        }
+        QueueCommand::Limit {
+            queue,
+            rate,
+            burst,
+            concurrency,
+        } => {
+            let limits = QueueLimits {
+                rate_per_second: rate,
+                burst,
+                concurrency,
+            };
+            client.queue_limit(&queue, limits).await?;
+            out!("{queue}: limits set");
+        }
+    }
+    Ok(())
+}
