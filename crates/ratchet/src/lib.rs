@@ -31,10 +31,39 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Tasks
+//!
+//! Work that needs no workflow goes to a queue: register a handler, enqueue, and workers claim,
+//! retry, and complete in batches.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use ratchet::{Ratchet, TaskContext, TaskError, TaskOptions};
+//!
+//! async fn send_email(ctx: TaskContext, to: String) -> Result<String, TaskError> {
+//!     if ctx.attempt() < 2 {
+//!         return Err(TaskError::new("SmtpBusy", "try again")); // retried with backoff
+//!     }
+//!     Ok(format!("sent to {to}"))
+//! }
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let ratchet = Ratchet::builder().sqlite("tasks.db")
+//!     .task("send_email", send_email)
+//!     .queue("mail", 16)                                   // 16 at once in this process
+//!     .start().await?;
+//! let client = ratchet.client();
+//! let options = TaskOptions::default().queue("mail").priority(-1).max_attempts(5)
+//!     .delay(Duration::from_secs(1)).unique_key("welcome-ada");
+//! let id = client.enqueue_with("send_email", "ada@example.com", options).await?.id();
+//! let done = client.task_wait(id, Duration::from_secs(30)).await?; // state Completed, output
+//! # Ok(()) }
+//! ```
+//!
 //! # Guarantees
 //!
 //! - A turn's history append, the work it schedules and its status change commit atomically.
-//! - Activities run at least once; a completion carrying a lost lease is refused.
+//! - Activities and tasks run at least once; a completion carrying a lost lease is refused.
 //! - Signals are never dropped: raised before the orchestration waits, they are buffered.
 //! - A replay that disagrees with history fails the instance with an error naming the event.
 //!
