@@ -11,6 +11,7 @@ macro_rules! out {
     }};
 }
 
+mod bench;
 mod demo;
 mod tasks;
 mod worker;
@@ -66,6 +67,10 @@ enum Command {
     /// Inspect queues; pause, resume and limit them across every process.
     #[command(subcommand)]
     Queues(tasks::QueueCommand),
+    /// Measure: the published scenarios of the systems Ratchet replaces (fanout, signals,
+    /// tasks), on SQLite or PostgreSQL, optionally through a simulated distant database.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
 }
 
 #[derive(Subcommand, Debug)]
@@ -175,6 +180,10 @@ async fn main() -> anyhow::Result<()> {
         }
         cli.database_url = None;
     }
+    if let Command::Bench(cmd) = cli.command {
+        // A bench makes its own databases: a fresh file or schema per run.
+        return bench::run(cmd, cli.database_url.as_deref()).await;
+    }
     let (store, about) = open_store(&cli).await?;
     match cli.command {
         Command::Demo(args) => demo::run(store, &about, args).await,
@@ -190,6 +199,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Instances(cmd) => instances(Client::new(store.into_dyn()), cmd).await,
         Command::Tasks(cmd) => tasks::tasks(Client::new(store.into_dyn()), cmd).await,
         Command::Queues(cmd) => tasks::queues(Client::new(store.into_dyn()), cmd).await,
+        Command::Bench(_) => Ok(()),
     }
 }
 

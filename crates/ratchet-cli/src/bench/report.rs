@@ -1,0 +1,216 @@
+//! `ratchet bench report`: several runs' JSON into one markdown table and SVG charts
+//! (latency percentiles per ladder rung; throughput against the round trip to the database).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use plotters::prelude::*;
+
+use super::measure::Report;
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct ReportArgs {
+    /// JSON files written by `ratchet bench ... --json`.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Directory for report.md and the charts.
+    #[arg(long, default_value = "bench-report")]
+    out: PathBuf,
+}
+
+pub(crate) fn run(args: ReportArgs) -> anyhow::Result<()> {
+    let mut runs = Vec::new();
+    for path in &args.files {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let report: Report = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a report of `ratchet bench`", path.display()))?;
+        runs.push((path.clone(), report));
+    }
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let mut md = table(&runs);
+    let ladders: Vec<&(PathBuf, Report)> = runs.iter().filter(|(_, r)| has_rungs(r)).collect();
+    if !ladders.is_empty() {
+        let file = "ladder-latency.svg";
+        ladder_chart(&args.out.join(file), &ladders)?;
+        let _ = write!(md, "\n![latency per ladder rung]({file})\n");
+    }
+    let fanouts: Vec<&(PathBuf, Report)> =
+        runs.iter().filter(|(_, r)| r.scenario == "fanout").collect();
+    if fanouts.len() > 1 {
+        let file = "throughput-vs-rtt.svg";
+        rtt_chart(&args.out.join(file), &fanouts)?;
+        let _ = write!(md, "\n![throughput against round trip]({file})\n");
+    }
+    let path = args.out.join("report.md");
+    std::fs::write(&path, md).with_context(|| format!("writing {}", path.display()))?;
+    out!("wrote {}", path.display());
+    Ok(())
+}
+
+fn has_rungs(r: &Report) -> bool {
+    r.mode.as_deref() == Some("ladder") && !r.steps.is_empty()
+}
+
+fn label(r: &Report) -> String {
+    let mut l = r.scenario.clone();
+    if let Some(mode) = &r.mode {
+        l = format!("{l} {mode}");
+    }
+    l = format!("{l} ({}", r.backend);
+    if r.rtt_ms > 0 {
+        l = format!("{l}, +{} ms", r.rtt_ms);
+    }
+    l + ")"
+}
+
+fn table(runs: &[(PathBuf, Report)]) -> String {
+    let mut md = String::from(
+        "| run | backend | rtt ms | units | throughput /s | p50 ms | p95 ms | p99 ms | round trips / unit | commits / unit | failed / timed out / stuck | file |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n",
+    );
+    for (path, r) in runs {
+        let name = match &r.mode {
+            Some(mode) => format!("{} {mode}", r.scenario),
+            None => r.scenario.clone(),
+        };
+        let _ = writeln!(
+            md,
+            "| {name} | {} | {} | {} {}s | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} / {} / {} | {} |",
+            r.backend,
+            r.rtt_ms,
+            r.units,
+            r.unit,
+            r.throughput_per_s,
+            r.latency.p50_ms,
+            r.latency.p95_ms,
+            r.latency.p99_ms,
+            r.round_trips_per_unit,
+            r.commits_per_unit,
+            r.correctness.failed,
+            r.correctness.timed_out,
+            r.correctness.stuck,
+            path.file_name().map_or_else(String::new, |f| f.to_string_lossy().into()),
+        );
+    }
+    md
+}
+
+fn ladder_chart(path: &Path, runs: &[&(PathBuf, Report)]) -> anyhow::Result<()> {
+    let steps: Vec<_> = runs.iter().flat_map(|(_, r)| &r.steps).collect();
+    let max_at = steps.iter().map(|s| s.at).fold(1.0_f64, f64::max);
+    let max_ms = steps.iter().map(|s| s.latency.p95_ms).fold(1.0_f64, f64::max);
+    let root = SVGBackend::new(path, (800, 480)).into_drawing_area();
+    root.fill(&WHITE).map_err(draw)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("Signal round trip latency per ladder rung", ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d((1.0..max_at * 1.5).log_scale(), 0.0..max_ms * 1.15)
+        .map_err(draw)?;
+    chart
+        .configure_mesh()
+        .x_desc("concurrency")
+        .y_desc("ms")
+        .draw()
+        .map_err(draw)?;
+    for (i, (_, r)) in runs.iter().enumerate() {
+        for (percentile, style) in [("p50", 0), ("p95", 1)] {
+            let color = Palette99::pick(i * 2 + style).to_rgba();
+            let points: Vec<(f64, f64)> = r
+                .steps
+                .iter()
+                .map(|s| {
+                    let ms = if style == 0 {
+                        s.latency.p50_ms
+                    } else {
+                        s.latency.p95_ms
+                    };
+                    (s.at, ms)
+                })
+                .collect();
+            chart
+                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+                .map_err(draw)?
+                .label(format!("{} {percentile}", label(r)))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+            chart
+                .draw_series(points.iter().map(|p| Circle::new(*p, 3, color.filled())))
+                .map_err(draw)?;
+        }
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(draw)?;
+    root.present().map_err(draw)?;
+    Ok(())
+}
+
+fn rtt_chart(path: &Path, runs: &[&(PathBuf, Report)]) -> anyhow::Result<()> {
+    let mut by_backend: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    for (_, r) in runs {
+        let rtt = r.measured_rtt_ms.unwrap_or(r.rtt_ms as f64);
+        by_backend
+            .entry(r.backend.clone())
+            .or_default()
+            .push((rtt, r.throughput_per_s));
+    }
+    if by_backend.values().all(|v| v.len() < 2) {
+        bail!("a throughput-against-round-trip chart needs two fanout runs of one backend");
+    }
+    let max_rtt = runs
+        .iter()
+        .map(|(_, r)| r.measured_rtt_ms.unwrap_or(r.rtt_ms as f64))
+        .fold(1.0_f64, f64::max);
+    let max_tp = runs
+        .iter()
+        .map(|(_, r)| r.throughput_per_s)
+        .fold(1.0_f64, f64::max);
+    let root = SVGBackend::new(path, (800, 480)).into_drawing_area();
+    root.fill(&WHITE).map_err(draw)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("Fan-out throughput against database round trip", ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..max_rtt * 1.1, 0.0..max_tp * 1.15)
+        .map_err(draw)?;
+    chart
+        .configure_mesh()
+        .x_desc("round trip to the database, ms")
+        .y_desc("orchestrations / s")
+        .draw()
+        .map_err(draw)?;
+    for (i, (backend, mut points)) in by_backend.into_iter().enumerate() {
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let color = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+            .map_err(draw)?
+            .label(backend)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+        chart
+            .draw_series(points.iter().map(|p| Circle::new(*p, 4, color.filled())))
+            .map_err(draw)?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(draw)?;
+    root.present().map_err(draw)?;
+    Ok(())
+}
+
+/// Drawing errors carry the backend's error type; this keeps only the message.
+fn draw<E: std::fmt::Display>(e: E) -> anyhow::Error {
+    anyhow::anyhow!("drawing a chart: {e}")
+}
