@@ -9,6 +9,10 @@ use ratchet_core::Timestamp;
 use ratchet_store::{InstanceClaim, Lease, QueueClaim, TaskClaim, ACTIVITY_QUEUE};
 
 use crate::runtime::Shared;
+
+/// The longest a worker that keeps losing claim races waits before answering another
+/// process's hint (it still answers its own work at once, and polls as usual).
+const MAX_COOLDOWN: Duration = Duration::from_millis(8);
 use crate::{turn, worker};
 
 pub(crate) async fn run(shared: Arc<Shared>) {
@@ -21,6 +25,8 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         .chain(shared.registry.task_names())
         .collect();
     let mut backoff = Duration::from_millis(50);
+    let mut cooldown = Duration::ZERO;
+    let mut woken_remotely = false;
     loop {
         if shared.is_closing() {
             return;
@@ -33,6 +39,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         let mut busy = false;
         let mut next_due = None;
         let mut failed = false;
+        let mut found = false;
 
         // One round trip claims instances, activities and tasks, sized to free capacity.
         let orchestration_room = if orchestrations.is_empty() {
@@ -83,6 +90,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             };
             match shared.store.instance_claim(claim).await {
                 Ok(claimed) => {
+                    found = !claimed.instances.is_empty() || !claimed.tasks.is_empty();
                     busy |= orchestration_room > 0 && claimed.instances.len() == orchestration_room;
                     busy |= queues.iter().any(|(queue, room)| {
                         *room > 0
@@ -113,6 +121,17 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             tokio::task::yield_now().await;
             continue;
         }
+        // A claim that another process's hint woke and that found nothing lost a race to
+        // another worker: the next hints wait a little, so that a crowd of workers does not
+        // claim once each for every task enqueued. Finding work ends the wait.
+        if woken_remotely {
+            cooldown = if found {
+                Duration::ZERO
+            } else {
+                (cooldown * 2).clamp(Duration::from_millis(1), MAX_COOLDOWN)
+            };
+        }
+        woken_remotely = false;
         // Sleep until woken, until the nearest known timer, or for the poll interval; a timer
         // committed meanwhile only shortens the sleep, it costs no claim.
         let deadline = tokio::time::Instant::now() + shared.config.poll_interval;
@@ -131,6 +150,17 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             }
             tokio::select! {
                 _ = shared.wake.notified() => break,
+                _ = shared.remote_work.notified() => {
+                    woken_remotely = true;
+                    if !cooldown.is_zero() {
+                        // Local work still wakes at once.
+                        tokio::select! {
+                            _ = tokio::time::sleep(cooldown) => {}
+                            _ = shared.wake.notified() => {}
+                        }
+                    }
+                    break;
+                }
                 _ = shared.timer_changed.notified() => continue,
                 _ = tokio::time::sleep_until(until) => break,
             }

@@ -38,6 +38,8 @@ pub(crate) struct Shared {
     pub(crate) queue_slots: HashMap<String, Arc<Semaphore>>,
     /// Wakes the dispatcher: local work was created, or capacity freed after a full claim.
     pub(crate) wake: Notify,
+    /// Wakes the dispatcher: the store says work became ready, maybe in another process.
+    pub(crate) remote_work: Notify,
     pub(crate) hub: Hub,
     /// The earliest timer committed here that the dispatcher may not know about yet.
     pub(crate) next_timer: Mutex<Option<ratchet_core::Timestamp>>,
@@ -165,6 +167,7 @@ impl Runtime {
                 .map(|(name, q)| (name.clone(), Arc::new(Semaphore::new(q.concurrency))))
                 .collect(),
             wake: Notify::new(),
+            remote_work: Notify::new(),
             hub: Hub::default(),
             next_timer: Mutex::new(None),
             timer_changed: Notify::new(),

@@ -130,171 +130,192 @@ DECLARE
     v_unleased_tasks boolean := false;
     v_new_children boolean := false;
 BEGIN
+    -- Each part runs only when the batch has items for it: a batch of completions alone
+    -- skips every statement about turns, and the other way round.
+    turn_ok := '{}'; completion_ok := '{}'; v_finished := '{}'; v_continued := '{}';
     task_instance := '{}'; task_seq := '{}'; task_id := '{}'; task_fence := '{}';
     l_id := '{}'; l_name := '{}'; l_version := '{}'; l_execution := '{}';
     l_history_len := '{}'; l_fence := '{}'; e_instance := '{}'; e_id := '{}'; e_event := '{}';
 
-    -- Lock every instance the batch touches, in id order.
-    PERFORM 1 FROM ratchet.instances
-    WHERE id IN (SELECT unnest(t_instance) UNION SELECT unnest(p_instance)
-                 UNION SELECT unnest(p_lock)
-                 UNION SELECT parent_instance FROM ratchet.instances
-                       WHERE id = ANY (t_instance) AND parent_instance IS NOT NULL)
-    ORDER BY id
-    FOR NO KEY UPDATE;
+    IF cardinality(t_instance) + cardinality(p_task) + cardinality(p_lock) > 0 THEN
+        -- Lock every instance the batch touches, in id order.
+        PERFORM 1 FROM ratchet.instances
+        WHERE id IN (SELECT unnest(t_instance) UNION SELECT unnest(p_instance)
+                     UNION SELECT unnest(p_lock)
+                     UNION SELECT parent_instance FROM ratchet.instances
+                           WHERE id = ANY (t_instance) AND parent_instance IS NOT NULL)
+        ORDER BY id
+        FOR NO KEY UPDATE;
 
-    -- A turn commits when its lease is still the live one (fence), no other turn was written
-    -- since it was claimed (execution, history length), the instance still runs, and it is the
-    -- first turn of its instance in this batch.
-    SELECT coalesce(array_agg(s.ok ORDER BY s.n), '{}') INTO turn_ok FROM (
-        SELECT t.n,
-               coalesce(i.fence = t.fence AND i.execution = t.execution
-                        AND i.history_len = t.start
-                        AND i.status IN ('Pending', 'Running', 'ContinuedAsNew')
-                        AND t.n = min(t.n) OVER (PARTITION BY t.instance), false) AS ok
-        FROM unnest(t_instance, t_fence, t_execution, t_history_start)
-             WITH ORDINALITY AS t(instance, fence, execution, start, n)
-        LEFT JOIN ratchet.instances i ON i.id = t.instance) s;
-
-    SELECT coalesce(array_agg(t.instance) FILTER (
-               WHERE t.status IN ('Completed', 'Failed', 'Cancelled', 'Terminated')), '{}'),
-           coalesce(array_agg(t.instance) FILTER (WHERE t.next_input IS NOT NULL), '{}')
-    INTO v_finished, v_continued
-    FROM unnest(t_instance, t_status, t_next_input) WITH ORDINALITY AS t(instance, status, next_input, n)
-    WHERE turn_ok[t.n];
-
-    DELETE FROM ratchet.inbox b
-    USING unnest(c_turn, c_id) AS c(turn, id)
-    WHERE turn_ok[c.turn] AND b.id = c.id AND b.instance = t_instance[c.turn];
-
-    INSERT INTO ratchet.history (instance, execution, seq, event)
-    SELECT t_instance[h.turn], t_execution[h.turn], h.seq, h.event
-    FROM unnest(h_turn, h_seq, h_event) AS h(turn, seq, event)
-    WHERE turn_ok[h.turn];
-
-    UPDATE ratchet.instances i SET
-        status = t.status,
-        version = coalesce(i.version, t.version),
-        output = t.output,
-        error = t.error,
-        custom_status = coalesce(t.custom_status, i.custom_status),
-        history_len = i.history_len + t.history_count,
-        updated_at = p_now,
-        finished_at = CASE WHEN t.status IN ('Completed', 'Failed', 'Cancelled', 'Terminated')
-                           THEN p_now END,
-        lease_owner = NULL,
-        lease_until = NULL
-    FROM unnest(t_instance, t_version, t_history_count, t_status, t_output, t_error,
-                t_custom_status)
-         WITH ORDINALITY AS t(instance, version, history_count, status, output, error,
-                              custom_status, n)
-    WHERE turn_ok[t.n] AND i.id = t.instance;
-
-    -- Finished instances wait for nothing more.
-    IF cardinality(v_finished) > 0 THEN
-        DELETE FROM ratchet.inbox WHERE instance = ANY (v_finished);
-        DELETE FROM ratchet.tasks WHERE instance = ANY (v_finished);
-        IF p_notify THEN
-            PERFORM pg_notify('ratchet.done', f) FROM unnest(v_finished) AS f;
-        END IF;
     END IF;
 
-    -- Tasks: activities, the first p_task_capacity of them leased to the committer, and
-    -- standalone tasks for their queues (one whose unique key is held is not enqueued).
-    WITH scheduled AS (
-        SELECT k.*, row_number() OVER (PARTITION BY k.standalone ORDER BY k.n) AS rank
-        FROM unnest(k_turn, k_queue, k_name, k_input, k_options, k_seq, k_visible_at,
-                    k_priority, k_unique_key, k_metadata, k_standalone)
-             WITH ORDINALITY AS k(turn, queue, name, input, options, seq, visible_at,
-                                  priority, unique_key, metadata, standalone, n)
-        WHERE turn_ok[k.turn] AND t_instance[k.turn] <> ALL (v_finished)
-          AND t_instance[k.turn] <> ALL (v_continued)
-    ), inserted AS (
-        INSERT INTO ratchet.tasks (queue, name, input, options, instance, execution, seq,
-                                   priority, visible_at, ready_at, lease_owner, lease_until,
-                                   fence, unique_key, metadata, created_at)
-        SELECT s.queue, s.name, s.input, s.options,
-               CASE WHEN s.standalone THEN NULL ELSE t_instance[s.turn] END,
-               CASE WHEN s.standalone THEN NULL ELSE t_execution[s.turn] END,
-               CASE WHEN s.standalone THEN NULL ELSE s.seq END,
-               s.priority, s.visible_at,
-               CASE WHEN s.leased THEN p_task_until ELSE s.visible_at END,
-               CASE WHEN s.leased THEN p_task_owner END,
-               CASE WHEN s.leased THEN p_task_until END,
-               CASE WHEN s.leased THEN 1 ELSE 0 END,
-               s.unique_key, s.metadata, p_now
-        FROM (SELECT scheduled.*,
-                     (NOT standalone AND p_task_owner IS NOT NULL
-                      AND rank <= p_task_capacity) AS leased
-              FROM scheduled) s
-        ORDER BY s.n
-        ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
-        RETURNING id, fence, instance, seq, lease_owner, visible_at)
-    SELECT coalesce(array_agg(instance ORDER BY id) FILTER (WHERE lease_owner IS NOT NULL), '{}'),
-           coalesce(array_agg(seq ORDER BY id) FILTER (WHERE lease_owner IS NOT NULL), '{}'),
-           coalesce(array_agg(id ORDER BY id) FILTER (WHERE lease_owner IS NOT NULL), '{}'),
-           coalesce(array_agg(fence ORDER BY id) FILTER (WHERE lease_owner IS NOT NULL), '{}'),
-           coalesce(bool_or(lease_owner IS NULL AND visible_at <= p_now), false)
-    INTO task_instance, task_seq, task_id, task_fence, v_unleased_tasks
-    FROM inserted;
+    IF cardinality(t_instance) > 0 THEN
+        -- A turn commits when its lease is still the live one (fence), no other turn was written
+        -- since it was claimed (execution, history length), the instance still runs, and it is the
+        -- first turn of its instance in this batch.
+        SELECT coalesce(array_agg(s.ok ORDER BY s.n), '{}') INTO turn_ok FROM (
+            SELECT t.n,
+                   coalesce(i.fence = t.fence AND i.execution = t.execution
+                            AND i.history_len = t.start
+                            AND i.status IN ('Pending', 'Running', 'ContinuedAsNew')
+                            AND t.n = min(t.n) OVER (PARTITION BY t.instance), false) AS ok
+            FROM unnest(t_instance, t_fence, t_execution, t_history_start)
+                 WITH ORDINALITY AS t(instance, fence, execution, start, n)
+            LEFT JOIN ratchet.instances i ON i.id = t.instance) s;
 
-    -- Timers of running turns, visible at their time.
-    WITH inserted AS (
-        INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
-        SELECT t_instance[b.turn], b.kind, b.event, b.visible_at
-        FROM unnest(b_turn, b_kind, b_event, b_visible_at)
-             WITH ORDINALITY AS b(turn, kind, event, visible_at, n)
-        WHERE turn_ok[b.turn] AND t_instance[b.turn] <> ALL (v_finished)
-          AND t_instance[b.turn] <> ALL (v_continued)
-        ORDER BY b.n
-        RETURNING instance, visible_at)
-    SELECT v_woken || coalesce(array_agg(instance) FILTER (WHERE visible_at <= p_now), '{}')
-    INTO v_woken FROM inserted;
+        SELECT coalesce(array_agg(t.instance) FILTER (
+                   WHERE t.status IN ('Completed', 'Failed', 'Cancelled', 'Terminated')), '{}'),
+               coalesce(array_agg(t.instance) FILTER (WHERE t.next_input IS NOT NULL), '{}')
+        INTO v_finished, v_continued
+        FROM unnest(t_instance, t_status, t_next_input) WITH ORDINALITY AS t(instance, status, next_input, n)
+        WHERE turn_ok[t.n];
 
-    -- Results for parents, only while the parent runs the execution that started the child.
-    WITH inserted AS (
-        INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
-        SELECT c.parent_instance, d.kind, d.event, d.visible_at
-        FROM unnest(d_turn, d_kind, d_event, d_visible_at)
-             WITH ORDINALITY AS d(turn, kind, event, visible_at, n)
-        JOIN ratchet.instances c ON c.id = t_instance[d.turn]
-        JOIN ratchet.instances p ON p.id = c.parent_instance
-             AND p.execution = c.parent_execution
-             AND p.status IN ('Pending', 'Running', 'ContinuedAsNew')
-        WHERE turn_ok[d.turn]
-        ORDER BY d.n
-        RETURNING instance)
-    SELECT v_woken || coalesce(array_agg(instance), '{}') INTO v_woken FROM inserted;
+        DELETE FROM ratchet.inbox b
+        USING unnest(c_turn, c_id) AS c(turn, id)
+        WHERE turn_ok[c.turn] AND b.id = c.id AND b.instance = t_instance[c.turn];
 
-    -- Sub-orchestrations. A child id that is taken fails the parent's step instead of the
-    -- whole turn.
-    WITH child AS (
-        SELECT n.*, t_instance[n.turn] AS parent_instance, t_execution[n.turn] AS parent_execution,
-               row_number() OVER (PARTITION BY n.id ORDER BY n.ord) AS nth
-        FROM unnest(n_turn, n_id, n_name, n_input, n_parent, n_parent_seq, n_started, n_exists)
-             WITH ORDINALITY AS n(turn, id, name, input, parent, parent_seq, started,
-                                  exists_event, ord)
-        WHERE turn_ok[n.turn]
-    ), created AS (
-        INSERT INTO ratchet.instances (id, name, status, execution, input, parent,
-            parent_instance, parent_execution, parent_seq, created_at, updated_at)
-        SELECT id, name, 'Pending', 0, input, parent, parent_instance, parent_execution,
-               parent_seq, p_now, p_now
-        FROM child WHERE nth = 1
-        ON CONFLICT (id) DO NOTHING
-        RETURNING id
-    ), inserted AS (
-        INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
-        SELECT CASE WHEN c.id IS NULL THEN k.parent_instance ELSE k.id END,
-               CASE WHEN c.id IS NULL THEN 'SubOrchestrationFailed' ELSE 'ExecutionStarted' END,
-               CASE WHEN c.id IS NULL THEN k.exists_event ELSE k.started END,
-               p_now
-        FROM child k LEFT JOIN created c ON c.id = k.id AND k.nth = 1
-        ORDER BY k.ord
-        RETURNING instance, kind)
-    SELECT v_woken || coalesce(array_agg(instance) FILTER (WHERE kind <> 'ExecutionStarted'), '{}'),
-           coalesce(bool_or(kind = 'ExecutionStarted'), false)
-    INTO v_woken, v_new_children FROM inserted;
+        INSERT INTO ratchet.history (instance, execution, seq, event)
+        SELECT t_instance[h.turn], t_execution[h.turn], h.seq, h.event
+        FROM unnest(h_turn, h_seq, h_event) AS h(turn, seq, event)
+        WHERE turn_ok[h.turn];
+
+        UPDATE ratchet.instances i SET
+            status = t.status,
+            version = coalesce(i.version, t.version),
+            output = t.output,
+            error = t.error,
+            custom_status = coalesce(t.custom_status, i.custom_status),
+            history_len = i.history_len + t.history_count,
+            updated_at = p_now,
+            finished_at = CASE WHEN t.status IN ('Completed', 'Failed', 'Cancelled', 'Terminated')
+                               THEN p_now END,
+            lease_owner = NULL,
+            lease_until = NULL
+        FROM unnest(t_instance, t_version, t_history_count, t_status, t_output, t_error,
+                    t_custom_status)
+             WITH ORDINALITY AS t(instance, version, history_count, status, output, error,
+                                  custom_status, n)
+        WHERE turn_ok[t.n] AND i.id = t.instance;
+
+        -- Finished instances wait for nothing more.
+        IF cardinality(v_finished) > 0 THEN
+            DELETE FROM ratchet.inbox WHERE instance = ANY (v_finished);
+            DELETE FROM ratchet.tasks WHERE instance = ANY (v_finished);
+            IF p_notify THEN
+                PERFORM pg_notify('ratchet.done', f) FROM unnest(v_finished) AS f;
+            END IF;
+        END IF;
+
+    END IF;
+
+    IF cardinality(k_turn) > 0 THEN
+        -- Tasks: activities, the first p_task_capacity of them leased to the committer, and
+        -- standalone tasks for their queues (one whose unique key is held is not enqueued).
+        WITH scheduled AS (
+            SELECT k.*, row_number() OVER (PARTITION BY k.standalone ORDER BY k.n) AS rank
+            FROM unnest(k_turn, k_queue, k_name, k_input, k_options, k_seq, k_visible_at,
+                        k_priority, k_unique_key, k_metadata, k_standalone)
+                 WITH ORDINALITY AS k(turn, queue, name, input, options, seq, visible_at,
+                                      priority, unique_key, metadata, standalone, n)
+            WHERE turn_ok[k.turn] AND t_instance[k.turn] <> ALL (v_finished)
+              AND t_instance[k.turn] <> ALL (v_continued)
+        ), inserted AS (
+            INSERT INTO ratchet.tasks (queue, name, input, options, instance, execution, seq,
+                                       priority, visible_at, ready_at, lease_owner, lease_until,
+                                       fence, unique_key, metadata, created_at)
+            SELECT s.queue, s.name, s.input, s.options,
+                   CASE WHEN s.standalone THEN NULL ELSE t_instance[s.turn] END,
+                   CASE WHEN s.standalone THEN NULL ELSE t_execution[s.turn] END,
+                   CASE WHEN s.standalone THEN NULL ELSE s.seq END,
+                   s.priority, s.visible_at,
+                   CASE WHEN s.leased THEN p_task_until ELSE s.visible_at END,
+                   CASE WHEN s.leased THEN p_task_owner END,
+                   CASE WHEN s.leased THEN p_task_until END,
+                   CASE WHEN s.leased THEN 1 ELSE 0 END,
+                   s.unique_key, s.metadata, p_now
+            FROM (SELECT scheduled.*,
+                         (NOT standalone AND p_task_owner IS NOT NULL
+                          AND rank <= p_task_capacity) AS leased
+                  FROM scheduled) s
+            ORDER BY s.n
+            ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+            RETURNING id, fence, instance, seq, lease_owner, visible_at)
+        SELECT coalesce(array_agg(instance ORDER BY id) FILTER (WHERE lease_owner IS NOT NULL), '{}'),
+               coalesce(array_agg(seq ORDER BY id) FILTER (WHERE lease_owner IS NOT NULL), '{}'),
+               coalesce(array_agg(id ORDER BY id) FILTER (WHERE lease_owner IS NOT NULL), '{}'),
+               coalesce(array_agg(fence ORDER BY id) FILTER (WHERE lease_owner IS NOT NULL), '{}'),
+               coalesce(bool_or(lease_owner IS NULL AND visible_at <= p_now), false)
+        INTO task_instance, task_seq, task_id, task_fence, v_unleased_tasks
+        FROM inserted;
+
+    END IF;
+
+    IF cardinality(b_turn) > 0 THEN
+        -- Timers of running turns, visible at their time.
+        WITH inserted AS (
+            INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
+            SELECT t_instance[b.turn], b.kind, b.event, b.visible_at
+            FROM unnest(b_turn, b_kind, b_event, b_visible_at)
+                 WITH ORDINALITY AS b(turn, kind, event, visible_at, n)
+            WHERE turn_ok[b.turn] AND t_instance[b.turn] <> ALL (v_finished)
+              AND t_instance[b.turn] <> ALL (v_continued)
+            ORDER BY b.n
+            RETURNING instance, visible_at)
+        SELECT v_woken || coalesce(array_agg(instance) FILTER (WHERE visible_at <= p_now), '{}')
+        INTO v_woken FROM inserted;
+
+    END IF;
+
+    IF cardinality(d_turn) > 0 THEN
+        -- Results for parents, only while the parent runs the execution that started the child.
+        WITH inserted AS (
+            INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
+            SELECT c.parent_instance, d.kind, d.event, d.visible_at
+            FROM unnest(d_turn, d_kind, d_event, d_visible_at)
+                 WITH ORDINALITY AS d(turn, kind, event, visible_at, n)
+            JOIN ratchet.instances c ON c.id = t_instance[d.turn]
+            JOIN ratchet.instances p ON p.id = c.parent_instance
+                 AND p.execution = c.parent_execution
+                 AND p.status IN ('Pending', 'Running', 'ContinuedAsNew')
+            WHERE turn_ok[d.turn]
+            ORDER BY d.n
+            RETURNING instance)
+        SELECT v_woken || coalesce(array_agg(instance), '{}') INTO v_woken FROM inserted;
+
+    END IF;
+
+    IF cardinality(n_turn) > 0 THEN
+        -- Sub-orchestrations. A child id that is taken fails the parent's step instead of the
+        -- whole turn.
+        WITH child AS (
+            SELECT n.*, t_instance[n.turn] AS parent_instance, t_execution[n.turn] AS parent_execution,
+                   row_number() OVER (PARTITION BY n.id ORDER BY n.ord) AS nth
+            FROM unnest(n_turn, n_id, n_name, n_input, n_parent, n_parent_seq, n_started, n_exists)
+                 WITH ORDINALITY AS n(turn, id, name, input, parent, parent_seq, started,
+                                      exists_event, ord)
+            WHERE turn_ok[n.turn]
+        ), created AS (
+            INSERT INTO ratchet.instances (id, name, status, execution, input, parent,
+                parent_instance, parent_execution, parent_seq, created_at, updated_at)
+            SELECT id, name, 'Pending', 0, input, parent, parent_instance, parent_execution,
+                   parent_seq, p_now, p_now
+            FROM child WHERE nth = 1
+            ON CONFLICT (id) DO NOTHING
+            RETURNING id
+        ), inserted AS (
+            INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
+            SELECT CASE WHEN c.id IS NULL THEN k.parent_instance ELSE k.id END,
+                   CASE WHEN c.id IS NULL THEN 'SubOrchestrationFailed' ELSE 'ExecutionStarted' END,
+                   CASE WHEN c.id IS NULL THEN k.exists_event ELSE k.started END,
+                   p_now
+            FROM child k LEFT JOIN created c ON c.id = k.id AND k.nth = 1
+            ORDER BY k.ord
+            RETURNING instance, kind)
+        SELECT v_woken || coalesce(array_agg(instance) FILTER (WHERE kind <> 'ExecutionStarted'), '{}'),
+               coalesce(bool_or(kind = 'ExecutionStarted'), false)
+        INTO v_woken, v_new_children FROM inserted;
+
+    END IF;
 
     -- Continue as new: what the old execution waited for goes (signals and cancellation stay),
     -- and the next execution opens with its start and the carried-over signals.
@@ -315,56 +336,59 @@ BEGIN
         v_woken := v_woken || v_continued;
     END IF;
 
-    -- Task completions: lock the rows, then each is applied only under its live fence, for
-    -- the step (or no step) and attempt it claims, once per batch.
-    PERFORM 1 FROM ratchet.tasks WHERE id = ANY (p_task) ORDER BY id FOR NO KEY UPDATE;
-    SELECT coalesce(array_agg(t.id IS NOT NULL AND c.nth = 1 ORDER BY c.n), '{}')
-    INTO completion_ok
-    FROM (SELECT c.*, row_number() OVER (PARTITION BY c.task ORDER BY c.n) AS nth
-          FROM unnest(p_task, p_fence, p_instance, p_execution, p_seq, p_attempt)
-               WITH ORDINALITY AS c(task, fence, instance, execution, seq, attempt, n)) c
-    LEFT JOIN ratchet.tasks t ON t.id = c.task AND t.fence = c.fence
-         AND t.instance IS NOT DISTINCT FROM c.instance
-         AND t.execution IS NOT DISTINCT FROM c.execution
-         AND t.seq IS NOT DISTINCT FROM c.seq AND t.attempt = c.attempt;
+    IF cardinality(p_task) > 0 THEN
+        -- Task completions: lock the rows, then each is applied only under its live fence, for
+        -- the step (or no step) and attempt it claims, once per batch.
+        PERFORM 1 FROM ratchet.tasks WHERE id = ANY (p_task) ORDER BY id FOR NO KEY UPDATE;
+        SELECT coalesce(array_agg(t.id IS NOT NULL AND c.nth = 1 ORDER BY c.n), '{}')
+        INTO completion_ok
+        FROM (SELECT c.*, row_number() OVER (PARTITION BY c.task ORDER BY c.n) AS nth
+              FROM unnest(p_task, p_fence, p_instance, p_execution, p_seq, p_attempt)
+                   WITH ORDINALITY AS c(task, fence, instance, execution, seq, attempt, n)) c
+        LEFT JOIN ratchet.tasks t ON t.id = c.task AND t.fence = c.fence
+             AND t.instance IS NOT DISTINCT FROM c.instance
+             AND t.execution IS NOT DISTINCT FROM c.execution
+             AND t.seq IS NOT DISTINCT FROM c.seq AND t.attempt = c.attempt;
 
-    -- A retry makes the next attempt claimable at its backoff time; a snooze, the same
-    -- attempt at its time.
-    UPDATE ratchet.tasks t
-    SET attempt = t.attempt + CASE WHEN c.outcome = 'Retry' THEN 1 ELSE 0 END,
-        visible_at = c.at, ready_at = c.at, last_error = coalesce(c.error, t.last_error),
-        lease_owner = NULL, lease_until = NULL
-    FROM unnest(p_task, p_outcome, p_at, p_error) WITH ORDINALITY AS c(task, outcome, at, error, n)
-    WHERE completion_ok[c.n] AND c.outcome IN ('Retry', 'Snooze') AND t.id = c.task;
+        -- A retry makes the next attempt claimable at its backoff time; a snooze, the same
+        -- attempt at its time.
+        UPDATE ratchet.tasks t
+        SET attempt = t.attempt + CASE WHEN c.outcome = 'Retry' THEN 1 ELSE 0 END,
+            visible_at = c.at, ready_at = c.at, last_error = coalesce(c.error, t.last_error),
+            lease_owner = NULL, lease_until = NULL
+        FROM unnest(p_task, p_outcome, p_at, p_error) WITH ORDINALITY AS c(task, outcome, at, error, n)
+        WHERE completion_ok[c.n] AND c.outcome IN ('Retry', 'Snooze') AND t.id = c.task;
 
-    -- A standalone task's final outcome moves it to its results.
-    PERFORM ratchet.task_finish(
-        array_agg(c.task),
-        array_agg(CASE c.outcome WHEN 'Failed' THEN 'Dead' ELSE c.outcome END),
-        array_agg(c.output), array_agg(c.error), p_now)
-    FROM unnest(p_task, p_instance, p_outcome, p_output, p_error)
-         WITH ORDINALITY AS c(task, instance, outcome, output, error, n)
-    WHERE completion_ok[c.n] AND c.instance IS NULL
-      AND c.outcome IN ('Completed', 'Failed', 'Cancelled')
-    HAVING count(*) > 0;
+        -- A standalone task's final outcome moves it to its results.
+        PERFORM ratchet.task_finish(
+            array_agg(c.task),
+            array_agg(CASE c.outcome WHEN 'Failed' THEN 'Dead' ELSE c.outcome END),
+            array_agg(c.output), array_agg(c.error), p_now)
+        FROM unnest(p_task, p_instance, p_outcome, p_output, p_error)
+             WITH ORDINALITY AS c(task, instance, outcome, output, error, n)
+        WHERE completion_ok[c.n] AND c.instance IS NULL
+          AND c.outcome IN ('Completed', 'Failed', 'Cancelled')
+        HAVING count(*) > 0;
 
-    -- An activity's final outcome leaves the table and reaches the orchestration, if it still
-    -- runs that execution.
-    DELETE FROM ratchet.tasks t
-    USING unnest(p_task, p_instance, p_event) WITH ORDINALITY AS c(task, instance, event, n)
-    WHERE completion_ok[c.n] AND c.instance IS NOT NULL AND c.event IS NOT NULL
-      AND t.id = c.task;
-    WITH inserted AS (
-        INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
-        SELECT c.instance, c.kind, c.event, 0
-        FROM unnest(p_instance, p_execution, p_kind, p_event)
-             WITH ORDINALITY AS c(instance, execution, kind, event, n)
-        JOIN ratchet.instances i ON i.id = c.instance AND i.execution = c.execution
-             AND i.status IN ('Pending', 'Running', 'ContinuedAsNew')
-        WHERE completion_ok[c.n] AND c.event IS NOT NULL
-        ORDER BY c.n
-        RETURNING instance)
-    SELECT v_woken || coalesce(array_agg(instance), '{}') INTO v_woken FROM inserted;
+        -- An activity's final outcome leaves the table and reaches the orchestration, if it still
+        -- runs that execution.
+        DELETE FROM ratchet.tasks t
+        USING unnest(p_task, p_instance, p_event) WITH ORDINALITY AS c(task, instance, event, n)
+        WHERE completion_ok[c.n] AND c.instance IS NOT NULL AND c.event IS NOT NULL
+          AND t.id = c.task;
+        WITH inserted AS (
+            INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
+            SELECT c.instance, c.kind, c.event, 0
+            FROM unnest(p_instance, p_execution, p_kind, p_event)
+                 WITH ORDINALITY AS c(instance, execution, kind, event, n)
+            JOIN ratchet.instances i ON i.id = c.instance AND i.execution = c.execution
+                 AND i.status IN ('Pending', 'Running', 'ContinuedAsNew')
+            WHERE completion_ok[c.n] AND c.event IS NOT NULL
+            ORDER BY c.n
+            RETURNING instance)
+        SELECT v_woken || coalesce(array_agg(instance), '{}') INTO v_woken FROM inserted;
+
+    END IF;
 
     -- Eager dispatch: the committer's cached instances that now have events come back leased.
     IF p_lock_owner IS NOT NULL AND cardinality(p_lock) > 0 THEN

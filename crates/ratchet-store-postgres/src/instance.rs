@@ -64,25 +64,24 @@ pub(crate) async fn create(
     let started_text: Vec<String> = started.iter().map(to_json).collect();
     let owner = lease.map(|l| l.owner.clone());
     let until = lease.map(|l| l.until.0);
+    let params = [
+        p(&now.0),
+        p(&false),
+        p(&owner),
+        p(&until),
+        p(&ids),
+        p(&names),
+        p(&inputs),
+        p(&parents),
+        p(&parent_ids),
+        p(&parent_executions),
+        p(&parent_seqs),
+        p(&policies),
+        p(&started_text),
+    ];
+    // Created unleased: whoever runs it must hear of it.
     let row = c
-        .one(
-            "instance_create",
-            &[
-                p(&now.0),
-                p(&c.notify()),
-                p(&owner),
-                p(&until),
-                p(&ids),
-                p(&names),
-                p(&inputs),
-                p(&parents),
-                p(&parent_ids),
-                p(&parent_executions),
-                p(&parent_seqs),
-                p(&policies),
-                p(&started_text),
-            ],
-        )
+        .then_notify(lease.is_none(), c.one("instance_create", &params))
         .await?;
     let outcomes: Vec<String> = col(&row, "outcome")?;
     let statuses: Vec<Option<String>> = col(&row, "status")?;
@@ -225,18 +224,8 @@ pub(crate) async fn signal(
             })
         })
         .collect();
-    let row = c
-        .one(
-            "signal_raise",
-            &[
-                p(&now.0),
-                p(&c.notify()),
-                p(&instances),
-                p(&dedup),
-                p(&events),
-            ],
-        )
-        .await?;
+    let params = [p(&now.0), p(&false), p(&instances), p(&dedup), p(&events)];
+    let row = c.then_notify(true, c.one("signal_raise", &params)).await?;
     let outcomes: Vec<String> = col(&row, "outcome")?;
     let statuses: Vec<Option<String>> = col(&row, "status")?;
     outcomes

@@ -109,6 +109,23 @@ impl Conn {
     pub(crate) fn notify(&self) -> bool {
         self.store.config.notify
     }
+
+    /// Runs `main` and, when `wanted`, a `NOTIFY <schema>.work` after it: both go out together
+    /// on this connection (one round trip), the notification as a transaction of its own. A
+    /// NOTIFY inside a writing transaction holds PostgreSQL's notification lock through the
+    /// commit's WAL flush, which serializes every notifying commit; alone it writes no WAL
+    /// and lets go at once.
+    pub(crate) async fn then_notify<T>(
+        &self,
+        wanted: bool,
+        main: impl std::future::Future<Output = Res<T>>,
+    ) -> Res<T> {
+        if !(wanted && self.notify()) {
+            return main.await;
+        }
+        let (value, _) = futures::try_join!(main, self.query("work_notify", &[]))?;
+        Ok(value)
+    }
 }
 
 impl PostgresStore {
@@ -257,7 +274,7 @@ impl PostgresStore {
             .map_err(db_err)
     }
 
-    /// Runs `f` on a pooled connection: one round trip and `commits` transactions. A call that
+    /// Runs `f` on a pooled connection: one round trip and `commits` writing transactions. A call that
     /// a deadlock or serialization failure rolled back whole is run again (each try counts).
     async fn call<'a, T>(
         &'a self,
@@ -417,7 +434,7 @@ impl Store for PostgresStore {
     }
 
     async fn lease_release(&self, release: LeaseRelease) -> Result<()> {
-        let commits = task::release_statements(&release, self.inner.config.notify);
+        let commits = task::release_statements(&release);
         let release = &release;
         self.call(commits, |c| {
             Box::pin(async move { task::release(&c, release).await })

@@ -146,10 +146,10 @@ pub(crate) async fn heartbeat(
         .collect()
 }
 
-/// How many statements (each its own transaction) a release runs.
-pub(crate) fn release_statements(release: &LeaseRelease, notify: bool) -> u64 {
-    let updates = u64::from(!release.instances.is_empty()) + u64::from(!release.tasks.is_empty());
-    updates + u64::from(notify && updates > 0)
+/// How many writing statements (each its own transaction) a release runs; a notification
+/// alone writes nothing.
+pub(crate) fn release_statements(release: &LeaseRelease) -> u64 {
+    u64::from(!release.instances.is_empty()) + u64::from(!release.tasks.is_empty())
 }
 
 /// Gives instance and task leases back, and tells other processes the work is free: the
@@ -174,7 +174,7 @@ pub(crate) async fn release(c: &Conn, release: &LeaseRelease) -> Res<()> {
             .await
     };
     let notify = async {
-        if !c.notify() || release_statements(release, false) == 0 {
+        if !c.notify() || release_statements(release) == 0 {
             return Ok(Vec::new());
         }
         c.query("work_notify", &[]).await
@@ -242,14 +242,20 @@ pub(crate) fn enqueue_outcomes(row: &Row) -> Res<Vec<EnqueueOutcome>> {
         .collect())
 }
 
+/// Whether enqueueing `tasks` makes work ready now (and so worth a notification).
+pub(crate) fn wakes(tasks: &[NewTask], now: Timestamp) -> bool {
+    tasks.iter().any(|t| t.visible_at <= now)
+}
+
 pub(crate) async fn enqueue(
     c: &Conn,
     tasks: &[NewTask],
     now: Timestamp,
 ) -> Res<Vec<EnqueueOutcome>> {
     let args = EnqueueArgs::of(tasks);
+    let params = args.params(&now.0, &false);
     let row = c
-        .one("task_enqueue", &args.params(&now.0, &c.notify()))
+        .then_notify(wakes(tasks, now), c.one("task_enqueue", &params))
         .await?;
     enqueue_outcomes(&row)
 }

@@ -27,6 +27,7 @@ mod migrate;
 mod queue;
 mod store;
 mod task;
+mod wake;
 
 pub use migrate::SCHEMA_VERSION;
 pub use store::SqliteStore;

@@ -9,12 +9,12 @@ use ratchet_store::{
     InstanceClaim, InstanceClaimed, InstanceFilter, InstanceRecord, Lease, LeaseRelease,
     LeaseState, NamedQueries, NewInstance, NewSignal, NewTask, QueueStats, QueueUpdate, Result,
     SignalOutcome, StopOutcome, Store, StoreError, StoreStats, TaskAction, TaskActionOutcome,
-    TaskClaim, TaskFilter, TaskId, TaskRecord,
+    TaskClaim, TaskFilter, TaskId, TaskRecord, WakeupSender, Wakeups,
 };
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use crate::convert::db_err;
-use crate::{commit, instance, migrate, queue, task};
+use crate::{commit, instance, migrate, queue, task, wake};
 
 /// The named statements of this backend, from `sql/*.sql`.
 fn queries() -> &'static NamedQueries {
@@ -47,6 +47,8 @@ struct Counters {
 pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
     counters: Arc<Counters>,
+    /// Shared with this process's other stores on the same file.
+    wakeups: WakeupSender,
 }
 
 impl SqliteStore {
@@ -58,6 +60,7 @@ impl SqliteStore {
     /// a newer Ratchet wrote it.
     pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
+        let at = path.clone();
         let conn = tokio::task::spawn_blocking(move || -> Result<Connection> {
             let mut conn = Connection::open(&path).map_err(db_err)?;
             conn.busy_timeout(std::time::Duration::from_secs(10))
@@ -76,6 +79,7 @@ impl SqliteStore {
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
             counters: Arc::default(),
+            wakeups: wake::sender_for(&at),
         })
     }
 
@@ -94,7 +98,13 @@ impl SqliteStore {
         now: Timestamp,
     ) -> Result<Vec<ratchet_store::EnqueueOutcome>> {
         self.counters.round_trips.fetch_add(1, Ordering::Relaxed);
-        tasks.iter().map(|t| task::enqueue(tx, t, now)).collect()
+        let outcomes = tasks
+            .iter()
+            .map(|t| task::enqueue(tx, t, now))
+            .collect::<Result<Vec<_>>>()?;
+        // Early for a transaction that may yet roll back: a spare claim, nothing worse.
+        self.wakeups.work_ready();
+        Ok(outcomes)
     }
 
     /// Every named statement, for the test that prepares them all.
@@ -158,13 +168,19 @@ impl Store for SqliteStore {
         lease: Option<Lease>,
         now: Timestamp,
     ) -> Result<Vec<CreateOutcome>> {
-        self.write(move |tx| {
-            instances
-                .iter()
-                .map(|i| instance::create(tx, i, lease.as_ref(), now))
-                .collect()
-        })
-        .await
+        let leased = lease.is_some();
+        let out: Vec<CreateOutcome> = self
+            .write(move |tx| {
+                instances
+                    .iter()
+                    .map(|i| instance::create(tx, i, lease.as_ref(), now))
+                    .collect()
+            })
+            .await?;
+        if !leased && out.iter().any(|o| matches!(o, CreateOutcome::Created(_))) {
+            self.wakeups.work_ready();
+        }
+        Ok(out)
     }
 
     async fn instance_claim(&self, claim: InstanceClaim) -> Result<InstanceClaimed> {
@@ -172,7 +188,9 @@ impl Store for SqliteStore {
     }
 
     async fn commit(&self, batch: CommitBatch) -> Result<CommitOutcome> {
+        let shape = wake::CommitShape::of(&batch);
         let out = self.write(move |tx| commit::commit(tx, batch)).await?;
+        shape.wake(&self.wakeups, &out);
         let stale = out.stale();
         self.counters.stale.fetch_add(stale, Ordering::Relaxed);
         Ok(out)
@@ -197,8 +215,13 @@ impl Store for SqliteStore {
         tasks: Vec<NewTask>,
         now: Timestamp,
     ) -> Result<Vec<EnqueueOutcome>> {
-        self.write(move |tx| tasks.iter().map(|t| task::enqueue(tx, t, now)).collect())
-            .await
+        let out: Vec<EnqueueOutcome> = self
+            .write(move |tx| tasks.iter().map(|t| task::enqueue(tx, t, now)).collect())
+            .await?;
+        if out.iter().any(|o| matches!(o, EnqueueOutcome::Enqueued(_))) {
+            self.wakeups.work_ready();
+        }
+        Ok(out)
     }
 
     async fn task_get(&self, id: TaskId, now: Timestamp) -> Result<Option<TaskRecord>> {
@@ -215,11 +238,22 @@ impl Store for SqliteStore {
         action: TaskAction,
         now: Timestamp,
     ) -> Result<Vec<TaskActionOutcome>> {
-        self.write(move |tx| task::act(tx, &ids, action, now)).await
+        let out = self
+            .write(move |tx| task::act(tx, &ids, action, now))
+            .await?;
+        if action == TaskAction::Retry {
+            self.wakeups.work_ready();
+        }
+        Ok(out)
     }
 
     async fn queue_update(&self, update: QueueUpdate) -> Result<()> {
-        self.write(move |tx| queue::update(tx, &update)).await
+        let resumed = update.paused == Some(false) || update.limits.is_some();
+        self.write(move |tx| queue::update(tx, &update)).await?;
+        if resumed {
+            self.wakeups.work_ready();
+        }
+        Ok(())
     }
 
     async fn queue_stats(&self, now: Timestamp) -> Result<Vec<QueueStats>> {
@@ -231,7 +265,9 @@ impl Store for SqliteStore {
     }
 
     async fn lease_release(&self, release: LeaseRelease) -> Result<()> {
-        self.write(move |tx| task::release(tx, &release)).await
+        self.write(move |tx| task::release(tx, &release)).await?;
+        self.wakeups.work_ready();
+        Ok(())
     }
 
     async fn signal_raise(
@@ -239,19 +275,29 @@ impl Store for SqliteStore {
         signals: Vec<NewSignal>,
         now: Timestamp,
     ) -> Result<Vec<SignalOutcome>> {
-        self.write(move |tx| {
-            signals
-                .iter()
-                .map(|s| instance::signal(tx, s, now))
-                .collect()
-        })
-        .await
+        let out: Vec<SignalOutcome> = self
+            .write(move |tx| {
+                signals
+                    .iter()
+                    .map(|s| instance::signal(tx, s, now))
+                    .collect()
+            })
+            .await?;
+        if out.contains(&SignalOutcome::Raised) {
+            self.wakeups.work_ready();
+        }
+        Ok(out)
     }
 
     async fn instance_cancel(&self, id: &str, reason: &str, now: Timestamp) -> Result<StopOutcome> {
         let (id, reason) = (id.to_string(), reason.to_string());
-        self.write(move |tx| instance::cancel(tx, &id, &reason, now))
-            .await
+        let out = self
+            .write(move |tx| instance::cancel(tx, &id, &reason, now))
+            .await?;
+        if out == StopOutcome::Done {
+            self.wakeups.work_ready();
+        }
+        Ok(out)
     }
 
     async fn instance_terminate(
@@ -260,9 +306,16 @@ impl Store for SqliteStore {
         reason: &str,
         now: Timestamp,
     ) -> Result<StopOutcome> {
+        let finished = id.to_string();
         let (id, reason) = (id.to_string(), reason.to_string());
-        self.write(move |tx| instance::terminate(tx, &id, &reason, now))
-            .await
+        let out = self
+            .write(move |tx| instance::terminate(tx, &id, &reason, now))
+            .await?;
+        if out == StopOutcome::Done {
+            self.wakeups.finished(finished);
+            self.wakeups.work_ready();
+        }
+        Ok(out)
     }
 
     async fn instance_get(&self, id: &str) -> Result<Option<InstanceRecord>> {
@@ -290,5 +343,9 @@ impl Store for SqliteStore {
             commits: self.counters.commits.load(Ordering::Relaxed),
             stale_refused: self.counters.stale.load(Ordering::Relaxed),
         }
+    }
+
+    fn wakeups(&self) -> Option<Wakeups> {
+        Some(self.wakeups.subscribe())
     }
 }

@@ -98,7 +98,7 @@ pub struct LeaseRelease {
 pub struct StoreStats {
     /// Round trips to the database (one statement, function call or pipelined batch each).
     pub round_trips: u64,
-    /// Transactions committed.
+    /// Writing transactions committed (a read, or a notification sent on its own, is none).
     pub commits: u64,
     /// Turn commits and task completions refused for a stale fence.
     pub stale_refused: u64,

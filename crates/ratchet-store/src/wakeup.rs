@@ -11,6 +11,10 @@ pub struct Wakeups {
     pub work: watch::Receiver<u64>,
     /// Ids of instances that finished; `None` after a reconnect, when some may have been missed.
     pub finished: broadcast::Receiver<Option<String>>,
+    /// True when other processes' work arrives too (PostgreSQL); false when only this
+    /// process's stores on the same database are heard (SQLite), so waits across processes
+    /// still lean on polling.
+    pub cross_process: bool,
 }
 
 /// The sending side of [`Wakeups`], held by a backend's listener.
@@ -18,6 +22,7 @@ pub struct Wakeups {
 pub struct WakeupSender {
     work: watch::Sender<u64>,
     finished: broadcast::Sender<Option<String>>,
+    cross_process: bool,
 }
 
 impl Default for WakeupSender {
@@ -27,11 +32,20 @@ impl Default for WakeupSender {
 }
 
 impl WakeupSender {
-    /// A sender with no subscribers yet.
+    /// A sender of wake-ups from every process, with no subscribers yet.
     pub fn new() -> Self {
         Self {
             work: watch::channel(0).0,
             finished: broadcast::channel(1024).0,
+            cross_process: true,
+        }
+    }
+
+    /// A sender of wake-ups from this process only.
+    pub fn in_process() -> Self {
+        Self {
+            cross_process: false,
+            ..Self::new()
         }
     }
 
@@ -40,6 +54,7 @@ impl WakeupSender {
         Wakeups {
             work: self.work.subscribe(),
             finished: self.finished.subscribe(),
+            cross_process: self.cross_process,
         }
     }
 

@@ -40,7 +40,8 @@ struct Shape {
 }
 
 async fn fan_out(ctx: OrchestrationContext, shape: Shape) -> Result<u64, OrchestrationError> {
-    let calls = (0..shape.activities).map(|i| ctx.activity::<u64>("bench_sleep", (i, shape.activity_ms)));
+    let calls =
+        (0..shape.activities).map(|i| ctx.activity::<u64>("bench_sleep", (i, shape.activity_ms)));
     let all = ratchet::join_all(calls)
         .await
         .into_iter()
@@ -127,7 +128,13 @@ pub(crate) async fn run(args: FanoutArgs, database_url: Option<&str>) -> anyhow:
     drop(store);
 
     let units = result.ok;
-    let per = |n: u64| if units == 0 { 0.0 } else { n as f64 / units as f64 };
+    let per = |n: u64| {
+        if units == 0 {
+            0.0
+        } else {
+            n as f64 / units as f64
+        }
+    };
     let mut report = Report {
         scenario: "fanout".into(),
         unit: "orchestration".into(),

@@ -40,7 +40,11 @@ impl Latencies {
     pub(crate) fn summary(&self) -> LatencySummary {
         LatencySummary {
             count: self.count(),
-            avg_ms: if self.count() == 0 { 0.0 } else { self.0.mean() / 1000.0 },
+            avg_ms: if self.count() == 0 {
+                0.0
+            } else {
+                self.0.mean() / 1000.0
+            },
             p50_ms: self.ms(50.0),
             p95_ms: self.ms(95.0),
             p99_ms: self.ms(99.0),

@@ -85,7 +85,10 @@ fn print_report(r: &Report) {
         &format!("{}s", r.unit),
         format!("{} in {:.2} s", r.units, r.seconds),
     );
-    row("throughput", format!("{:.1} {}s/s", r.throughput_per_s, r.unit));
+    row(
+        "throughput",
+        format!("{:.1} {}s/s", r.throughput_per_s, r.unit),
+    );
     for (name, value) in &r.figures {
         row(name, format!("{value:.2}"));
     }
@@ -123,7 +126,10 @@ fn print_report(r: &Report) {
         "failed / timed out / stuck",
         format!("{} / {} / {}", c.failed, c.timed_out, c.stuck),
     );
-    row("stale writes refused (fencing)", c.stale_refused.to_string());
+    row(
+        "stale writes refused (fencing)",
+        c.stale_refused.to_string(),
+    );
     if let Some(pg) = &r.postgres {
         row(
             "pg commits / rollbacks",
@@ -135,7 +141,10 @@ fn print_report(r: &Report) {
         );
         row(
             "pg tuples ins / upd / del",
-            format!("{} / {} / {}", pg.tup_inserted, pg.tup_updated, pg.tup_deleted),
+            format!(
+                "{} / {} / {}",
+                pg.tup_inserted, pg.tup_updated, pg.tup_deleted
+            ),
         );
         row(
             &format!("pg WAL bytes (per {})", r.unit),
@@ -144,7 +153,12 @@ fn print_report(r: &Report) {
         let waits: Vec<String> = pg
             .wait_events
             .iter()
-            .map(|(e, n)| format!("{e} {:.0}%", 100.0 * *n as f64 / pg.wait_samples.max(1) as f64))
+            .map(|(e, n)| {
+                format!(
+                    "{e} {:.0}%",
+                    100.0 * *n as f64 / pg.wait_samples.max(1) as f64
+                )
+            })
             .collect();
         row("pg busy connections were in", waits.join(", "));
         let dead: Vec<String> = pg

@@ -163,7 +163,6 @@ impl PgStats {
             dead_tuples,
         })
     }
-
 }
 
 /// Drops a run's schema.

@@ -80,7 +80,10 @@ async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, delay: Duration) 
         match from.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => {
-                if tx.send((Instant::now() + delay, buf[..n].to_vec())).is_err() {
+                if tx
+                    .send((Instant::now() + delay, buf[..n].to_vec()))
+                    .is_err()
+                {
                     break;
                 }
             }

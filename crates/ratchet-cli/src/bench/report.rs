@@ -38,8 +38,10 @@ pub(crate) fn run(args: ReportArgs) -> anyhow::Result<()> {
         ladder_chart(&args.out.join(file), &ladders)?;
         let _ = write!(md, "\n![latency per ladder rung]({file})\n");
     }
-    let fanouts: Vec<&(PathBuf, Report)> =
-        runs.iter().filter(|(_, r)| r.scenario == "fanout").collect();
+    let fanouts: Vec<&(PathBuf, Report)> = runs
+        .iter()
+        .filter(|(_, r)| r.scenario == "fanout")
+        .collect();
     if fanouts.len() > 1 {
         let file = "throughput-vs-rtt.svg";
         rtt_chart(&args.out.join(file), &fanouts)?;
@@ -102,11 +104,17 @@ fn table(runs: &[(PathBuf, Report)]) -> String {
 fn ladder_chart(path: &Path, runs: &[&(PathBuf, Report)]) -> anyhow::Result<()> {
     let steps: Vec<_> = runs.iter().flat_map(|(_, r)| &r.steps).collect();
     let max_at = steps.iter().map(|s| s.at).fold(1.0_f64, f64::max);
-    let max_ms = steps.iter().map(|s| s.latency.p95_ms).fold(1.0_f64, f64::max);
+    let max_ms = steps
+        .iter()
+        .map(|s| s.latency.p95_ms)
+        .fold(1.0_f64, f64::max);
     let root = SVGBackend::new(path, (800, 480)).into_drawing_area();
     root.fill(&WHITE).map_err(draw)?;
     let mut chart = ChartBuilder::on(&root)
-        .caption("Signal round trip latency per ladder rung", ("sans-serif", 20))
+        .caption(
+            "Signal round trip latency per ladder rung",
+            ("sans-serif", 20),
+        )
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(60)
@@ -176,7 +184,10 @@ fn rtt_chart(path: &Path, runs: &[&(PathBuf, Report)]) -> anyhow::Result<()> {
     let root = SVGBackend::new(path, (800, 480)).into_drawing_area();
     root.fill(&WHITE).map_err(draw)?;
     let mut chart = ChartBuilder::on(&root)
-        .caption("Fan-out throughput against database round trip", ("sans-serif", 20))
+        .caption(
+            "Fan-out throughput against database round trip",
+            ("sans-serif", 20),
+        )
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70)

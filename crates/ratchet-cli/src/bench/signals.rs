@@ -218,10 +218,18 @@ async fn serial(client: &Client, args: &SignalArgs) -> anyhow::Result<Report> {
     report.units = n as u64;
     report.throughput_per_s = n as f64 / report.seconds;
     report.latency = complete.summary();
-    report.latencies.insert("start (to waiting)".into(), start.summary());
-    report.latencies.insert("signal publish".into(), publish.summary());
-    report.latencies.insert("signal to completion".into(), complete.summary());
-    report.latencies.insert("start to completion".into(), total.summary());
+    report
+        .latencies
+        .insert("start (to waiting)".into(), start.summary());
+    report
+        .latencies
+        .insert("signal publish".into(), publish.summary());
+    report
+        .latencies
+        .insert("signal to completion".into(), complete.summary());
+    report
+        .latencies
+        .insert("start to completion".into(), total.summary());
     report.figures.insert("status polls".into(), polls as f64);
     Ok(report)
 }
@@ -328,7 +336,9 @@ async fn ladder(client: &Client, args: &SignalArgs) -> Report {
         .map(|s| s.throughput_per_s)
         .fold(0.0, f64::max);
     report.throughput_per_s = best;
-    report.figures.insert("best rung round trips/s".into(), best);
+    report
+        .figures
+        .insert("best rung round trips/s".into(), best);
     report.latency = all.summary();
     report
 }
@@ -384,10 +394,15 @@ async fn soak(client: &Client, args: &SignalArgs) -> Report {
     while Instant::now() < end {
         let client = client.clone();
         let until = (Instant::now() + Duration::from_secs(1)).min(end);
-        let result = closed_loop(args.concurrency, until, Some(progress.counter()), move || {
-            let client = client.clone();
-            async move { round_trip(&client).await }
-        })
+        let result = closed_loop(
+            args.concurrency,
+            until,
+            Some(progress.counter()),
+            move || {
+                let client = client.clone();
+                async move { round_trip(&client).await }
+            },
+        )
         .await;
         second += 1.0;
         report.steps.push(Step {
@@ -407,9 +422,10 @@ async fn soak(client: &Client, args: &SignalArgs) -> Report {
     report.latency = all.summary();
     if let (Some(first), Some(last)) = (report.steps.first(), report.steps.last()) {
         if first.latency.p50_ms > 0.0 {
-            report
-                .figures
-                .insert("p50 drift (last/first)".into(), last.latency.p50_ms / first.latency.p50_ms);
+            report.figures.insert(
+                "p50 drift (last/first)".into(),
+                last.latency.p50_ms / first.latency.p50_ms,
+            );
         }
         report.figures.insert(
             "memory growth (MiB)".into(),

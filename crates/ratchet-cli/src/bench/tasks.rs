@@ -252,7 +252,9 @@ async fn drain(env: &mut BenchEnv, client: &Client, args: &TaskArgs) -> anyhow::
         commits_per_unit: (after.commits - before.commits) as f64 / units,
         ..Report::default()
     };
-    report.figures.insert("enqueued/s".into(), args.count as f64 / enqueue_seconds);
+    report
+        .figures
+        .insert("enqueued/s".into(), args.count as f64 / enqueue_seconds);
     report.correctness.failed = dead;
     report.correctness.timed_out = u64::from(timed_out);
     report.correctness.stuck = waiting;
@@ -285,8 +287,8 @@ async fn steady(env: &mut BenchEnv, client: &Client, args: &TaskArgs) -> anyhow:
         let (client, failures) = (client.clone(), failures.clone());
         sends.push(tokio::spawn(async move {
             let _permit = permit;
-            let request = TaskRequest::new("bench_noop", now_us())
-                .map(|r| r.options(bench_options()));
+            let request =
+                TaskRequest::new("bench_noop", now_us()).map(|r| r.options(bench_options()));
             let sent = match request {
                 Ok(r) => client.enqueue_many(vec![r]).await.map(|_| ()),
                 Err(e) => Err(e),

@@ -61,7 +61,7 @@ impl Client {
     pub fn new(store: Arc<dyn ratchet_store::Store>) -> Self {
         let defaults = crate::RuntimeConfig::default();
         // A store that pushes "finished" needs the poll only as a fallback.
-        let poll_interval = if store.wakeups().is_some() {
+        let poll_interval = if store.wakeups().is_some_and(|w| w.cross_process) {
             Duration::from_secs(1)
         } else {
             Duration::from_millis(200)
