@@ -1,5 +1,6 @@
 //! The group committer: one service that writes the turn commits and task completions of many
-//! instances in one store round trip, flushing whenever the previous flush is done.
+//! instances in one store round trip, with a few flushes in flight at most: whatever gathers
+//! while they travel leaves in the next.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,7 +10,10 @@ use ratchet_store::{
     CommitBatch, CompletionResult, Lease, StoreError, TaskCompletion, TaskResult, TurnCommit,
     TurnResult,
 };
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
 
 use crate::runtime::Shared;
 use crate::turn;
@@ -66,16 +70,48 @@ impl Committer {
 /// Runs until [`Committer::stop`].
 pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<CommitItem>) {
     let max = shared.config.commit_batch;
-    let mut retry: Vec<(TaskCompletion, Option<String>)> = Vec::new();
+    // Against a distant database, several flushes may be in flight: the items that gather
+    // while one travels leave in the next at once instead of waiting for it. Near the
+    // database, one at a time makes larger batches and fewer commits, which is cheaper.
+    let mut flushes: JoinSet<Result<(), (Arc<StoreError>, Completions)>> = JoinSet::new();
+    let flush_time = Arc::new(AtomicU64::new(0));
+    let mut retry: Completions = Vec::new();
     let mut backoff = Duration::from_millis(50);
     let mut stopping = false;
     loop {
+        // Completions of a failed flush go again, after a pause that grows while they fail.
+        while let Some(done) = flushes.try_join_next() {
+            if let Ok(Err((e, completions))) = done {
+                tracing::warn!(error = %e, retry_in = ?backoff, "group commit failed; completions will be retried");
+                retry.extend(completions);
+            }
+        }
+        if !retry.is_empty() {
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+        }
         let mut turns = Vec::new();
         let mut completions = std::mem::take(&mut retry);
         if completions.is_empty() {
-            match rx.recv().await {
-                Some(CommitItem::Stop) | None => break,
-                Some(item) => push(item, &mut turns, &mut completions, &mut stopping),
+            if stopping {
+                break;
+            }
+            tokio::select! {
+                item = rx.recv() => match item {
+                    Some(CommitItem::Stop) | None => stopping = true,
+                    Some(item) => push(item, &mut turns, &mut completions, &mut stopping),
+                },
+                // A flush that ends may need its completions sent again.
+                Some(done) = flushes.join_next(), if !flushes.is_empty() => {
+                    match done {
+                        Ok(Err((e, failed))) => {
+                            tracing::warn!(error = %e, retry_in = ?backoff, "group commit failed; completions will be retried");
+                            retry.extend(failed);
+                        }
+                        _ => backoff = Duration::from_millis(50),
+                    }
+                    continue;
+                }
             }
         }
         // Let tasks that are ready right now (sibling activities finishing together) queue
@@ -109,30 +145,50 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
             }
         }
         if turns.is_empty() && completions.is_empty() {
-            if stopping {
-                break;
-            }
             continue;
         }
-        match flush(&shared, turns, &completions).await {
-            Ok(()) => backoff = Duration::from_millis(50),
-            Err(e) => {
+        let slow = Duration::from_micros(flush_time.load(Ordering::Relaxed)) > SLOW_FLUSH;
+        let in_flight = if slow {
+            shared.config.commit_concurrency.max(1)
+        } else {
+            1
+        };
+        while flushes.len() >= in_flight {
+            if let Some(Ok(Err((e, failed)))) = flushes.join_next().await {
                 tracing::warn!(error = %e, retry_in = ?backoff, "group commit failed; completions will be retried");
-                retry = completions;
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(5));
+                retry.extend(failed);
             }
         }
-        if stopping && retry.is_empty() {
-            break;
+        let (shared, flush_time) = (shared.clone(), flush_time.clone());
+        flushes.spawn(async move {
+            let started = tokio::time::Instant::now();
+            let result = flush(&shared, turns, &completions).await;
+            // A moving average of how long a flush takes.
+            let took = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+            let old = flush_time.load(Ordering::Relaxed);
+            flush_time.store((old * 7 + took) / 8, Ordering::Relaxed);
+            result.map_err(|e| (e, completions))
+        });
+    }
+    // Shutting down: let the flushes in flight finish. Completions that still fail are lost
+    // here and their tasks run again after their leases expire.
+    while let Some(done) = flushes.join_next().await {
+        if let Ok(Err((e, failed))) = done {
+            tracing::warn!(error = %e, lost = failed.len(), "group commit failed at shutdown; those tasks run again after their leases");
         }
     }
 }
 
+/// A flush slower than this on average means a distant database: more may fly at once.
+const SLOW_FLUSH: Duration = Duration::from_millis(20);
+
+/// Completions with the instance of their activity, if any.
+type Completions = Vec<(TaskCompletion, Option<String>)>;
+
 fn push(
     item: CommitItem,
     turns: &mut Vec<(Box<TurnCommit>, TurnReply)>,
-    completions: &mut Vec<(TaskCompletion, Option<String>)>,
+    completions: &mut Completions,
     stopping: &mut bool,
 ) {
     match item {

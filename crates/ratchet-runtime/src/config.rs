@@ -40,6 +40,8 @@ pub struct RuntimeConfig {
     pub cache_size: usize,
     /// Items per group commit at most.
     pub commit_batch: usize,
+    /// Group commits in flight at once at most.
+    pub commit_concurrency: usize,
     /// How long a group commit holding an activity completion waits for that activity's
     /// siblings still running here, so that a fan-out's results share one commit.
     pub commit_linger: Duration,
@@ -71,6 +73,7 @@ impl Default for RuntimeConfig {
             poll_interval: Duration::from_secs(1),
             cache_size: 10_000,
             commit_batch: 512,
+            commit_concurrency: 4,
             commit_linger: Duration::from_millis(2),
             limits: Limits::default(),
             max_payload_bytes: 1 << 20,
@@ -95,6 +98,7 @@ impl RuntimeConfig {
             ("max_activities", self.max_activities),
             ("cache_size", self.cache_size),
             ("commit_batch", self.commit_batch),
+            ("commit_concurrency", self.commit_concurrency),
             ("max_payload_bytes", self.max_payload_bytes),
             ("limits.max_fan_out", self.limits.max_fan_out),
             ("limits.max_history", self.limits.max_history),

@@ -40,7 +40,7 @@ pub(crate) struct Shared {
     pub(crate) wake: Notify,
     /// Wakes the dispatcher: the store says work became ready, maybe in another process.
     pub(crate) remote_work: Notify,
-    pub(crate) hub: Hub,
+    pub(crate) hub: Arc<Hub>,
     /// The earliest timer committed here that the dispatcher may not know about yet.
     pub(crate) next_timer: Mutex<Option<ratchet_core::Timestamp>>,
     /// Tells the dispatcher to recompute its sleep (a nearer timer), without a claim.
@@ -168,7 +168,7 @@ impl Runtime {
                 .collect(),
             wake: Notify::new(),
             remote_work: Notify::new(),
-            hub: Hub::default(),
+            hub: Arc::new(Hub::default()),
             next_timer: Mutex::new(None),
             timer_changed: Notify::new(),
             running: Running::default(),
@@ -188,6 +188,10 @@ impl Runtime {
         ];
         if let Some(wakeups) = shared.store.wakeups() {
             services.push(tokio::spawn(notifier::run(shared.clone(), wakeups.work)));
+            services.push(tokio::spawn(Hub::forward(
+                Arc::downgrade(&shared.hub),
+                wakeups.finished,
+            )));
         }
         Ok(Self {
             shared,

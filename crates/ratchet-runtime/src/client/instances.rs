@@ -6,10 +6,10 @@ use ratchet_store::{
     NewSignal, SignalOutcome, StopOutcome,
 };
 use serde::Serialize;
-use tokio::sync::{broadcast, oneshot};
+use tokio::sync::mpsc;
 
 use super::{validate_id, validate_name, Client};
-use crate::hub::InstanceOutcome;
+use crate::hub::{Heard, InstanceOutcome};
 use crate::{turn, Error, Result};
 
 /// Options of [`Client::start_with`].
@@ -47,10 +47,7 @@ pub struct InstanceHandle {
 /// What a waiting client listens to, subscribed before it first reads the instance so that
 /// nothing finishing in between is missed: the runtime in this process, and the store's
 /// notifications from other processes.
-struct Watch {
-    local: Option<oneshot::Receiver<InstanceOutcome>>,
-    pushed: Option<broadcast::Receiver<Option<String>>>,
-}
+type Watch = mpsc::UnboundedReceiver<Heard>;
 
 impl InstanceHandle {
     /// The instance id.
@@ -73,10 +70,7 @@ impl InstanceHandle {
 impl Client {
     /// Starts listening for `id` finishing.
     fn watch(&self, id: &str) -> Watch {
-        Watch {
-            local: self.local.as_ref().map(|s| s.hub.subscribe(id)),
-            pushed: self.store.wakeups().map(|w| w.finished),
-        }
+        self.hub.subscribe(id)
     }
 
     /// Starts an orchestration with a generated id.
@@ -263,7 +257,7 @@ impl Client {
             shared.cache_lock().pop(id);
             let error = ratchet_core::ErrorInfo::new("Terminated", reason);
             let status = ratchet_store::InstanceStatus::Terminated;
-            shared.hub.publish(&InstanceOutcome {
+            self.hub.publish(&InstanceOutcome {
                 id: id.to_string(),
                 status,
                 output: None,
@@ -349,14 +343,10 @@ impl Client {
     async fn wait_inner(
         &self,
         id: &str,
-        watch: Watch,
+        mut heard: Watch,
         timeout: Duration,
     ) -> Result<InstanceOutcome> {
         let deadline = tokio::time::Instant::now() + timeout;
-        let Watch {
-            mut local,
-            mut pushed,
-        } = watch;
         let result = loop {
             let tick = tokio::time::sleep_until(
                 (tokio::time::Instant::now() + self.poll_interval).min(deadline),
@@ -364,21 +354,21 @@ impl Client {
             // Woken by the local runtime when it commits the final turn, by the store when
             // another process finished it, or by the poll, which covers a lost notification.
             let look = tokio::select! {
-                r = async { local.as_mut()?.await.ok() }, if local.is_some() => match r {
-                    Some(outcome) => break Ok(outcome),
-                    None => {
-                        local = None;
-                        false
-                    }
-                },
-                n = async { pushed.as_mut()?.recv().await.ok() }, if pushed.is_some() => match n {
-                    Some(Some(finished)) => finished == id,
-                    // After a reconnect or a lag, some may have been missed: look.
-                    Some(None) => true,
-                    None => {
-                        pushed = pushed.map(|p| p.resubscribe());
+                h = heard.recv() => match h {
+                    Some(Heard::Finished(outcome)) => break Ok(outcome),
+                    Some(Heard::Look) => {
+                        // The store's hint can beat the outcome this process's runtime is
+                        // about to hand over: give it a moment before paying for a read.
+                        if self.local.is_some() {
+                            if let Ok(Some(Heard::Finished(outcome))) =
+                                tokio::time::timeout(LOCAL_GRACE, heard.recv()).await
+                            {
+                                break Ok(outcome);
+                            }
+                        }
                         true
                     }
+                    None => true,
                 },
                 _ = tick => true,
             };
@@ -398,10 +388,11 @@ impl Client {
                 break Err(Error::Timeout(id.to_string()));
             }
         };
-        if let Some(shared) = &self.local {
-            drop(local);
-            shared.hub.forget_closed(id);
-        }
+        drop(heard);
+        self.hub.forget_closed(id);
         result
     }
 }
+
+/// How long a hint from the store waits for the local runtime's own outcome.
+const LOCAL_GRACE: Duration = Duration::from_millis(20);

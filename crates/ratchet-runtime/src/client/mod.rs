@@ -12,6 +12,7 @@ use serde_json::Value;
 pub use instances::{InstanceHandle, StartOptions};
 pub use tasks::TaskRequest;
 
+use crate::hub::Hub;
 use crate::runtime::Shared;
 use crate::{Error, Registry, Result};
 
@@ -27,6 +28,8 @@ use crate::{Error, Registry, Result};
 pub struct Client {
     store: Arc<dyn ratchet_store::Store>,
     local: Option<Arc<Shared>>,
+    /// Waiters by instance: the runtime's when local, the client's own otherwise.
+    hub: Arc<Hub>,
     registry: Option<Arc<Registry>>,
     max_payload_bytes: usize,
     poll_interval: Duration,
@@ -66,9 +69,18 @@ impl Client {
         } else {
             Duration::from_millis(200)
         };
+        let hub = Arc::new(Hub::default());
+        // The store's "finished" hints reach this client's waiters through a task of its own,
+        // which ends with the client.
+        if let (Some(wakeups), Ok(handle)) =
+            (store.wakeups(), tokio::runtime::Handle::try_current())
+        {
+            handle.spawn(Hub::forward(Arc::downgrade(&hub), wakeups.finished));
+        }
         Self {
             store,
             local: None,
+            hub,
             registry: None,
             max_payload_bytes: defaults.max_payload_bytes,
             poll_interval,
@@ -84,6 +96,7 @@ impl Client {
     pub(crate) fn local(shared: Arc<Shared>) -> Self {
         Self {
             store: shared.store.clone(),
+            hub: shared.hub.clone(),
             registry: Some(shared.registry.clone()),
             max_payload_bytes: shared.config.max_payload_bytes,
             poll_interval: shared.config.poll_interval,
