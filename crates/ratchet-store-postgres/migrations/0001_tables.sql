@@ -31,19 +31,22 @@ CREATE INDEX instances_by_status ON ratchet.instances (status, created_at);
 CREATE INDEX instances_by_name ON ratchet.instances (name, created_at);
 CREATE INDEX instances_finished ON ratchet.instances (finished_at) WHERE finished_at IS NOT NULL;
 
--- Append-only: one row per event, numbered within its execution.
+-- Append-only: one row per turn, holding the turn's events as a JSON array; `seq` is the
+-- position of its first event within the execution. (A row per turn rather than per event
+-- writes a few tuples and index entries per orchestration instead of dozens.)
 CREATE TABLE ratchet.history (
     instance  text NOT NULL,
     execution integer NOT NULL,
     seq       integer NOT NULL,
-    event     text NOT NULL,
+    events    text NOT NULL,
     PRIMARY KEY (instance, execution, seq)
 );
 
 -- Hot: events waiting for an instance's next turn (start, completions, timers, signals,
 -- cancellation). A turn deletes what it consumed.
+-- No primary key: rows are found by (instance, id), which the first index covers.
 CREATE TABLE ratchet.inbox (
-    id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id         bigint GENERATED ALWAYS AS IDENTITY,
     instance   text NOT NULL,
     kind       text NOT NULL,
     event      text NOT NULL,

@@ -91,8 +91,8 @@ CREATE FUNCTION ratchet.commit_batch(
     t_error text[], t_custom_status text[], t_next_input text[],
     -- inbox rows each turn consumed
     c_turn integer[], c_id bigint[],
-    -- history each turn appends
-    h_turn integer[], h_seq integer[], h_event text[],
+    -- history each turn appends: one JSON array of events per turn, from position h_seq
+    h_turn integer[], h_seq integer[], h_events text[],
     -- tasks each turn creates: activities (with their step) and standalone tasks it enqueues
     k_turn integer[], k_queue text[], k_name text[], k_input text[], k_options text[],
     k_seq integer[], k_visible_at bigint[], k_priority integer[], k_unique_key text[],
@@ -124,6 +124,7 @@ CREATE FUNCTION ratchet.commit_batch(
     OUT e_instance text[], OUT e_id bigint[], OUT e_event text[])
 LANGUAGE plpgsql AS $$
 DECLARE
+    v_touched text[];
     v_finished text[];
     v_continued text[];
     v_woken text[] := '{}';
@@ -137,16 +138,17 @@ BEGIN
     l_id := '{}'; l_name := '{}'; l_version := '{}'; l_execution := '{}';
     l_history_len := '{}'; l_fence := '{}'; e_instance := '{}'; e_id := '{}'; e_event := '{}';
 
-    IF cardinality(t_instance) + cardinality(p_task) + cardinality(p_lock) > 0 THEN
-        -- Lock every instance the batch touches, in id order.
-        PERFORM 1 FROM ratchet.instances
-        WHERE id IN (SELECT unnest(t_instance) UNION SELECT unnest(p_instance)
-                     UNION SELECT unnest(p_lock)
-                     UNION SELECT parent_instance FROM ratchet.instances
-                           WHERE id = ANY (t_instance) AND parent_instance IS NOT NULL)
-        ORDER BY id
+    -- Lock every instance the batch touches, in id order: its turns' instances, the
+    -- instances its completions reach, those it may lock, and the parents its turns report to.
+    v_touched := t_instance || p_instance || p_lock;
+    IF cardinality(d_turn) > 0 THEN
+        v_touched := v_touched || ARRAY(SELECT parent_instance FROM ratchet.instances
+                                        WHERE id = ANY (t_instance)
+                                          AND parent_instance IS NOT NULL);
+    END IF;
+    IF cardinality(v_touched) > 0 THEN
+        PERFORM 1 FROM ratchet.instances WHERE id = ANY (v_touched) ORDER BY id
         FOR NO KEY UPDATE;
-
     END IF;
 
     IF cardinality(t_instance) > 0 THEN
@@ -174,9 +176,9 @@ BEGIN
         USING unnest(c_turn, c_id) AS c(turn, id)
         WHERE turn_ok[c.turn] AND b.id = c.id AND b.instance = t_instance[c.turn];
 
-        INSERT INTO ratchet.history (instance, execution, seq, event)
-        SELECT t_instance[h.turn], t_execution[h.turn], h.seq, h.event
-        FROM unnest(h_turn, h_seq, h_event) AS h(turn, seq, event)
+        INSERT INTO ratchet.history (instance, execution, seq, events)
+        SELECT t_instance[h.turn], t_execution[h.turn], h.seq, h.events
+        FROM unnest(h_turn, h_seq, h_events) AS h(turn, seq, events)
         WHERE turn_ok[h.turn];
 
         UPDATE ratchet.instances i SET

@@ -7,7 +7,7 @@ SELECT * FROM ratchet.commit_batch(
     t_history_start => $7, t_history_count => $8, t_status => $9, t_output => $10,
     t_error => $11, t_custom_status => $12, t_next_input => $13,
     c_turn => $14, c_id => $15,
-    h_turn => $16, h_seq => $17, h_event => $18,
+    h_turn => $16, h_seq => $17, h_events => $18,
     k_turn => $19, k_queue => $20, k_name => $21, k_input => $22, k_options => $23,
     k_seq => $24, k_visible_at => $25, k_priority => $26, k_unique_key => $27,
     k_metadata => $28, k_standalone => $29,

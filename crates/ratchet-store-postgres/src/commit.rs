@@ -33,7 +33,7 @@ struct Args {
     c_id: Vec<i64>,
     h_turn: Vec<i32>,
     h_seq: Vec<i32>,
-    h_event: Vec<String>,
+    h_events: Vec<String>,
     k_turn: Vec<i32>,
     k_queue: Vec<String>,
     k_name: Vec<String>,
@@ -101,12 +101,10 @@ impl Args {
                 a.c_turn.push(n);
                 a.c_id.push(*id);
             }
-            for (j, event) in t.history.iter().enumerate() {
+            if !t.history.is_empty() {
                 a.h_turn.push(n);
-                a.h_seq.push(
-                    i32_of(t.history_start).saturating_add(i32::try_from(j).unwrap_or(i32::MAX)),
-                );
-                a.h_event.push(to_json(event));
+                a.h_seq.push(i32_of(t.history_start));
+                a.h_events.push(to_json(&t.history));
             }
             for task in &t.tasks {
                 a.k_turn.push(n);
@@ -218,7 +216,7 @@ pub(crate) async fn commit(c: &Conn, batch: &CommitBatch) -> Res<CommitOutcome> 
                 p(&a.c_id),
                 p(&a.h_turn),
                 p(&a.h_seq),
-                p(&a.h_event),
+                p(&a.h_events),
                 p(&a.k_turn),
                 p(&a.k_queue),
                 p(&a.k_name),

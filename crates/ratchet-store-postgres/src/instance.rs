@@ -9,7 +9,9 @@ use ratchet_store::{
     StopOutcome, StoreError,
 };
 
-use crate::convert::{col, event, i32_of, instance_record, status, to_json, u32_of, Res};
+use crate::convert::{
+    col, event, from_json, i32_of, instance_record, status, to_json, u32_of, Res,
+};
 use crate::param::p;
 use crate::store::Conn;
 
@@ -312,15 +314,20 @@ pub(crate) async fn list(c: &Conn, f: &InstanceFilter) -> Res<Vec<InstanceRecord
 pub(crate) async fn history(c: &Conn, id: &str, execution: Option<u32>) -> Res<Vec<HistoryRecord>> {
     let execution = execution.map(i32_of);
     let rows = c.query("history_read", &[p(&id), p(&execution)]).await?;
-    rows.iter()
-        .map(|r| {
-            Ok(HistoryRecord {
-                execution: u32_of(col(r, "execution")?),
-                seq: u32_of(col(r, "seq")?),
-                event: event(col(r, "event")?)?,
-            })
-        })
-        .collect()
+    let mut records = Vec::new();
+    for r in &rows {
+        let execution = u32_of(col(r, "execution")?);
+        let first = u32_of(col(r, "seq")?);
+        let events: Vec<ratchet_core::HistoryEvent> = from_json(col(r, "events")?, "history")?;
+        for (i, event) in events.into_iter().enumerate() {
+            records.push(HistoryRecord {
+                execution,
+                seq: first + u32::try_from(i).unwrap_or(u32::MAX),
+                event,
+            });
+        }
+    }
+    Ok(records)
 }
 
 pub(crate) async fn purge(c: &Conn, before: Timestamp) -> Res<u64> {
