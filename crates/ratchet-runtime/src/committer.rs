@@ -10,8 +10,6 @@ use ratchet_store::{
     CommitBatch, CompletionResult, Lease, StoreError, TaskCompletion, TaskResult, TurnCommit,
     TurnResult,
 };
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
@@ -70,11 +68,12 @@ impl Committer {
 /// Runs until [`Committer::stop`].
 pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<CommitItem>) {
     let max = shared.config.commit_batch;
-    // Against a distant database, several flushes may be in flight: the items that gather
-    // while one travels leave in the next at once instead of waiting for it. Near the
-    // database, one at a time makes larger batches and fewer commits, which is cheaper.
+    // Several flushes may be in flight: while one travels to the database or waits for its
+    // commit, the items that gather leave in the next instead of waiting for it. (Against a
+    // distant database this saves whole round trips; near it, it keeps both the database and
+    // this process busy.)
     let mut flushes: JoinSet<Result<(), (Arc<StoreError>, Completions)>> = JoinSet::new();
-    let flush_time = Arc::new(AtomicU64::new(0));
+    let in_flight = shared.config.commit_concurrency.max(1);
     let mut retry: Completions = Vec::new();
     let mut backoff = Duration::from_millis(50);
     let mut stopping = false;
@@ -147,26 +146,15 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
         if turns.is_empty() && completions.is_empty() {
             continue;
         }
-        let slow = Duration::from_micros(flush_time.load(Ordering::Relaxed)) > SLOW_FLUSH;
-        let in_flight = if slow {
-            shared.config.commit_concurrency.max(1)
-        } else {
-            1
-        };
         while flushes.len() >= in_flight {
             if let Some(Ok(Err((e, failed)))) = flushes.join_next().await {
                 tracing::warn!(error = %e, retry_in = ?backoff, "group commit failed; completions will be retried");
                 retry.extend(failed);
             }
         }
-        let (shared, flush_time) = (shared.clone(), flush_time.clone());
+        let shared = shared.clone();
         flushes.spawn(async move {
-            let started = tokio::time::Instant::now();
             let result = flush(&shared, turns, &completions).await;
-            // A moving average of how long a flush takes.
-            let took = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-            let old = flush_time.load(Ordering::Relaxed);
-            flush_time.store((old * 7 + took) / 8, Ordering::Relaxed);
             result.map_err(|e| (e, completions))
         });
     }
@@ -178,9 +166,6 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
         }
     }
 }
-
-/// A flush slower than this on average means a distant database: more may fly at once.
-const SLOW_FLUSH: Duration = Duration::from_millis(20);
 
 /// Completions with the instance of their activity, if any.
 type Completions = Vec<(TaskCompletion, Option<String>)>;

@@ -63,7 +63,9 @@ pub(crate) struct Hub {
 }
 
 impl Hub {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<mpsc::UnboundedSender<Heard>>>> {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, Vec<mpsc::UnboundedSender<Heard>>>> {
         self.waiters.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -111,7 +113,10 @@ impl Hub {
     }
 
     /// Passes the store's "finished" hints to the waiters, until the hub is gone.
-    pub(crate) async fn forward(hub: std::sync::Weak<Hub>, mut finished: broadcast::Receiver<Option<String>>) {
+    pub(crate) async fn forward(
+        hub: std::sync::Weak<Hub>,
+        mut finished: broadcast::Receiver<Option<String>>,
+    ) {
         loop {
             let heard = finished.recv().await;
             let Some(hub) = hub.upgrade() else { return };

@@ -21,6 +21,7 @@
 #![deny(missing_docs)]
 
 mod activity;
+mod batcher;
 mod client;
 mod committer;
 mod config;

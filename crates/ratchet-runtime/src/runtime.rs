@@ -41,6 +41,8 @@ pub(crate) struct Shared {
     /// Wakes the dispatcher: the store says work became ready, maybe in another process.
     pub(crate) remote_work: Notify,
     pub(crate) hub: Arc<Hub>,
+    /// Starts, signals and enqueues of this runtime's clients, merged.
+    pub(crate) calls: Arc<crate::client::Calls>,
     /// The earliest timer committed here that the dispatcher may not know about yet.
     pub(crate) next_timer: Mutex<Option<ratchet_core::Timestamp>>,
     /// Tells the dispatcher to recompute its sleep (a nearer timer), without a claim.
@@ -153,6 +155,7 @@ impl Runtime {
         config.validate().map_err(Error::Config)?;
         let cache_size = NonZeroUsize::new(config.cache_size).unwrap_or(NonZeroUsize::MIN);
         let (committer, rx) = Committer::new();
+        let calls_store = store.clone();
         let shared = Arc::new(Shared {
             store,
             registry: Arc::new(registry),
@@ -169,6 +172,7 @@ impl Runtime {
             wake: Notify::new(),
             remote_work: Notify::new(),
             hub: Arc::new(Hub::default()),
+            calls: Arc::new(crate::client::Calls::new(calls_store)),
             next_timer: Mutex::new(None),
             timer_changed: Notify::new(),
             running: Running::default(),

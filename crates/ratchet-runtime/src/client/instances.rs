@@ -129,11 +129,7 @@ impl Client {
             parent: None,
             if_exists: options.if_exists,
         };
-        let outcome = self
-            .store
-            .instance_create(vec![new], lease, now)
-            .await?
-            .pop();
+        let outcome = self.calls.create(new, lease).await?;
         match outcome {
             Some(CreateOutcome::Created(claimed)) => {
                 if let (Some(shared), Some(claimed)) = (&self.local, claimed) {
@@ -198,11 +194,7 @@ impl Client {
             payload,
             dedup_id,
         };
-        let outcome = self
-            .store
-            .signal_raise(vec![signal], Timestamp::now())
-            .await?
-            .pop();
+        let outcome = self.calls.signal(signal).await?;
         match outcome {
             Some(SignalOutcome::Raised) => {
                 self.wake_local();

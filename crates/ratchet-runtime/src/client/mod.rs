@@ -12,6 +12,12 @@ use serde_json::Value;
 pub use instances::{InstanceHandle, StartOptions};
 pub use tasks::TaskRequest;
 
+use ratchet_core::Timestamp;
+use ratchet_store::{
+    CreateOutcome, EnqueueOutcome, Lease, NewInstance, NewSignal, NewTask, SignalOutcome, Store,
+};
+
+use crate::batcher::Batcher;
 use crate::hub::Hub;
 use crate::runtime::Shared;
 use crate::{Error, Registry, Result};
@@ -27,6 +33,8 @@ use crate::{Error, Registry, Result};
 #[derive(Clone)]
 pub struct Client {
     store: Arc<dyn ratchet_store::Store>,
+    /// Starts, signals and enqueues that concurrent callers share.
+    calls: Arc<Calls>,
     local: Option<Arc<Shared>>,
     /// Waiters by instance: the runtime's when local, the client's own otherwise.
     hub: Arc<Hub>,
@@ -78,6 +86,7 @@ impl Client {
             handle.spawn(Hub::forward(Arc::downgrade(&hub), wakeups.finished));
         }
         Self {
+            calls: Arc::new(Calls::new(store.clone())),
             store,
             local: None,
             hub,
@@ -96,6 +105,7 @@ impl Client {
     pub(crate) fn local(shared: Arc<Shared>) -> Self {
         Self {
             store: shared.store.clone(),
+            calls: shared.calls.clone(),
             hub: shared.hub.clone(),
             registry: Some(shared.registry.clone()),
             max_payload_bytes: shared.config.max_payload_bytes,
@@ -128,4 +138,109 @@ impl Client {
         }
         Ok(value)
     }
+}
+
+/// The store calls a client makes for starts, signals and enqueues, each merged with the same
+/// calls of concurrent callers (see `batcher`); direct calls outside a tokio runtime.
+pub(crate) struct Calls {
+    store: Arc<dyn Store>,
+    creates: Option<Batcher<(NewInstance, Option<Lease>), CreateOutcome>>,
+    signals: Option<Batcher<NewSignal, SignalOutcome>>,
+    enqueues: Option<Batcher<NewTask, EnqueueOutcome>>,
+}
+
+/// Items per merged call at most.
+const MAX_MERGED: usize = 1024;
+
+impl Calls {
+    pub(crate) fn new(store: Arc<dyn Store>) -> Self {
+        let s = store.clone();
+        let creates = Batcher::spawn(
+            MAX_MERGED,
+            move |items: Vec<(NewInstance, Option<Lease>)>| {
+                let store = s.clone();
+                async move { create_all(store.as_ref(), items).await }
+            },
+        );
+        let s = store.clone();
+        let signals = Batcher::spawn(MAX_MERGED, move |items: Vec<NewSignal>| {
+            let store = s.clone();
+            async move { store.signal_raise(items, Timestamp::now()).await }
+        });
+        let s = store.clone();
+        let enqueues = Batcher::spawn(MAX_MERGED, move |items: Vec<NewTask>| {
+            let store = s.clone();
+            async move { store.task_enqueue(items, Timestamp::now()).await }
+        });
+        Self {
+            store,
+            creates,
+            signals,
+            enqueues,
+        }
+    }
+
+    /// Creates one instance, leased to `lease` when given.
+    pub(crate) async fn create(
+        &self,
+        new: NewInstance,
+        lease: Option<Lease>,
+    ) -> Result<Option<CreateOutcome>> {
+        let outcomes = match &self.creates {
+            Some(b) => b.submit(vec![(new, lease)]).await?,
+            None => {
+                self.store
+                    .instance_create(vec![new], lease, Timestamp::now())
+                    .await?
+            }
+        };
+        Ok(outcomes.into_iter().next())
+    }
+
+    /// Raises one signal.
+    pub(crate) async fn signal(&self, signal: NewSignal) -> Result<Option<SignalOutcome>> {
+        let outcomes = match &self.signals {
+            Some(b) => b.submit(vec![signal]).await?,
+            None => {
+                self.store
+                    .signal_raise(vec![signal], Timestamp::now())
+                    .await?
+            }
+        };
+        Ok(outcomes.into_iter().next())
+    }
+
+    /// Enqueues tasks.
+    pub(crate) async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<Vec<EnqueueOutcome>> {
+        Ok(match &self.enqueues {
+            Some(b) => b.submit(tasks).await?,
+            None => self.store.task_enqueue(tasks, Timestamp::now()).await?,
+        })
+    }
+}
+
+/// Creates merged starts: those leased to the runtime of this process in one call, the
+/// others in another (they differ in lease), outcomes back in order.
+async fn create_all(
+    store: &dyn Store,
+    items: Vec<(NewInstance, Option<Lease>)>,
+) -> std::result::Result<Vec<CreateOutcome>, ratchet_store::StoreError> {
+    let now = Timestamp::now();
+    let lease = items.iter().find_map(|(_, l)| l.clone());
+    let (leased, unleased): (Vec<_>, Vec<_>) = items
+        .into_iter()
+        .enumerate()
+        .partition(|(_, (_, l))| l.is_some());
+    let mut outcomes: Vec<(usize, CreateOutcome)> = Vec::new();
+    for (group, lease) in [(leased, lease), (unleased, None)] {
+        if group.is_empty() {
+            continue;
+        }
+        let (positions, news): (Vec<usize>, Vec<NewInstance>) =
+            group.into_iter().map(|(i, (n, _))| (i, n)).unzip();
+        let created = store.instance_create(news, lease, now).await?;
+        outcomes.extend(positions.into_iter().zip(created));
+    }
+    outcomes.sort_by_key(|(i, _)| *i);
+    Ok(outcomes.into_iter().map(|(_, o)| o).collect())
 }

@@ -93,7 +93,7 @@ impl Client {
                 .iter()
                 .any(|t| shared.config.queues.contains_key(&t.queue))
         });
-        let outcomes = self.store.task_enqueue(tasks, now).await?;
+        let outcomes = self.calls.enqueue(tasks).await?;
         if wakes_here {
             if let Some(shared) = &self.local {
                 shared.wake.notify_one();
