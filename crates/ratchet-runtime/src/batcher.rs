@@ -40,6 +40,10 @@ pub(crate) struct Batcher<I, O> {
     tx: mpsc::UnboundedSender<(Vec<I>, Reply<O>)>,
 }
 
+/// The store call a batcher makes for one merged list.
+type StoreCall<I, O> =
+    Arc<dyn Fn(Vec<I>) -> BoxFuture<'static, Result<Vec<O>, StoreError>> + Send + Sync>;
+
 impl<I: Send + 'static, O: Send + 'static> Batcher<I, O> {
     /// Starts the batching task on the current tokio runtime; `call` makes the store call for
     /// a merged list and returns one outcome per item, in order. `None` outside a runtime.
@@ -50,9 +54,7 @@ impl<I: Send + 'static, O: Send + 'static> Batcher<I, O> {
     {
         let handle = tokio::runtime::Handle::try_current().ok()?;
         let (tx, rx) = mpsc::unbounded_channel();
-        let call: Arc<
-            dyn Fn(Vec<I>) -> BoxFuture<'static, Result<Vec<O>, StoreError>> + Send + Sync,
-        > = Arc::new(move |items| Box::pin(call(items)));
+        let call: StoreCall<I, O> = Arc::new(move |items| Box::pin(call(items)));
         handle.spawn(run(rx, max_items.max(1), call));
         Some(Self { tx })
     }
@@ -71,7 +73,7 @@ impl<I: Send + 'static, O: Send + 'static> Batcher<I, O> {
 async fn run<I, O>(
     mut rx: mpsc::UnboundedReceiver<(Vec<I>, Reply<O>)>,
     max_items: usize,
-    call: Arc<dyn Fn(Vec<I>) -> BoxFuture<'static, Result<Vec<O>, StoreError>> + Send + Sync>,
+    call: StoreCall<I, O>,
 ) {
     while let Some(first) = rx.recv().await {
         let mut requests = vec![first];

@@ -82,7 +82,7 @@ impl Shared {
     /// Records a timer committed by this process so the dispatcher wakes for it on time.
     pub(crate) fn timer_committed(&self, at: ratchet_core::Timestamp) {
         let mut next = self.next_timer.lock().unwrap_or_else(|p| p.into_inner());
-        if next.map_or(true, |n| at < n) {
+        if next.is_none_or(|n| at < n) {
             *next = Some(at);
             self.timer_changed.notify_one();
         }

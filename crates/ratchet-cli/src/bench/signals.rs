@@ -94,7 +94,7 @@ pub(crate) async fn run(args: SignalArgs, database_url: Option<&str>) -> anyhow:
         .max()
         .unwrap_or(16)
         .max(16);
-    if args.rungs.iter().any(|r| *r == 0) {
+    if args.rungs.contains(&0) {
         bail!("--rungs must be positive");
     }
     let config = RuntimeConfig {
