@@ -80,6 +80,16 @@ impl PgStats {
     /// reach the server directly (not through the bench's proxy).
     pub(crate) async fn begin(url: &str, schema: &str) -> anyhow::Result<Self> {
         let client = connect(url).await?;
+        // The run's tables were empty when its connections planned their statements, and a
+        // connection keeps a plan until the table's statistics change: sequential scans
+        // planned for a few rows would outlive a short run. Autovacuum analyzes a busy table
+        // within a minute in production; the measured part starts from that state.
+        client
+            .batch_execute(&format!(
+                "ANALYZE {schema}.instances, {schema}.inbox, {schema}.tasks, {schema}.history"
+            ))
+            .await
+            .context("analyzing the run's tables")?;
         let start = snapshot(&client).await?;
         let sampling = connect(url).await?;
         let (stop, mut stopped) = watch::channel(false);
