@@ -40,7 +40,7 @@ LANGUAGE sql AS $$
     WITH finished AS (
         SELECT * FROM unnest(p_ids, p_states, p_outputs, p_errors) AS f(id, state, output, error)
     ), gone AS (
-        DELETE FROM ratchet.tasks t USING finished f WHERE t.id = f.id
+        DELETE FROM ratchet.tasks t USING finished f WHERE t.id = f.id AND t.id = ANY (p_ids)
         RETURNING t.*, f.state AS final_state, f.output AS final_output, f.error AS final_error)
     INSERT INTO ratchet.task_results (id, queue, name, input, options, priority, attempt, fence,
         state, output, error, unique_key, metadata, created_at, finished_at)

@@ -21,9 +21,12 @@ BEGIN
     i_history_len := '{}'; i_fence := '{}'; e_instance := '{}'; e_id := '{}'; e_event := '{}';
     IF p_limit > 0 THEN
         WITH candidate AS (
-            SELECT i.id FROM ratchet.instances i
-            WHERE i.id IN (SELECT b.instance FROM ratchet.inbox b WHERE b.visible_at <= p_now)
-              AND i.status IN ('Pending', 'Running', 'ContinuedAsNew')
+            -- From the instances with visible events (few, however many instances run) to
+            -- their rows by key.
+            SELECT i.id
+            FROM (SELECT DISTINCT b.instance FROM ratchet.inbox b WHERE b.visible_at <= p_now) w
+            JOIN ratchet.instances i ON i.id = w.instance
+            WHERE i.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated')
               AND (i.lease_until IS NULL OR i.lease_until < p_now)
               AND EXISTS (
                   SELECT 1 FROM unnest(p_reg_name, p_reg_version) AS r(name, version)
@@ -138,6 +141,11 @@ BEGIN
     l_id := '{}'; l_name := '{}'; l_version := '{}'; l_execution := '{}';
     l_history_len := '{}'; l_fence := '{}'; e_instance := '{}'; e_id := '{}'; e_event := '{}';
 
+    -- A connection plans these statements once, often while the tables are nearly empty,
+    -- and keeps the plan: a join of a batch's arrays to a table can then become a nested
+    -- loop comparing every row with every item. So statements find their rows by key with
+    -- `= ANY (array)` (the array computed first where it is filtered), and test status only
+    -- negatively so that no status index looks cheaper than the key.
     -- Lock every instance the batch touches, in id order: its turns' instances, the
     -- instances its completions reach, those it may lock, and the parents its turns report to.
     v_touched := t_instance || p_instance || p_lock;
@@ -163,7 +171,7 @@ BEGIN
                             AND t.n = min(t.n) OVER (PARTITION BY t.instance), false) AS ok
             FROM unnest(t_instance, t_fence, t_execution, t_history_start)
                  WITH ORDINALITY AS t(instance, fence, execution, start, n)
-            LEFT JOIN ratchet.instances i ON i.id = t.instance) s;
+            LEFT JOIN ratchet.instances i ON i.id = t.instance AND i.id = ANY (t_instance)) s;
 
         SELECT coalesce(array_agg(t.instance) FILTER (
                    WHERE t.status IN ('Completed', 'Failed', 'Cancelled', 'Terminated')), '{}'),
@@ -173,8 +181,10 @@ BEGIN
         WHERE turn_ok[t.n];
 
         DELETE FROM ratchet.inbox b
-        USING unnest(c_turn, c_id) AS c(turn, id)
-        WHERE turn_ok[c.turn] AND b.id = c.id AND b.instance = t_instance[c.turn];
+        WHERE b.instance = ANY (ARRAY(SELECT t_instance[c.turn] FROM unnest(c_turn) AS c(turn)
+                                      WHERE turn_ok[c.turn]))
+          AND b.id = ANY (ARRAY(SELECT c.id FROM unnest(c_turn, c_id) AS c(turn, id)
+                                WHERE turn_ok[c.turn]));
 
         INSERT INTO ratchet.history (instance, execution, seq, events)
         SELECT t_instance[h.turn], t_execution[h.turn], h.seq, h.events
@@ -197,7 +207,7 @@ BEGIN
                     t_custom_status)
              WITH ORDINALITY AS t(instance, version, history_count, status, output, error,
                                   custom_status, n)
-        WHERE turn_ok[t.n] AND i.id = t.instance;
+        WHERE turn_ok[t.n] AND i.id = t.instance AND i.id = ANY (t_instance);
 
         -- Finished instances wait for nothing more.
         IF cardinality(v_finished) > 0 THEN
@@ -278,7 +288,7 @@ BEGIN
             JOIN ratchet.instances c ON c.id = t_instance[d.turn]
             JOIN ratchet.instances p ON p.id = c.parent_instance
                  AND p.execution = c.parent_execution
-                 AND p.status IN ('Pending', 'Running', 'ContinuedAsNew')
+                 AND p.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated')
             WHERE turn_ok[d.turn]
             ORDER BY d.n
             RETURNING instance)
@@ -329,7 +339,8 @@ BEGIN
         SET execution = i.execution + 1, history_len = 0, input = t.next_input,
             status = 'ContinuedAsNew', updated_at = p_now
         FROM unnest(t_instance, t_next_input) WITH ORDINALITY AS t(instance, next_input, n)
-        WHERE turn_ok[t.n] AND t.next_input IS NOT NULL AND i.id = t.instance;
+        WHERE turn_ok[t.n] AND t.next_input IS NOT NULL AND i.id = t.instance
+          AND i.id = ANY (v_continued);
         INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
         SELECT t_instance[s.turn], s.kind, s.event, p_now
         FROM unnest(s_turn, s_kind, s_event) WITH ORDINALITY AS s(turn, kind, event, n)
@@ -354,12 +365,16 @@ BEGIN
 
         -- A retry makes the next attempt claimable at its backoff time; a snooze, the same
         -- attempt at its time.
-        UPDATE ratchet.tasks t
-        SET attempt = t.attempt + CASE WHEN c.outcome = 'Retry' THEN 1 ELSE 0 END,
-            visible_at = c.at, ready_at = c.at, last_error = coalesce(c.error, t.last_error),
-            lease_owner = NULL, lease_until = NULL
-        FROM unnest(p_task, p_outcome, p_at, p_error) WITH ORDINALITY AS c(task, outcome, at, error, n)
-        WHERE completion_ok[c.n] AND c.outcome IN ('Retry', 'Snooze') AND t.id = c.task;
+        IF 'Retry' = ANY (p_outcome) OR 'Snooze' = ANY (p_outcome) THEN
+            UPDATE ratchet.tasks t
+            SET attempt = t.attempt + CASE WHEN c.outcome = 'Retry' THEN 1 ELSE 0 END,
+                visible_at = c.at, ready_at = c.at, last_error = coalesce(c.error, t.last_error),
+                lease_owner = NULL, lease_until = NULL
+            FROM unnest(p_task, p_outcome, p_at, p_error)
+                 WITH ORDINALITY AS c(task, outcome, at, error, n)
+            WHERE completion_ok[c.n] AND c.outcome IN ('Retry', 'Snooze') AND t.id = c.task
+              AND t.id = ANY (p_task);
+        END IF;
 
         -- A standalone task's final outcome moves it to its results.
         PERFORM ratchet.task_finish(
@@ -375,16 +390,17 @@ BEGIN
         -- An activity's final outcome leaves the table and reaches the orchestration, if it still
         -- runs that execution.
         DELETE FROM ratchet.tasks t
-        USING unnest(p_task, p_instance, p_event) WITH ORDINALITY AS c(task, instance, event, n)
-        WHERE completion_ok[c.n] AND c.instance IS NOT NULL AND c.event IS NOT NULL
-          AND t.id = c.task;
+        WHERE t.id = ANY (ARRAY(
+            SELECT c.task
+            FROM unnest(p_task, p_instance, p_event) WITH ORDINALITY AS c(task, instance, event, n)
+            WHERE completion_ok[c.n] AND c.instance IS NOT NULL AND c.event IS NOT NULL));
         WITH inserted AS (
             INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
             SELECT c.instance, c.kind, c.event, 0
             FROM unnest(p_instance, p_execution, p_kind, p_event)
                  WITH ORDINALITY AS c(instance, execution, kind, event, n)
             JOIN ratchet.instances i ON i.id = c.instance AND i.execution = c.execution
-                 AND i.status IN ('Pending', 'Running', 'ContinuedAsNew')
+                 AND i.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated')
             WHERE completion_ok[c.n] AND c.event IS NOT NULL
             ORDER BY c.n
             RETURNING instance)
@@ -397,11 +413,10 @@ BEGIN
         WITH leased AS (
             UPDATE ratchet.instances i
             SET lease_owner = p_lock_owner, lease_until = p_lock_until, fence = i.fence + 1
-            WHERE i.id = ANY (p_lock)
-              AND i.status IN ('Pending', 'Running', 'ContinuedAsNew')
+            WHERE i.id = ANY (ARRAY(SELECT DISTINCT b.instance FROM ratchet.inbox b
+                                    WHERE b.instance = ANY (p_lock) AND b.visible_at <= p_now))
+              AND i.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated')
               AND (i.lease_until IS NULL OR i.lease_until < p_now)
-              AND EXISTS (SELECT 1 FROM ratchet.inbox b
-                          WHERE b.instance = i.id AND b.visible_at <= p_now)
             RETURNING i.id, i.name, i.version, i.execution, i.history_len, i.fence)
         SELECT coalesce(array_agg(id), '{}'), coalesce(array_agg(name), '{}'),
                coalesce(array_agg(version), '{}'), coalesce(array_agg(execution), '{}'),

@@ -38,7 +38,7 @@ LIMIT $5;
 -- name: instance_release
 UPDATE ratchet.instances i SET lease_owner = NULL, lease_until = NULL
 FROM unnest($1::text[], $2::bigint[]) AS r(id, fence)
-WHERE i.id = r.id AND i.fence = r.fence;
+WHERE i.id = r.id AND i.fence = r.fence AND i.id = ANY ($1::text[]);
 
 -- name: instance_purge
 WITH gone AS (

@@ -13,7 +13,7 @@ WITH beat AS (
     -- In id order, like every other lock on tasks.
     -- Only a leased row: a late heartbeat must not hide a task released or set to retry.
     SELECT t.id FROM ratchet.tasks t JOIN beat ON t.id = beat.id AND t.fence = beat.fence
-    WHERE t.lease_owner IS NOT NULL
+    WHERE t.lease_owner IS NOT NULL AND t.id = ANY ($1::bigint[])
     ORDER BY t.id
     FOR NO KEY UPDATE OF t
 ), extended AS (
@@ -53,7 +53,7 @@ SELECT count(*) AS purged FROM gone;
 -- name: task_release
 UPDATE ratchet.tasks t SET lease_owner = NULL, lease_until = NULL, ready_at = t.visible_at
 FROM unnest($1::bigint[], $2::bigint[]) AS r(id, fence)
-WHERE t.id = r.id AND t.fence = r.fence;
+WHERE t.id = r.id AND t.fence = r.fence AND t.id = ANY ($1::bigint[]);
 
 -- name: work_notify
 SELECT pg_notify('ratchet.work', '');
