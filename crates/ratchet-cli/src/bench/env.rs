@@ -84,6 +84,7 @@ impl BenchEnv {
                     env._proxy = Some(proxy);
                     env.measured_rtt_ms = Some(measure_rtt(&store_url).await?);
                 }
+                super::pgstats::checkpoint(url).await?;
                 env.postgres = Some((store_url, url.to_string(), schema));
             }
         }

@@ -31,26 +31,72 @@ pub(crate) fn run(args: ReportArgs) -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
-    let mut md = table(&runs);
-    let ladders: Vec<&(PathBuf, Report)> = runs.iter().filter(|(_, r)| has_rungs(r)).collect();
+    let medians = medians(&runs);
+    let mut md = String::from(
+        "## Median runs
+
+",
+    );
+    md += &table(&medians);
+    let ladders: Vec<&Median> = medians.iter().filter(|m| has_rungs(&m.run.1)).collect();
     if !ladders.is_empty() {
         let file = "ladder-latency.svg";
         ladder_chart(&args.out.join(file), &ladders)?;
         let _ = write!(md, "\n![latency per ladder rung]({file})\n");
     }
-    let fanouts: Vec<&(PathBuf, Report)> = runs
+    let fanouts: Vec<&Median> = medians
         .iter()
-        .filter(|(_, r)| r.scenario == "fanout")
+        .filter(|m| m.run.1.scenario == "fanout")
         .collect();
-    if fanouts.len() > 1 {
+    if rtt_lines(&fanouts).values().any(|points| points.len() > 1) {
         let file = "throughput-vs-rtt.svg";
         rtt_chart(&args.out.join(file), &fanouts)?;
         let _ = write!(md, "\n![throughput against round trip]({file})\n");
     }
+    let every: Vec<Median> = runs.iter().map(|run| Median { run, of: 1 }).collect();
+    md += "\n## Every run\n\n";
+    md += &table(&every);
     let path = args.out.join("report.md");
     std::fs::write(&path, md).with_context(|| format!("writing {}", path.display()))?;
     out!("wrote {}", path.display());
     Ok(())
+}
+
+/// The run in the middle, by throughput, of the runs that share a scenario, mode, backend,
+/// round trip and parameters (the targets count the median of 3).
+struct Median<'a> {
+    run: &'a (PathBuf, Report),
+    /// How many runs it stands for.
+    of: usize,
+}
+
+fn medians(runs: &[(PathBuf, Report)]) -> Vec<Median<'_>> {
+    let mut groups: Vec<(String, Vec<&(PathBuf, Report)>)> = Vec::new();
+    for run in runs {
+        let r = &run.1;
+        let key = format!(
+            "{}|{:?}|{}|{}|{}",
+            r.scenario,
+            r.mode,
+            r.backend,
+            r.rtt_ms,
+            serde_json::to_string(&r.params).unwrap_or_default()
+        );
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, members)) => members.push(run),
+            None => groups.push((key, vec![run])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(_, mut members)| {
+            members.sort_by(|a, b| a.1.throughput_per_s.total_cmp(&b.1.throughput_per_s));
+            Median {
+                run: members[members.len() / 2],
+                of: members.len(),
+            }
+        })
+        .collect()
 }
 
 fn has_rungs(r: &Report) -> bool {
@@ -69,19 +115,19 @@ fn label(r: &Report) -> String {
     l + ")"
 }
 
-fn table(runs: &[(PathBuf, Report)]) -> String {
+fn table(runs: &[Median<'_>]) -> String {
     let mut md = String::from(
-        "| run | backend | rtt ms | units | throughput /s | p50 ms | p95 ms | p99 ms | round trips / unit | commits / unit | failed / timed out / stuck | file |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n",
+        "| run | of | backend | rtt ms | units | throughput /s | p50 ms | p95 ms | p99 ms | round trips / unit | commits / unit | failed / timed out / stuck | file |\n\
+         |---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n",
     );
-    for (path, r) in runs {
+    for Median { run: (path, r), of } in runs {
         let name = match &r.mode {
             Some(mode) => format!("{} {mode}", r.scenario),
             None => r.scenario.clone(),
         };
         let _ = writeln!(
             md,
-            "| {name} | {} | {} | {} {}s | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} / {} / {} | {} |",
+            "| {name} | {of} | {} | {} | {} {}s | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} / {} / {} | {} |",
             r.backend,
             r.rtt_ms,
             r.units,
@@ -101,8 +147,9 @@ fn table(runs: &[(PathBuf, Report)]) -> String {
     md
 }
 
-fn ladder_chart(path: &Path, runs: &[&(PathBuf, Report)]) -> anyhow::Result<()> {
-    let steps: Vec<_> = runs.iter().flat_map(|(_, r)| &r.steps).collect();
+fn ladder_chart(path: &Path, runs: &[&Median<'_>]) -> anyhow::Result<()> {
+    let runs: Vec<&Report> = runs.iter().map(|m| &m.run.1).collect();
+    let steps: Vec<_> = runs.iter().flat_map(|r| &r.steps).collect();
     let max_at = steps.iter().map(|s| s.at).fold(1.0_f64, f64::max);
     let max_ms = steps
         .iter()
@@ -126,7 +173,7 @@ fn ladder_chart(path: &Path, runs: &[&(PathBuf, Report)]) -> anyhow::Result<()> 
         .y_desc("ms")
         .draw()
         .map_err(draw)?;
-    for (i, (_, r)) in runs.iter().enumerate() {
+    for (i, r) in runs.iter().enumerate() {
         for (percentile, style) in [("p50", 0), ("p95", 1)] {
             let color = Palette99::pick(i * 2 + style).to_rgba();
             let points: Vec<(f64, f64)> = r
@@ -161,25 +208,36 @@ fn ladder_chart(path: &Path, runs: &[&(PathBuf, Report)]) -> anyhow::Result<()> 
     Ok(())
 }
 
-fn rtt_chart(path: &Path, runs: &[&(PathBuf, Report)]) -> anyhow::Result<()> {
-    let mut by_backend: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
-    for (_, r) in runs {
+/// One line per backend and number in flight: (measured round trip, throughput) points.
+fn rtt_lines(runs: &[&Median<'_>]) -> BTreeMap<String, Vec<(f64, f64)>> {
+    let mut lines: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    for m in runs {
+        let r = &m.run.1;
+        let in_flight = r.params.get("in_flight").map(|v| v.to_string());
+        let line = format!("{}, {} in flight", r.backend, in_flight.unwrap_or_default());
         let rtt = r.measured_rtt_ms.unwrap_or(r.rtt_ms as f64);
-        by_backend
-            .entry(r.backend.clone())
+        lines
+            .entry(line)
             .or_default()
             .push((rtt, r.throughput_per_s));
     }
+    lines
+}
+
+fn rtt_chart(path: &Path, runs: &[&Median<'_>]) -> anyhow::Result<()> {
+    let by_backend = rtt_lines(runs);
     if by_backend.values().all(|v| v.len() < 2) {
         bail!("a throughput-against-round-trip chart needs two fanout runs of one backend");
     }
-    let max_rtt = runs
-        .iter()
-        .map(|(_, r)| r.measured_rtt_ms.unwrap_or(r.rtt_ms as f64))
+    let max_rtt = by_backend
+        .values()
+        .flatten()
+        .map(|p| p.0)
         .fold(1.0_f64, f64::max);
-    let max_tp = runs
-        .iter()
-        .map(|(_, r)| r.throughput_per_s)
+    let max_tp = by_backend
+        .values()
+        .flatten()
+        .map(|p| p.1)
         .fold(1.0_f64, f64::max);
     let root = SVGBackend::new(path, (800, 480)).into_drawing_area();
     root.fill(&WHITE).map_err(draw)?;
