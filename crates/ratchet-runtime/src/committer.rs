@@ -2,6 +2,7 @@
 //! instances in one store round trip, with a few flushes in flight at most: whatever gathers
 //! while they travel leaves in the next.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -72,26 +73,31 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
     // commit, the items that gather leave in the next instead of waiting for it. (Against a
     // distant database this saves whole round trips; near it, it keeps both the database and
     // this process busy.)
-    let mut flushes: JoinSet<Result<(), (Arc<StoreError>, Completions)>> = JoinSet::new();
+    let mut flushes: JoinSet<Flushed> = JoinSet::new();
     let in_flight = shared.config.commit_concurrency.max(1);
+    // The instances of the flushes in flight (with how many hold each), and the items kept
+    // back because their instance is among them: two flushes locking one instance would run
+    // one after the other in the database anyway, the second holding its other locks
+    // while it waits.
+    let mut busy: HashMap<String, usize> = HashMap::new();
+    let mut held_turns: Vec<(Box<TurnCommit>, TurnReply)> = Vec::new();
+    let mut held_completions: Completions = Vec::new();
     let mut retry: Completions = Vec::new();
     let mut backoff = Duration::from_millis(50);
     let mut stopping = false;
     loop {
         // Completions of a failed flush go again, after a pause that grows while they fail.
         while let Some(done) = flushes.try_join_next() {
-            if let Ok(Err((e, completions))) = done {
-                tracing::warn!(error = %e, retry_in = ?backoff, "group commit failed; completions will be retried");
-                retry.extend(completions);
-            }
+            ended(done, &mut busy, &mut retry, &mut backoff);
         }
         if !retry.is_empty() {
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(Duration::from_secs(5));
         }
-        let mut turns = Vec::new();
+        let mut turns = std::mem::take(&mut held_turns);
         let mut completions = std::mem::take(&mut retry);
-        if completions.is_empty() {
+        completions.append(&mut held_completions);
+        if completions.is_empty() && turns.is_empty() {
             if stopping {
                 break;
             }
@@ -102,13 +108,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
                 },
                 // A flush that ends may need its completions sent again.
                 Some(done) = flushes.join_next(), if !flushes.is_empty() => {
-                    match done {
-                        Ok(Err((e, failed))) => {
-                            tracing::warn!(error = %e, retry_in = ?backoff, "group commit failed; completions will be retried");
-                            retry.extend(failed);
-                        }
-                        _ => backoff = Duration::from_millis(50),
-                    }
+                    ended(done, &mut busy, &mut retry, &mut backoff);
                     continue;
                 }
             }
@@ -143,27 +143,91 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
                 Err(_) => break,
             }
         }
+        // Items of an instance that a flush in flight holds wait for the next flush.
+        if !busy.is_empty() {
+            let (now, later): (Vec<_>, Vec<_>) = turns
+                .into_iter()
+                .partition(|(t, _)| !busy.contains_key(&t.instance));
+            turns = now;
+            held_turns = later;
+            let (now, later): (Vec<_>, Vec<_>) = completions
+                .into_iter()
+                .partition(|(_, i)| i.as_ref().is_none_or(|i| !busy.contains_key(i)));
+            completions = now;
+            held_completions = later;
+        }
         if turns.is_empty() && completions.is_empty() {
+            if !held_turns.is_empty() || !held_completions.is_empty() {
+                // Only held items: wait for a flush to end and free their instances. (With
+                // none in flight, nothing holds any: a panicked flush left its marks.)
+                match flushes.join_next().await {
+                    Some(done) => ended(done, &mut busy, &mut retry, &mut backoff),
+                    None => busy.clear(),
+                }
+            }
             continue;
         }
         while flushes.len() >= in_flight {
-            if let Some(Ok(Err((e, failed)))) = flushes.join_next().await {
-                tracing::warn!(error = %e, retry_in = ?backoff, "group commit failed; completions will be retried");
-                retry.extend(failed);
+            match flushes.join_next().await {
+                Some(done) => ended(done, &mut busy, &mut retry, &mut backoff),
+                None => break,
             }
+        }
+        let mut instances: Vec<String> = turns
+            .iter()
+            .map(|(t, _)| t.instance.clone())
+            .chain(completions.iter().filter_map(|(_, i)| i.clone()))
+            .collect();
+        instances.sort();
+        instances.dedup();
+        for instance in &instances {
+            *busy.entry(instance.clone()).or_default() += 1;
         }
         let shared = shared.clone();
         flushes.spawn(async move {
             let result = flush(&shared, turns, &completions).await;
-            result.map_err(|e| (e, completions))
+            (instances, result.map_err(|e| (e, completions)))
         });
     }
     // Shutting down: let the flushes in flight finish. Completions that still fail are lost
     // here and their tasks run again after their leases expire.
     while let Some(done) = flushes.join_next().await {
-        if let Ok(Err((e, failed))) = done {
+        if let Ok((_, Err((e, failed)))) = done {
             tracing::warn!(error = %e, lost = failed.len(), "group commit failed at shutdown; those tasks run again after their leases");
         }
+    }
+}
+
+/// What a flush hands back: the instances it held, and the completions to send again if it
+/// failed.
+type Flushed = (Vec<String>, Result<(), (Arc<StoreError>, Completions)>);
+
+/// Books a flush that ended: its instances are free, its completions go again if it failed.
+fn ended(
+    done: Result<Flushed, tokio::task::JoinError>,
+    busy: &mut HashMap<String, usize>,
+    retry: &mut Completions,
+    backoff: &mut Duration,
+) {
+    let Ok((instances, result)) = done else {
+        // A flush that panicked: its marks are cleared once no flush is in flight.
+        tracing::error!("a group commit panicked");
+        return;
+    };
+    for instance in instances {
+        if let Some(n) = busy.get_mut(&instance) {
+            *n -= 1;
+            if *n == 0 {
+                busy.remove(&instance);
+            }
+        }
+    }
+    match result {
+        Err((e, failed)) => {
+            tracing::warn!(error = %e, retry_in = ?backoff, "group commit failed; completions will be retried");
+            retry.extend(failed);
+        }
+        Ok(()) => *backoff = Duration::from_millis(50),
     }
 }
 
