@@ -17,6 +17,9 @@ CREATE FUNCTION ratchet.claim(
     OUT t_attempt integer[], OUT t_queue text[], OUT t_metadata text[], OUT next_due bigint)
 LANGUAGE plpgsql AS $$
 BEGIN
+    -- Polls are few (most work arrives leased with commits); each plans its statements for
+    -- the tables as they are now, so none keeps a plan made while they were nearly empty.
+    PERFORM set_config('plan_cache_mode', 'force_custom_plan', true);
     i_id := '{}'; i_name := '{}'; i_version := '{}'; i_execution := '{}';
     i_history_len := '{}'; i_fence := '{}'; e_instance := '{}'; e_id := '{}'; e_event := '{}';
     IF p_limit > 0 THEN
@@ -134,6 +137,12 @@ DECLARE
     v_unleased_tasks boolean := false;
     v_new_children boolean := false;
 BEGIN
+    -- A large batch plans its statements for its own arrays and the tables as they are now:
+    -- a plan cached for small batches (or while the tables were small) can cost more than a
+    -- fresh one for hundreds of items. Small batches keep the cached plans, saving planning.
+    IF cardinality(t_instance) + cardinality(p_task) > 32 THEN
+        PERFORM set_config('plan_cache_mode', 'force_custom_plan', true);
+    END IF;
     -- Each part runs only when the batch has items for it: a batch of completions alone
     -- skips every statement about turns, and the other way round.
     turn_ok := '{}'; completion_ok := '{}'; v_finished := '{}'; v_continued := '{}';
