@@ -49,6 +49,9 @@ ALTER TABLE tasks_new RENAME TO tasks;
 CREATE INDEX tasks_ready ON tasks (queue, priority, ready_at, id);
 CREATE INDEX tasks_by_ready_at ON tasks (ready_at);
 CREATE INDEX tasks_by_instance ON tasks (instance) WHERE instance IS NOT NULL;
+-- Every claim looks for cancelled tasks whose worker is gone: this keeps that look from
+-- walking the queue's whole backlog.
+CREATE INDEX tasks_cancelling ON tasks (queue, ready_at) WHERE cancel_requested = 1;
 -- A unique key is held only while its task is unfinished: finished tasks leave this table.
 CREATE UNIQUE INDEX tasks_unique_key ON tasks (unique_key) WHERE unique_key IS NOT NULL;
 
