@@ -70,12 +70,19 @@ impl<I: Send + 'static, O: Send + 'static> Batcher<I, O> {
     }
 }
 
-async fn run<I, O>(
+async fn run<I: Send + 'static, O: Send + 'static>(
     mut rx: mpsc::UnboundedReceiver<(Vec<I>, Reply<O>)>,
     max_items: usize,
     call: StoreCall<I, O>,
 ) {
+    // A few calls travel at once (against a distant database each takes a round trip);
+    // whatever gathers while all of them travel leaves in one call after.
+    let mut in_flight = tokio::task::JoinSet::new();
     while let Some(first) = rx.recv().await {
+        while in_flight.len() >= CALLS_IN_FLIGHT {
+            in_flight.join_next().await;
+        }
+        while in_flight.try_join_next().is_some() {}
         let mut requests = vec![first];
         let mut count = requests[0].0.len();
         while count < max_items {
@@ -93,22 +100,28 @@ async fn run<I, O>(
             replies.push((its.len(), reply));
             items.extend(its);
         }
-        match call(items).await {
-            Ok(outcomes) => {
-                let mut outcomes = outcomes.into_iter();
-                for (n, reply) in replies {
-                    let _ = reply.send(Ok(outcomes.by_ref().take(n).collect()));
+        let call = call(items);
+        in_flight.spawn(async move {
+            match call.await {
+                Ok(outcomes) => {
+                    let mut outcomes = outcomes.into_iter();
+                    for (n, reply) in replies {
+                        let _ = reply.send(Ok(outcomes.by_ref().take(n).collect()));
+                    }
+                }
+                Err(e) => {
+                    let e = Arc::new(e);
+                    for (_, reply) in replies {
+                        let _ = reply.send(Err(SharedStoreError(e.clone())));
+                    }
                 }
             }
-            Err(e) => {
-                let e = Arc::new(e);
-                for (_, reply) in replies {
-                    let _ = reply.send(Err(SharedStoreError(e.clone())));
-                }
-            }
-        }
+        });
     }
 }
+
+/// Store calls one batcher has in flight at most.
+const CALLS_IN_FLIGHT: usize = 4;
 
 #[cfg(test)]
 mod tests {

@@ -73,7 +73,7 @@ impl Default for RuntimeConfig {
             poll_interval: Duration::from_secs(1),
             cache_size: 10_000,
             commit_batch: 512,
-            commit_concurrency: 4,
+            commit_concurrency: 12,
             commit_linger: Duration::from_millis(2),
             limits: Limits::default(),
             max_payload_bytes: 1 << 20,
