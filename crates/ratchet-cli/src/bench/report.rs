@@ -121,10 +121,17 @@ fn table(runs: &[Median<'_>]) -> String {
          |---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n",
     );
     for Median { run: (path, r), of } in runs {
-        let name = match &r.mode {
+        let mut name = match &r.mode {
             Some(mode) => format!("{} {mode}", r.scenario),
             None => r.scenario.clone(),
         };
+        // The parameters that tell runs of one scenario apart.
+        if let Some(n) = r.params.get("in_flight") {
+            name = format!("{name}, {n} in flight");
+        }
+        if r.params.get("delayed") == Some(&serde_json::Value::Bool(true)) {
+            name += ", delayed";
+        }
         let _ = writeln!(
             md,
             "| {name} | {of} | {} | {} | {} {}s | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} / {} / {} | {} |",
