@@ -3,7 +3,7 @@
 //! A backend's test file calls [`conformance_suite!`](crate::conformance_suite) with an async
 //! expression that returns a fresh, empty store (its own file or schema):
 //!
-//! ```ignore
+//! ```text
 //! ratchet_store::conformance_suite!(async { my_backend::open_fresh().await });
 //! ```
 #![allow(clippy::unwrap_used, missing_docs, unreachable_pub)]
