@@ -10,7 +10,9 @@ use ratchet::{
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use super::{closed_loop, parse_duration, BenchEnv, Common, Outcome, Progress, Report};
+use super::{
+    closed_loop, orchestration_config, parse_duration, BenchEnv, Common, Outcome, Progress, Report,
+};
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct FanoutArgs {
@@ -61,13 +63,8 @@ pub(crate) async fn run(args: FanoutArgs, database_url: Option<&str>) -> anyhow:
     let store = env.store().await?;
     let room = args.in_flight.max(1);
     let config = RuntimeConfig {
-        max_orchestrations: (room * 2).max(256),
         max_activities: (room * args.activities as usize * 2).max(256),
-        cache_size: (room * 4).max(10_000),
-        lease: Duration::from_secs(30),
-        heartbeat: Duration::from_secs(10),
-        commit_batch: 1024,
-        ..RuntimeConfig::default()
+        ..orchestration_config(room)
     };
     let ratchet = Ratchet::builder()
         .store(store.clone())

@@ -171,6 +171,20 @@ fn print_report(r: &Report) {
     }
 }
 
+/// The runtime of an orchestration scenario keeping up to `in_flight` instances alive: room
+/// for all of them (and more), every one cached, leases long enough that a loaded machine
+/// never loses one, and large group commits.
+pub(crate) fn orchestration_config(in_flight: usize) -> ratchet::RuntimeConfig {
+    ratchet::RuntimeConfig {
+        max_orchestrations: (in_flight * 2).max(256),
+        cache_size: (in_flight * 4).max(10_000),
+        lease: Duration::from_secs(30),
+        heartbeat: Duration::from_secs(10),
+        commit_batch: 1024,
+        ..ratchet::RuntimeConfig::default()
+    }
+}
+
 /// Parses "10s", "500ms", "2m" or a bare number of seconds.
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();

@@ -7,14 +7,13 @@ use std::time::Duration;
 use anyhow::bail;
 use ratchet::{
     Client, InstanceFilter, InstanceStatus, OrchestrationContext, OrchestrationError, Ratchet,
-    RuntimeConfig,
 };
 use tokio::time::Instant;
 
 use super::measure::{resident_bytes, Step};
 use super::{
-    closed_loop, parse_duration, BenchEnv, Common, Correctness, Latencies, Outcome, Progress,
-    Report,
+    closed_loop, orchestration_config, parse_duration, BenchEnv, Common, Correctness, Latencies,
+    Outcome, Progress, Report,
 };
 
 /// Which shape of signal load.
@@ -97,14 +96,7 @@ pub(crate) async fn run(args: SignalArgs, database_url: Option<&str>) -> anyhow:
     if args.rungs.contains(&0) {
         bail!("--rungs must be positive");
     }
-    let config = RuntimeConfig {
-        max_orchestrations: (widest * 2).max(256),
-        cache_size: (widest * 4).max(10_000),
-        lease: Duration::from_secs(30),
-        heartbeat: Duration::from_secs(10),
-        commit_batch: 1024,
-        ..RuntimeConfig::default()
-    };
+    let config = orchestration_config(widest);
     let ratchet = Ratchet::builder()
         .store(store.clone())
         .config(config)

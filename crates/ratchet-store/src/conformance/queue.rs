@@ -7,8 +7,9 @@ use serde_json::json;
 
 use super::*;
 use crate::{
-    ClaimedTask, EnqueueOutcome, LeaseState, QueueClaim, QueueLimits, QueueUpdate, TaskAction,
-    TaskActionOutcome, TaskClaim, TaskCompletion, TaskFilter, TaskId, TaskResult, TaskState,
+    ClaimedTask, CompletionResult, EnqueueOutcome, InstanceClaimed, LeaseState, QueueClaim,
+    QueueLimits, QueueUpdate, TaskAction, TaskActionOutcome, TaskClaim, TaskCompletion, TaskFilter,
+    TaskId, TaskResult, TaskState,
 };
 
 fn job(n: i64) -> NewTask {
@@ -34,16 +35,32 @@ async fn enqueue(store: &dyn Store, tasks: Vec<NewTask>) -> Vec<TaskId> {
         .collect()
 }
 
+/// A claim of up to `limit` tasks of queue "q" for `owner`, leased for 30 s.
+fn claim_of(owner: &str, limit: u32, now: Timestamp) -> TaskClaim {
+    TaskClaim {
+        lease: lease(owner, now.plus(Duration::from_secs(30))),
+        queues: vec![QueueClaim {
+            queue: "q".into(),
+            limit,
+        }],
+        names: vec!["job".into()],
+        now,
+    }
+}
+
 async fn take(store: &dyn Store, owner: &str, limit: u32, now: Timestamp) -> Vec<ClaimedTask> {
+    store.task_claim(claim_of(owner, limit, now)).await.unwrap()
+}
+
+/// A worker's poll at T0 that claims no instances and up to 10 tasks of queue "q".
+async fn poll_tasks(store: &dyn Store) -> InstanceClaimed {
     store
-        .task_claim(TaskClaim {
-            lease: lease(owner, now.plus(Duration::from_secs(30))),
-            queues: vec![QueueClaim {
-                queue: "q".into(),
-                limit,
-            }],
-            names: vec!["job".into()],
-            now,
+        .instance_claim(InstanceClaim {
+            lease: lease("w", T0.plus(Duration::from_secs(30))),
+            limit: 0,
+            orchestrations: vec![],
+            now: T0,
+            tasks: Some(claim_of("w", 10, T0)),
         })
         .await
         .unwrap()
@@ -55,8 +72,6 @@ async fn finish(store: &dyn Store, task: &ClaimedTask, result: TaskResult) -> Co
     b.completions = vec![TaskCompletion::of(task, result)];
     store.commit(b).await.unwrap().completions[0]
 }
-
-use crate::CompletionResult;
 
 async fn state(store: &dyn Store, id: TaskId, now: Timestamp) -> Option<TaskState> {
     store.task_get(id, now).await.unwrap().map(|r| r.state)
@@ -144,24 +159,7 @@ pub async fn delayed_tasks_wait_for_their_time(store: &dyn Store) {
     let ids = enqueue(store, vec![job_with(1, TaskOptions::default().run_at(at))]).await;
     assert_eq!(state(store, ids[0], T0).await, Some(TaskState::Scheduled));
     assert!(take(store, "w", 10, T0).await.is_empty());
-    let polled = store
-        .instance_claim(InstanceClaim {
-            lease: lease("w", T0.plus(Duration::from_secs(30))),
-            limit: 0,
-            orchestrations: vec![],
-            now: T0,
-            tasks: Some(TaskClaim {
-                lease: lease("w", T0.plus(Duration::from_secs(30))),
-                queues: vec![QueueClaim {
-                    queue: "q".into(),
-                    limit: 10,
-                }],
-                names: vec!["job".into()],
-                now: T0,
-            }),
-        })
-        .await
-        .unwrap();
+    let polled = poll_tasks(store).await;
     assert!(polled.tasks.is_empty());
     assert_eq!(
         polled.next_due,
@@ -403,24 +401,7 @@ pub async fn queue_rate_limit_spends_tokens(store: &dyn Store) {
         .unwrap();
     assert_eq!(take(store, "a", 10, T0).await.len(), 2, "the burst");
     assert!(take(store, "b", 10, T0).await.is_empty(), "no tokens left");
-    let polled = store
-        .instance_claim(InstanceClaim {
-            lease: lease("w", T0.plus(Duration::from_secs(30))),
-            limit: 0,
-            orchestrations: vec![],
-            now: T0,
-            tasks: Some(TaskClaim {
-                lease: lease("w", T0.plus(Duration::from_secs(30))),
-                queues: vec![QueueClaim {
-                    queue: "q".into(),
-                    limit: 10,
-                }],
-                names: vec!["job".into()],
-                now: T0,
-            }),
-        })
-        .await
-        .unwrap();
+    let polled = poll_tasks(store).await;
     assert_eq!(
         polled.next_due,
         Some(T0.plus(Duration::from_millis(100))),
