@@ -50,6 +50,7 @@
 mod commit;
 mod config;
 mod convert;
+mod event;
 mod instance;
 mod listen;
 mod migrate;

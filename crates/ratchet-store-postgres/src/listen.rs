@@ -1,5 +1,5 @@
-//! The listener: one connection per store that LISTENs for `<schema>.work` and
-//! `<schema>.done` and turns notifications into [`WakeupSender`] hints. It reconnects with
+//! The listener: one connection per store that LISTENs for `<schema>.work`,
+//! `<schema>.done` and `<schema>.events` and turns notifications into [`WakeupSender`] hints. It reconnects with
 //! backoff when the connection drops, and then wakes everyone, since notifications sent
 //! while it was away are lost.
 
@@ -64,8 +64,11 @@ async fn listen(
     });
     let work = format!("{schema}.work");
     let done = format!("{schema}.done");
+    let events = format!("{schema}.events");
     let listened = client
-        .batch_execute(&format!("LISTEN \"{work}\"; LISTEN \"{done}\";"))
+        .batch_execute(&format!(
+            "LISTEN \"{work}\"; LISTEN \"{done}\"; LISTEN \"{events}\";"
+        ))
         .await;
     if let Err(e) = listened {
         driver.abort();
@@ -80,6 +83,8 @@ async fn listen(
             sender.work_ready();
         } else if n.channel() == done {
             sender.finished(n.payload().to_string());
+        } else if n.channel() == events {
+            sender.events_appended();
         }
     }
     drop(client);

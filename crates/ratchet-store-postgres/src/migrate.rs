@@ -12,6 +12,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0002_instances.sql"),
     include_str!("../migrations/0003_tasks.sql"),
     include_str!("../migrations/0004_claim_and_commit.sql"),
+    include_str!("../migrations/0005_events.sql"),
 ];
 
 /// The schema version this code creates and understands.

@@ -7,18 +7,19 @@ use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, R
 use futures::future::BoxFuture;
 use ratchet_core::Timestamp;
 use ratchet_store::{
-    ClaimedTask, CommitBatch, CommitOutcome, CreateOutcome, EnqueueOutcome, Fence, HistoryRecord,
-    InstanceClaim, InstanceClaimed, InstanceFilter, InstanceRecord, Lease, LeaseRelease,
-    LeaseState, NamedQueries, NewInstance, NewSignal, NewTask, QueueStats, QueueUpdate, Result,
-    SignalOutcome, StopOutcome, Store, StoreError, StoreStats, TaskAction, TaskActionOutcome,
-    TaskClaim, TaskFilter, TaskId, TaskRecord, WakeupSender, Wakeups,
+    AppendOutcome, ClaimedTask, CommitBatch, CommitOutcome, CreateOutcome, EnqueueOutcome,
+    EventAppend, EventPage, EventRead, Fence, HistoryRecord, InstanceClaim, InstanceClaimed,
+    InstanceFilter, InstanceRecord, Lease, LeaseRelease, LeaseState, NamedQueries, NewInstance,
+    NewSignal, NewTask, QueueStats, QueueUpdate, Result, SignalOutcome, StopOutcome, Store,
+    StoreError, StoreStats, TaskAction, TaskActionOutcome, TaskClaim, TaskFilter, TaskId,
+    TaskRecord, WakeupSender, Wakeups,
 };
 use tokio::task::JoinHandle;
 use tokio_postgres::{NoTls, Row};
 
 use crate::convert::{db_err, pool_err, Failure, Res};
 use crate::param::Param;
-use crate::{commit, instance, listen, migrate, queue, task, PostgresConfig};
+use crate::{commit, event, instance, listen, migrate, queue, task, PostgresConfig};
 
 /// The named statements of this backend, from `sql/*.sql`, for `schema`.
 fn queries(schema: &str) -> NamedQueries {
@@ -28,6 +29,7 @@ fn queries(schema: &str) -> NamedQueries {
         include_str!("../sql/tasks.sql"),
         include_str!("../sql/commit.sql"),
         include_str!("../sql/queues.sql"),
+        include_str!("../sql/events.sql"),
     ])
     .map(|sql| migrate::in_schema(sql, schema))
 }
@@ -74,7 +76,17 @@ pub(crate) struct Conn {
 impl Conn {
     /// Runs the statement `name`: one round trip (two the first time a connection prepares it).
     pub(crate) async fn query(&self, name: &str, params: &[Param<'_>]) -> Res<Vec<Row>> {
-        let sql = self.store.sql.get(name);
+        self.query_sql(self.store.sql.get(name), params).await
+    }
+
+    /// `sql` (written for schema `ratchet`) moved to this store's schema.
+    pub(crate) fn in_schema(&self, sql: &str) -> String {
+        migrate::in_schema(sql, &self.store.config.schema)
+    }
+
+    /// Runs `sql`, a statement built at run time: one round trip (two the first time a
+    /// connection prepares it).
+    pub(crate) async fn query_sql(&self, sql: &str, params: &[Param<'_>]) -> Res<Vec<Row>> {
         if !self.store.config.prepared_statements {
             return Ok(self.client.query_typed(sql, params).await?);
         }
@@ -120,10 +132,20 @@ impl Conn {
         wanted: bool,
         main: impl std::future::Future<Output = Res<T>>,
     ) -> Res<T> {
+        self.then_notify_on("work_notify", wanted, main).await
+    }
+
+    /// [`Conn::then_notify`] with the notifying statement `notify`.
+    pub(crate) async fn then_notify_on<T>(
+        &self,
+        notify: &str,
+        wanted: bool,
+        main: impl std::future::Future<Output = Res<T>>,
+    ) -> Res<T> {
         if !(wanted && self.notify()) {
             return main.await;
         }
-        let (value, _) = futures::try_join!(main, self.query("work_notify", &[]))?;
+        let (value, _) = futures::try_join!(main, self.query(notify, &[]))?;
         Ok(value)
     }
 }
@@ -250,6 +272,37 @@ impl PostgresStore {
             .first()
             .ok_or_else(|| StoreError::Corrupt("task_enqueue returned no row".into()))?;
         task::enqueue_outcomes(row).map_err(Failure::into_store)
+    }
+
+    /// Appends events in the caller's own transaction, so they commit or roll back with the
+    /// caller's work (an outbox): one round trip on the caller's connection. The transaction
+    /// holds the event store's append lock until it ends, so keep it short. Subscribers are
+    /// woken when it commits.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Invalid`] for a bad event or query; database failures (the caller's
+    /// transaction is then aborted), including a transaction that is not READ COMMITTED.
+    pub async fn event_append_in(
+        &self,
+        tx: &tokio_postgres::Transaction<'_>,
+        appends: &[ratchet_store::EventAppend],
+        now: Timestamp,
+    ) -> Result<Vec<ratchet_store::AppendOutcome>> {
+        ratchet_store::validate_appends(appends)?;
+        self.inner
+            .counters
+            .round_trips
+            .fetch_add(1, Ordering::Relaxed);
+        let rows = event::append_in(tx, self.inner.sql.get("event_append"), appends, now)
+            .await
+            .map_err(Failure::into_store)?;
+        if self.inner.config.notify {
+            tx.execute(self.inner.sql.get("events_notify"), &[])
+                .await
+                .map_err(db_err)?;
+        }
+        Ok(rows)
     }
 
     /// Every named statement, for the test that prepares them all.
@@ -498,6 +551,29 @@ impl Store for PostgresStore {
             Box::pin(async move { instance::purge(&c, before).await })
         })
         .await
+    }
+
+    async fn event_append(
+        &self,
+        appends: Vec<EventAppend>,
+        now: Timestamp,
+    ) -> Result<Vec<AppendOutcome>> {
+        ratchet_store::validate_appends(&appends)?;
+        if appends.is_empty() {
+            return Ok(Vec::new());
+        }
+        let appends = &appends;
+        self.call(1, |c| {
+            Box::pin(async move { event::append(&c, appends, now).await })
+        })
+        .await
+    }
+
+    async fn event_read(&self, read: EventRead) -> Result<EventPage> {
+        read.query.validate()?;
+        let read = &read;
+        self.call(0, |c| Box::pin(async move { event::read(&c, read).await }))
+            .await
     }
 
     fn stats(&self) -> StoreStats {

@@ -108,3 +108,166 @@ async fn unnamed_statements_work_like_prepared_ones() {
     assert!(store.wakeups().is_none(), "polling only");
     ratchet_store::conformance::completion_delivers_and_locks(&store).await;
 }
+
+mod events {
+    //! What the event store must hold beside other transactions on the same database.
+    use std::time::Duration;
+
+    use ratchet_core::Timestamp;
+    use ratchet_store::{
+        AppendCondition, AppendOutcome, EventAppend, EventQuery, EventRead, NewEvent, Position,
+        QueryItem, Store,
+    };
+    use ratchet_store_postgres::testing::fresh_store;
+    use serde_json::json;
+
+    const NOW: Timestamp = Timestamp(1_000);
+
+    fn booking(after: Option<Position>) -> EventAppend {
+        EventAppend {
+            events: vec![NewEvent::new("Booked", ["seat:1"], json!(1))],
+            condition: Some(AppendCondition {
+                fail_if_events_match: EventQuery::item(QueryItem::new(["Booked"], ["seat:1"])),
+                after,
+            }),
+            idempotency_key: None,
+        }
+    }
+
+    async fn client() -> tokio_postgres::Client {
+        let url = ratchet_store_postgres::testing::database_url().unwrap();
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        client
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_open_unrelated_transaction_does_not_weaken_conditions() {
+        let Some(store) = fresh_store().await else {
+            return;
+        };
+        // Another session holds a transaction open with an xid and a snapshot: the kind
+        // that makes snapshot-based checks look at stale data.
+        let mut other = client().await;
+        let open = other.transaction().await.unwrap();
+        open.batch_execute(&format!(
+            "CREATE TEMP TABLE t (x int); INSERT INTO t VALUES (1); \
+             SELECT count(*) FROM {}.events",
+            store.config().schema
+        ))
+        .await
+        .unwrap();
+        let head = store
+            .event_read(EventRead::forward(EventQuery::all(), None, 10))
+            .await
+            .unwrap()
+            .head;
+        let first = store
+            .event_append(vec![booking(Some(head))], NOW)
+            .await
+            .unwrap();
+        assert!(
+            matches!(first[0], AppendOutcome::Appended { .. }),
+            "{first:?}"
+        );
+        let second = store
+            .event_append(vec![booking(Some(head))], NOW)
+            .await
+            .unwrap();
+        assert_eq!(
+            second[0],
+            AppendOutcome::Conflict {
+                position: Position(1)
+            }
+        );
+        open.rollback().await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_late_commit_is_never_skipped_and_holds_back_later_appends() {
+        let Some(store) = fresh_store().await else {
+            return;
+        };
+        // An outbox append in a caller's transaction that stays open.
+        let mut caller = client().await;
+        let tx = caller.transaction().await.unwrap();
+        let early = store
+            .event_append_in(
+                &tx,
+                &[EventAppend {
+                    events: vec![NewEvent::new("Early", ["k:v"], json!(1))],
+                    ..EventAppend::default()
+                }],
+                NOW,
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            early[0],
+            AppendOutcome::Appended {
+                first: Position(1),
+                last: Position(1)
+            }
+        );
+        // A later append waits for it rather than taking a position a reader could see first.
+        let later = {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let plain = EventAppend {
+                    events: vec![NewEvent::new("Later", ["k:v"], json!(2))],
+                    ..EventAppend::default()
+                };
+                store.event_append(vec![plain], NOW).await.unwrap()
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let page = store
+            .event_read(EventRead::forward(EventQuery::all(), None, 10))
+            .await
+            .unwrap();
+        assert!(
+            page.events.is_empty(),
+            "nothing visible before the commit: {page:?}"
+        );
+        assert!(
+            !later.is_finished(),
+            "the later append waits for the open one"
+        );
+        tx.commit().await.unwrap();
+        let later = later.await.unwrap();
+        assert_eq!(
+            later[0],
+            AppendOutcome::Appended {
+                first: Position(2),
+                last: Position(2)
+            }
+        );
+        let page = store
+            .event_read(EventRead::forward(EventQuery::all(), Some(Position(0)), 10))
+            .await
+            .unwrap();
+        let kinds: Vec<_> = page.events.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(kinds, ["Early", "Later"]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn appending_under_a_stale_snapshot_is_refused() {
+        let Some(store) = fresh_store().await else {
+            return;
+        };
+        let mut caller = client().await;
+        let tx = caller
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .start()
+            .await
+            .unwrap();
+        let err = store
+            .event_append_in(&tx, &[booking(None)], NOW)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("READ COMMITTED"), "{err}");
+    }
+}

@@ -2,7 +2,8 @@
 
 use ratchet_core::{ActivityOptions, ErrorInfo, ParentRef, Timestamp};
 use ratchet_store::{
-    ClaimedTask, Fence, InstanceRecord, StoreError, TaskId, TaskOwner, TaskRecord, TaskState,
+    ClaimedTask, Fence, InstanceRecord, Position, StoreError, StoredEvent, TaskId, TaskOwner,
+    TaskRecord, TaskState,
 };
 use rusqlite::Row;
 use serde_json::Value;
@@ -214,6 +215,47 @@ impl InstanceRow {
             created_at: Timestamp(self.created_at),
             updated_at: Timestamp(self.updated_at),
             finished_at: self.finished_at.map(Timestamp),
+        })
+    }
+}
+
+/// A stored event position read back.
+pub(crate) fn position(v: i64) -> Result<Position, StoreError> {
+    u64::try_from(v)
+        .map(Position)
+        .map_err(|_| StoreError::Corrupt(format!("event position {v}")))
+}
+
+/// Raw columns of an event read, read inside the row callback.
+pub(crate) struct EventRow {
+    position: i64,
+    kind: String,
+    tags: String,
+    payload: String,
+    metadata: String,
+    recorded_at: i64,
+}
+
+impl EventRow {
+    pub(crate) fn read(r: &Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            position: r.get(0)?,
+            kind: r.get(1)?,
+            tags: r.get(2)?,
+            payload: r.get(3)?,
+            metadata: r.get(4)?,
+            recorded_at: r.get(5)?,
+        })
+    }
+
+    pub(crate) fn into_event(self) -> Result<StoredEvent, StoreError> {
+        Ok(StoredEvent {
+            position: position(self.position)?,
+            tags: from_json(&self.tags, "event tags")?,
+            payload: from_json(&self.payload, "event payload")?,
+            metadata: from_json(&self.metadata, "event metadata")?,
+            kind: self.kind,
+            recorded_at: Timestamp(self.recorded_at),
         })
     }
 }

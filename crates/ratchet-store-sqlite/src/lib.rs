@@ -13,6 +13,13 @@
 //! shares the file: each claim reads them, and spends the rate limit's tokens, in its own
 //! write transaction.
 //!
+//! # Events
+//!
+//! The event store is one table of events at increasing positions, one row per (tag, event)
+//! for reads and conditions by tag, and the idempotency keys of appends. An append takes the
+//! file's write lock (`BEGIN IMMEDIATE`), so its conditions are checked against every event
+//! committed before it, by any process, and positions commit in order without gaps.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), ratchet_store::StoreError> {
 //! let store = ratchet_store_sqlite::SqliteStore::open("ratchet.db").await?;
@@ -22,6 +29,7 @@
 
 mod commit;
 mod convert;
+mod event;
 mod instance;
 mod migrate;
 mod queue;

@@ -7,6 +7,7 @@ use crate::convert::db_err;
 const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0001_init.sql"),
     include_str!("../migrations/0002_task_queue.sql"),
+    include_str!("../migrations/0003_events.sql"),
 ];
 
 /// The schema version this code creates and understands.

@@ -5,16 +5,17 @@ use std::sync::{Arc, Mutex, OnceLock};
 use async_trait::async_trait;
 use ratchet_core::Timestamp;
 use ratchet_store::{
-    ClaimedTask, CommitBatch, CommitOutcome, CreateOutcome, EnqueueOutcome, Fence, HistoryRecord,
-    InstanceClaim, InstanceClaimed, InstanceFilter, InstanceRecord, Lease, LeaseRelease,
-    LeaseState, NamedQueries, NewInstance, NewSignal, NewTask, QueueStats, QueueUpdate, Result,
-    SignalOutcome, StopOutcome, Store, StoreError, StoreStats, TaskAction, TaskActionOutcome,
-    TaskClaim, TaskFilter, TaskId, TaskRecord, WakeupSender, Wakeups,
+    AppendOutcome, ClaimedTask, CommitBatch, CommitOutcome, CreateOutcome, EnqueueOutcome,
+    EventAppend, EventPage, EventRead, Fence, HistoryRecord, InstanceClaim, InstanceClaimed,
+    InstanceFilter, InstanceRecord, Lease, LeaseRelease, LeaseState, NamedQueries, NewInstance,
+    NewSignal, NewTask, QueueStats, QueueUpdate, Result, SignalOutcome, StopOutcome, Store,
+    StoreError, StoreStats, TaskAction, TaskActionOutcome, TaskClaim, TaskFilter, TaskId,
+    TaskRecord, WakeupSender, Wakeups,
 };
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use crate::convert::db_err;
-use crate::{commit, instance, migrate, queue, task, wake};
+use crate::{commit, event, instance, migrate, queue, task, wake};
 
 /// The named statements of this backend, from `sql/*.sql`.
 fn queries() -> &'static NamedQueries {
@@ -26,6 +27,7 @@ fn queries() -> &'static NamedQueries {
             include_str!("../sql/history.sql"),
             include_str!("../sql/tasks.sql"),
             include_str!("../sql/queues.sql"),
+            include_str!("../sql/events.sql"),
         ])
     })
 }
@@ -339,6 +341,29 @@ impl Store for SqliteStore {
 
     async fn instance_purge(&self, before: Timestamp) -> Result<u64> {
         self.write(move |tx| instance::purge(tx, before)).await
+    }
+
+    async fn event_append(
+        &self,
+        appends: Vec<EventAppend>,
+        now: Timestamp,
+    ) -> Result<Vec<AppendOutcome>> {
+        ratchet_store::validate_appends(&appends)?;
+        let out: Vec<AppendOutcome> = self
+            .write(move |tx| event::append(tx, &appends, now))
+            .await?;
+        if out
+            .iter()
+            .any(|o| matches!(o, AppendOutcome::Appended { .. }))
+        {
+            self.wakeups.events_appended();
+        }
+        Ok(out)
+    }
+
+    async fn event_read(&self, read: EventRead) -> Result<EventPage> {
+        read.query.validate()?;
+        self.read(move |conn| event::read(conn, &read)).await
     }
 
     fn stats(&self) -> StoreStats {

@@ -20,6 +20,7 @@
 pub mod codec;
 mod commit;
 mod error;
+mod event;
 mod instance;
 mod queue;
 mod sql;
@@ -35,6 +36,12 @@ pub use commit::{
     Lease, NewInboxEvent, TurnCommit, TurnResult,
 };
 pub use error::{Result, StoreError};
+pub use event::{
+    normalized_tags, validate_appends, validate_event, validate_event_type, validate_tag,
+    AppendCondition, AppendOutcome, Direction, EventAppend, EventPage, EventQuery, EventRead,
+    NewEvent, Position, QueryItem, StoredEvent, MAX_EVENTS_PER_APPEND, MAX_EVENT_BYTES,
+    MAX_EVENT_TYPE_BYTES, MAX_QUERY_ITEMS, MAX_TAGS, MAX_TAG_BYTES,
+};
 pub use instance::{
     ClaimedInstance, CreateOutcome, Fence, HistoryRecord, IfExists, InboxEvent, InstanceFilter,
     InstanceRecord, InstanceStatus, NewInstance, NewSignal, SignalOutcome, StopOutcome,

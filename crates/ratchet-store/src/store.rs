@@ -2,10 +2,11 @@ use async_trait::async_trait;
 use ratchet_core::Timestamp;
 
 use crate::{
-    ClaimedInstance, ClaimedTask, CommitBatch, CommitOutcome, CreateOutcome, EnqueueOutcome, Fence,
-    HistoryRecord, InstanceFilter, InstanceRecord, Lease, LeaseState, NewInstance, NewSignal,
-    NewTask, QueueStats, QueueUpdate, Result, SignalOutcome, StopOutcome, TaskAction,
-    TaskActionOutcome, TaskFilter, TaskId, TaskRecord,
+    AppendOutcome, ClaimedInstance, ClaimedTask, CommitBatch, CommitOutcome, CreateOutcome,
+    EnqueueOutcome, EventAppend, EventPage, EventRead, Fence, HistoryRecord, InstanceFilter,
+    InstanceRecord, Lease, LeaseState, NewInstance, NewSignal, NewTask, QueueStats, QueueUpdate,
+    Result, SignalOutcome, StopOutcome, TaskAction, TaskActionOutcome, TaskFilter, TaskId,
+    TaskRecord,
 };
 
 /// Which orchestrations a claimer can run: a name and the versions it registered.
@@ -287,6 +288,30 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// Database failures.
     async fn instance_purge(&self, before: Timestamp) -> Result<u64>;
+
+    /// Appends events: each [`EventAppend`] atomically and in order, all in one transaction,
+    /// with an outcome per append. A conditional append is checked against every event
+    /// committed before it, including earlier appends of the same call, and appends nothing
+    /// when its condition fails. Appends commit in position order, so a reader never sees a
+    /// position below one it has already seen appear later. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::StoreError::Invalid`] for a bad event or query (then nothing is appended);
+    /// database failures.
+    async fn event_append(
+        &self,
+        appends: Vec<EventAppend>,
+        now: Timestamp,
+    ) -> Result<Vec<AppendOutcome>>;
+
+    /// Reads the events matching a query in a range, with the store's head position from the
+    /// same snapshot. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::StoreError::Invalid`] for a bad query; database failures.
+    async fn event_read(&self, read: EventRead) -> Result<EventPage>;
 
     /// This store's traffic counters.
     fn stats(&self) -> StoreStats;

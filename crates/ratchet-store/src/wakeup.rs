@@ -11,6 +11,9 @@ pub struct Wakeups {
     pub work: watch::Receiver<u64>,
     /// Ids of instances that finished; `None` after a reconnect, when some may have been missed.
     pub finished: broadcast::Receiver<Option<String>>,
+    /// Changes after events were appended (and after a reconnect, when some wake-ups may have
+    /// been missed). Bursts coalesce.
+    pub events: watch::Receiver<u64>,
     /// True when other processes' work arrives too (PostgreSQL); false when only this
     /// process's stores on the same database are heard (SQLite), so waits across processes
     /// still lean on polling.
@@ -22,6 +25,7 @@ pub struct Wakeups {
 pub struct WakeupSender {
     work: watch::Sender<u64>,
     finished: broadcast::Sender<Option<String>>,
+    events: watch::Sender<u64>,
     cross_process: bool,
 }
 
@@ -37,6 +41,7 @@ impl WakeupSender {
         Self {
             work: watch::channel(0).0,
             finished: broadcast::channel(1024).0,
+            events: watch::channel(0).0,
             cross_process: true,
         }
     }
@@ -54,6 +59,7 @@ impl WakeupSender {
         Wakeups {
             work: self.work.subscribe(),
             finished: self.finished.subscribe(),
+            events: self.events.subscribe(),
             cross_process: self.cross_process,
         }
     }
@@ -69,9 +75,15 @@ impl WakeupSender {
         let _ = self.finished.send(Some(id));
     }
 
+    /// Events were appended.
+    pub fn events_appended(&self) {
+        self.events.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
     /// Wake-ups may have been lost (a reconnect): wake every consumer to look again.
     pub fn resync(&self) {
         self.work_ready();
+        self.events_appended();
         let _ = self.finished.send(None);
     }
 }

@@ -9,11 +9,13 @@
 #![allow(clippy::unwrap_used, missing_docs, unreachable_pub)]
 
 mod concurrency;
+mod events;
 mod instances;
 mod queue;
 mod tasks;
 
 pub use concurrency::*;
+pub use events::*;
 pub use instances::*;
 pub use queue::*;
 pub use tasks::*;
@@ -50,7 +52,13 @@ macro_rules! conformance_suite {
             paused_queues_start_nothing, queue_concurrency_holds_across_claimers,
             queue_rate_limit_spends_tokens, queue_stats_and_task_lists,
             task_purge_removes_old_results, bulk_enqueue_is_one_round_trip,
-            turns_enqueue_standalone_tasks_once);
+            turns_enqueue_standalone_tasks_once, events_append_and_read_back_exactly,
+            events_queries_match_types_and_all_tags, events_append_if_fails_on_a_newer_match,
+            events_every_item_of_a_condition_counts,
+            events_sequential_appends_with_one_after_fail_the_second,
+            events_appends_of_one_call_apply_in_order, events_bad_input_appends_nothing,
+            events_concurrent_conditional_appends_never_overbook,
+            events_readers_never_skip_a_late_commit);
     };
     (@tests $make:expr; $($name:ident),*) => {
         $(

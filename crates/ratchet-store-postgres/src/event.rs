@@ -1,0 +1,234 @@
+//! The event store: conditional appends through `ratchet.event_append` (see
+//! `migrations/0005_events.sql` for why the condition holds), and reads built per query shape.
+
+use std::fmt::Write as _;
+
+use ratchet_core::Timestamp;
+use ratchet_store::{
+    normalized_tags, AppendOutcome, Direction, EventAppend, EventPage, EventQuery, EventRead,
+    Position, StoreError, StoredEvent,
+};
+use tokio_postgres::Row;
+
+use crate::convert::{col, from_json, to_json, Failure, Res};
+use crate::param::{p, Param};
+use crate::store::Conn;
+
+/// Separates tags (and types) packed into one text; validation keeps control characters out
+/// of both.
+const SEP: &str = "\u{1f}";
+
+/// `event_append`'s parallel arrays.
+#[derive(Default)]
+struct AppendArgs {
+    event_append: Vec<i32>,
+    event_index: Vec<i32>,
+    kind: Vec<String>,
+    tags: Vec<String>,
+    payload: Vec<String>,
+    metadata: Vec<String>,
+    count: Vec<i32>,
+    conditional: Vec<bool>,
+    after: Vec<i64>,
+    key: Vec<Option<String>>,
+    item_append: Vec<i32>,
+    item_types: Vec<String>,
+    item_tags: Vec<String>,
+}
+
+fn as_i32(n: usize) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+impl AppendArgs {
+    fn of(appends: &[EventAppend]) -> Self {
+        let mut a = Self::default();
+        for (i, append) in appends.iter().enumerate() {
+            let n = as_i32(i + 1);
+            for (k, e) in append.events.iter().enumerate() {
+                a.event_append.push(n);
+                a.event_index.push(as_i32(k + 1));
+                a.kind.push(e.kind.clone());
+                a.tags.push(normalized_tags(&e.tags).join(SEP));
+                a.payload.push(to_json(&e.payload));
+                a.metadata.push(to_json(&e.metadata));
+            }
+            a.count.push(as_i32(append.events.len()));
+            a.conditional.push(append.condition.is_some());
+            a.after.push(
+                append
+                    .condition
+                    .as_ref()
+                    .and_then(|c| c.after)
+                    .map_or(0, |p| i64::try_from(p.0).unwrap_or(i64::MAX)),
+            );
+            a.key.push(append.idempotency_key.clone());
+            if let Some(c) = &append.condition {
+                let q = &c.fail_if_events_match;
+                if q.matches_all() {
+                    a.item_append.push(n);
+                    a.item_types.push(String::new());
+                    a.item_tags.push(String::new());
+                } else {
+                    for item in &q.items {
+                        a.item_append.push(n);
+                        a.item_types.push(item.types.join(SEP));
+                        a.item_tags.push(normalized_tags(&item.tags).join(SEP));
+                    }
+                }
+            }
+        }
+        a
+    }
+}
+
+fn position(v: i64) -> Position {
+    Position(u64::try_from(v).unwrap_or(0))
+}
+
+fn bound(p: Option<Position>) -> Option<i64> {
+    p.map(|p| i64::try_from(p.0).unwrap_or(i64::MAX))
+}
+
+impl AppendArgs {
+    fn params<'a>(&'a self, now: &'a i64) -> [Param<'a>; 14] {
+        let a = self;
+        [
+            p(&a.event_append),
+            p(&a.event_index),
+            p(&a.kind),
+            p(&a.tags),
+            p(&a.payload),
+            p(&a.metadata),
+            p(&a.count),
+            p(&a.conditional),
+            p(&a.after),
+            p(&a.key),
+            p(&a.item_append),
+            p(&a.item_types),
+            p(&a.item_tags),
+            p(now),
+        ]
+    }
+}
+
+/// Appends in order in one transaction; notifies subscribers when something was appended.
+pub(crate) async fn append(
+    c: &Conn,
+    appends: &[EventAppend],
+    now: Timestamp,
+) -> Res<Vec<AppendOutcome>> {
+    let a = AppendArgs::of(appends);
+    let params = a.params(&now.0);
+    // Unconditional appends always append, so their notification can go out beside them;
+    // a conditional one may append nothing, and a spare wake-up only costs a read.
+    let rows = c
+        .then_notify_on("events_notify", true, c.query("event_append", &params))
+        .await?;
+    rows.iter().map(outcome).collect()
+}
+
+/// Appends on the caller's transaction with the statement `sql`.
+pub(crate) async fn append_in(
+    tx: &tokio_postgres::Transaction<'_>,
+    sql: &str,
+    appends: &[EventAppend],
+    now: Timestamp,
+) -> Res<Vec<AppendOutcome>> {
+    let a = AppendArgs::of(appends);
+    let rows = tx.query_typed(sql, &a.params(&now.0)).await?;
+    rows.iter().map(outcome).collect()
+}
+
+fn outcome(row: &Row) -> Res<AppendOutcome> {
+    let kind: String = col(row, "outcome")?;
+    let first = position(col(row, "first_position")?);
+    let last = position(col(row, "last_position")?);
+    Ok(match kind.as_str() {
+        "appended" => AppendOutcome::Appended { first, last },
+        "duplicate" => AppendOutcome::Duplicate { first, last },
+        "conflict" => AppendOutcome::Conflict { position: first },
+        other => {
+            return Err(Failure::Store(StoreError::Corrupt(format!(
+                "event_append outcome {other:?}"
+            ))))
+        }
+    })
+}
+
+/// The `WHERE` clause of a query over `e`, its parameters numbered from `next`.
+fn query_clause(query: &EventQuery, next: &mut usize, arrays: &mut Vec<Vec<String>>) -> String {
+    if query.matches_all() {
+        return "true".into();
+    }
+    let mut sql = String::from("(");
+    for (i, item) in query.items.iter().enumerate() {
+        if i > 0 {
+            sql.push_str(" OR ");
+        }
+        let mut parts = Vec::new();
+        if !item.types.is_empty() {
+            parts.push(format!("e.type = ANY (${next})"));
+            arrays.push(item.types.clone());
+            *next += 1;
+        }
+        if !item.tags.is_empty() {
+            parts.push(format!("e.tags @> ${next}"));
+            arrays.push(normalized_tags(&item.tags));
+            *next += 1;
+        }
+        let _ = write!(sql, "({})", parts.join(" AND "));
+    }
+    sql.push(')');
+    sql
+}
+
+/// The read's statement: the head row joined with the matching events, so both come from
+/// one snapshot.
+fn read_sql(read: &EventRead, arrays: &mut Vec<Vec<String>>) -> String {
+    let mut next = 4;
+    let clause = query_clause(&read.query, &mut next, arrays);
+    let order = match read.direction {
+        Direction::Forward => "ASC",
+        Direction::Backward => "DESC",
+    };
+    format!(
+        "SELECT h.position AS head, e.position, e.type, e.tags, e.payload, e.metadata, \
+         e.recorded_at \
+         FROM ratchet.event_head h LEFT JOIN LATERAL ( \
+           SELECT e.* FROM ratchet.events e \
+           WHERE e.position > $1 AND ($2::bigint IS NULL OR e.position < $2) AND {clause} \
+           ORDER BY e.position {order} LIMIT $3) e ON true \
+         ORDER BY e.position {order}"
+    )
+}
+
+/// Reads the matching events and the head.
+pub(crate) async fn read(c: &Conn, read: &EventRead) -> Res<EventPage> {
+    let mut arrays = Vec::new();
+    let sql = c.in_schema(&read_sql(read, &mut arrays));
+    let after = bound(read.after).unwrap_or(0);
+    let before = bound(read.before);
+    let limit = i64::from(read.limit);
+    let mut params: Vec<Param<'_>> = vec![p(&after), p(&before), p(&limit)];
+    params.extend(arrays.iter().map(p));
+    let rows = c.query_sql(&sql, &params).await?;
+    let mut page = EventPage::default();
+    for row in &rows {
+        page.head = position(col(row, "head")?);
+        let Some(at): Option<i64> = col(row, "position")? else {
+            continue;
+        };
+        let payload: String = col(row, "payload")?;
+        let metadata: String = col(row, "metadata")?;
+        page.events.push(StoredEvent {
+            position: position(at),
+            kind: col(row, "type")?,
+            tags: col(row, "tags")?,
+            payload: from_json(&payload, "event payload")?,
+            metadata: from_json(&metadata, "event metadata")?,
+            recorded_at: Timestamp(col(row, "recorded_at")?),
+        });
+    }
+    Ok(page)
+}

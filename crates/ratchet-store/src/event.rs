@@ -1,0 +1,503 @@
+//! The event store's types: events, queries, append conditions, and the rules every backend
+//! checks before it writes (Dynamic Consistency Boundaries: a decision reads the events that
+//! match a query and appends only if no new matching event arrived since).
+
+use std::fmt;
+
+use ratchet_core::Timestamp;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{Result, StoreError};
+
+/// Longest event type, in bytes.
+pub const MAX_EVENT_TYPE_BYTES: usize = 256;
+/// Longest tag (`key:value`), in bytes.
+pub const MAX_TAG_BYTES: usize = 256;
+/// Most tags on one event, or in one query item.
+pub const MAX_TAGS: usize = 64;
+/// Largest payload plus metadata of one event, serialized, in bytes.
+pub const MAX_EVENT_BYTES: usize = 1 << 20;
+/// Most events in one append.
+pub const MAX_EVENTS_PER_APPEND: usize = 10_000;
+/// Most items in one query.
+pub const MAX_QUERY_ITEMS: usize = 64;
+
+/// An event's place in the store: strictly increasing, from 1, in the order appends commit.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct Position(pub u64);
+
+impl fmt::Display for Position {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// An event to append.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NewEvent {
+    /// What happened, e.g. `StudentEnrolled`. Not empty.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `key:value` strings that put the event in consistency boundaries, e.g.
+    /// `course:c1`. Order and repeats do not matter.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// The event's data.
+    #[serde(default)]
+    pub payload: Value,
+    /// Data about the event (who, why, correlation ids).
+    #[serde(default)]
+    pub metadata: Value,
+}
+
+impl NewEvent {
+    /// An event of type `kind` with `tags` and `payload`, no metadata.
+    pub fn new<T: Into<String>>(
+        kind: impl Into<String>,
+        tags: impl IntoIterator<Item = T>,
+        payload: Value,
+    ) -> Self {
+        Self {
+            kind: kind.into(),
+            tags: tags.into_iter().map(Into::into).collect(),
+            payload,
+            metadata: Value::Null,
+        }
+    }
+
+    /// This event with `metadata`.
+    pub fn with_metadata(mut self, metadata: Value) -> Self {
+        self.metadata = metadata;
+        self
+    }
+}
+
+/// An appended event, as read back.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoredEvent {
+    /// Its position.
+    pub position: Position,
+    /// Its type.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Its tags, sorted, without repeats.
+    pub tags: Vec<String>,
+    /// Its data.
+    pub payload: Value,
+    /// Its metadata.
+    pub metadata: Value,
+    /// When it was appended.
+    pub recorded_at: Timestamp,
+}
+
+/// One item of an [`EventQuery`]: matches an event whose type is one of `types` (any type
+/// when empty) and that carries every tag in `tags`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueryItem {
+    /// Event types, any of which matches; empty matches every type.
+    #[serde(default)]
+    pub types: Vec<String>,
+    /// Tags the event must all carry.
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+impl QueryItem {
+    /// An item matching events of any of `types` carrying all of `tags`.
+    pub fn new<A: Into<String>, B: Into<String>>(
+        types: impl IntoIterator<Item = A>,
+        tags: impl IntoIterator<Item = B>,
+    ) -> Self {
+        Self {
+            types: types.into_iter().map(Into::into).collect(),
+            tags: tags.into_iter().map(Into::into).collect(),
+        }
+    }
+
+    /// Whether `event` matches this item.
+    pub fn matches(&self, kind: &str, tags: &[String]) -> bool {
+        (self.types.is_empty() || self.types.iter().any(|t| t == kind))
+            && self.tags.iter().all(|t| tags.contains(t))
+    }
+}
+
+/// Which events a read, a subscription or a condition is about: the events matching any of
+/// its items. A query with no items matches every event.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct EventQuery {
+    /// The items, ORed.
+    pub items: Vec<QueryItem>,
+}
+
+impl EventQuery {
+    /// The query matching every event.
+    pub fn all() -> Self {
+        Self::default()
+    }
+
+    /// A query of one item.
+    pub fn item(item: QueryItem) -> Self {
+        Self { items: vec![item] }
+    }
+
+    /// This query with one more item (ORed).
+    pub fn or(mut self, item: QueryItem) -> Self {
+        self.items.push(item);
+        self
+    }
+
+    /// Whether the query matches every event.
+    pub fn matches_all(&self) -> bool {
+        self.items.is_empty()
+            || self
+                .items
+                .iter()
+                .any(|i| i.types.is_empty() && i.tags.is_empty())
+    }
+
+    /// Whether an event of type `kind` with `tags` matches.
+    pub fn matches(&self, kind: &str, tags: &[String]) -> bool {
+        self.matches_all() || self.items.iter().any(|i| i.matches(kind, tags))
+    }
+
+    /// Checks every type and tag.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Invalid`] naming the first bad item.
+    pub fn validate(&self) -> Result<()> {
+        if self.items.len() > MAX_QUERY_ITEMS {
+            return Err(StoreError::Invalid(format!(
+                "a query has {} items; at most {MAX_QUERY_ITEMS} are allowed",
+                self.items.len()
+            )));
+        }
+        for item in &self.items {
+            for t in &item.types {
+                validate_event_type(t)?;
+            }
+            if item.tags.len() > MAX_TAGS {
+                return Err(StoreError::Invalid(format!(
+                    "a query item has {} tags; at most {MAX_TAGS} are allowed",
+                    item.tags.len()
+                )));
+            }
+            for t in &item.tags {
+                validate_tag(t)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The condition of a conditional append: fail if an event matching `fail_if_events_match`
+/// exists after `after` (or at all, when `after` is `None`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppendCondition {
+    /// The events that would invalidate the decision.
+    pub fail_if_events_match: EventQuery,
+    /// The position the decision saw; `None` when it saw none of the store.
+    #[serde(default)]
+    pub after: Option<Position>,
+}
+
+/// One atomic append: all of its events or none.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EventAppend {
+    /// The events, given positions in this order.
+    pub events: Vec<NewEvent>,
+    /// Append only if this holds.
+    #[serde(default)]
+    pub condition: Option<AppendCondition>,
+    /// A key that makes the append idempotent: a second append with the same key appends
+    /// nothing and returns the first one's positions.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+impl EventAppend {
+    /// Checks the events, tags, sizes and the condition's query.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Invalid`] naming the first problem; then nothing may be appended.
+    pub fn validate(&self) -> Result<()> {
+        if self.events.is_empty() {
+            return Err(StoreError::Invalid(
+                "an append needs at least one event".into(),
+            ));
+        }
+        if self.events.len() > MAX_EVENTS_PER_APPEND {
+            return Err(StoreError::Invalid(format!(
+                "an append has {} events; at most {MAX_EVENTS_PER_APPEND} are allowed",
+                self.events.len()
+            )));
+        }
+        for (i, e) in self.events.iter().enumerate() {
+            validate_event(e).map_err(|err| match err {
+                StoreError::Invalid(m) => StoreError::Invalid(format!("event {i}: {m}")),
+                other => other,
+            })?;
+        }
+        if let Some(c) = &self.condition {
+            c.fail_if_events_match.validate()?;
+        }
+        if let Some(k) = &self.idempotency_key {
+            if k.is_empty() || k.len() > 256 {
+                return Err(StoreError::Invalid(
+                    "an idempotency key has 1 to 256 bytes".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What became of one [`EventAppend`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum AppendOutcome {
+    /// Appended at positions `first..=last`.
+    Appended {
+        /// The first event's position.
+        first: Position,
+        /// The last event's position.
+        last: Position,
+    },
+    /// The append's idempotency key was used before: nothing appended; the earlier append's
+    /// positions.
+    Duplicate {
+        /// The first event's position.
+        first: Position,
+        /// The last event's position.
+        last: Position,
+    },
+    /// An event matching the condition exists after its `after`: nothing appended.
+    Conflict {
+        /// The first such event.
+        position: Position,
+    },
+}
+
+/// Which way a read goes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// Oldest first.
+    #[default]
+    Forward,
+    /// Newest first.
+    Backward,
+}
+
+/// Parameters of [`crate::Store::event_read`]: the events matching `query` with a position
+/// strictly between `after` and `before`, the first `limit` in `direction`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventRead {
+    /// Which events.
+    pub query: EventQuery,
+    /// Only positions above this.
+    pub after: Option<Position>,
+    /// Only positions below this.
+    pub before: Option<Position>,
+    /// At most this many.
+    pub limit: u32,
+    /// Oldest or newest first.
+    pub direction: Direction,
+}
+
+impl EventRead {
+    /// The first `limit` events matching `query` after `after`, oldest first.
+    pub fn forward(query: EventQuery, after: Option<Position>, limit: u32) -> Self {
+        Self {
+            query,
+            after,
+            before: None,
+            limit,
+            direction: Direction::Forward,
+        }
+    }
+}
+
+/// What [`crate::Store::event_read`] returns.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EventPage {
+    /// The matching events, in the read's direction.
+    pub events: Vec<StoredEvent>,
+    /// The last position in the whole store when the read ran (0 when empty), from the same
+    /// snapshot as `events`: every matching event at or below it and in range was returned or
+    /// cut off by `limit`.
+    pub head: Position,
+}
+
+/// Checks an event type.
+///
+/// # Errors
+///
+/// [`StoreError::Invalid`] when empty, too long, or holding control characters.
+pub fn validate_event_type(kind: &str) -> Result<()> {
+    if kind.trim().is_empty() {
+        return Err(StoreError::Invalid(
+            "an event type must not be empty".into(),
+        ));
+    }
+    if kind.len() > MAX_EVENT_TYPE_BYTES {
+        return Err(StoreError::Invalid(format!(
+            "event type is {} bytes; at most {MAX_EVENT_TYPE_BYTES} are allowed",
+            kind.len()
+        )));
+    }
+    if kind.chars().any(char::is_control) {
+        return Err(StoreError::Invalid(format!(
+            "event type {kind:?} holds a control character"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a tag: `key:value`, the key of letters, digits, `_`, `-` and `.`, the value not
+/// empty, no control characters.
+///
+/// # Errors
+///
+/// [`StoreError::Invalid`] naming the tag and what is wrong with it.
+pub fn validate_tag(tag: &str) -> Result<()> {
+    let bad = |why: &str| Err(StoreError::Invalid(format!("tag {tag:?}: {why}")));
+    if tag.len() > MAX_TAG_BYTES {
+        return bad(&format!("longer than {MAX_TAG_BYTES} bytes"));
+    }
+    let Some((key, value)) = tag.split_once(':') else {
+        return bad("a tag is key:value");
+    };
+    if key.is_empty()
+        || !key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+    {
+        return bad("the key must be letters, digits, '_', '-' or '.'");
+    }
+    if value.is_empty() {
+        return bad("the value must not be empty");
+    }
+    if tag.chars().any(char::is_control) {
+        return bad("holds a control character");
+    }
+    Ok(())
+}
+
+/// Checks one event: its type, tags and size.
+///
+/// # Errors
+///
+/// [`StoreError::Invalid`] naming the problem.
+pub fn validate_event(e: &NewEvent) -> Result<()> {
+    validate_event_type(&e.kind)?;
+    if e.tags.len() > MAX_TAGS {
+        return Err(StoreError::Invalid(format!(
+            "{} tags; at most {MAX_TAGS} are allowed",
+            e.tags.len()
+        )));
+    }
+    for t in &e.tags {
+        validate_tag(t)?;
+    }
+    let size = serde_json::to_string(&e.payload).map_or(0, |s| s.len())
+        + serde_json::to_string(&e.metadata).map_or(0, |s| s.len());
+    if size > MAX_EVENT_BYTES {
+        return Err(StoreError::Invalid(format!(
+            "payload and metadata are {size} bytes; at most {MAX_EVENT_BYTES} are allowed"
+        )));
+    }
+    Ok(())
+}
+
+/// An event's tags as stored: sorted, without repeats.
+pub fn normalized_tags(tags: &[String]) -> Vec<String> {
+    let mut t = tags.to_vec();
+    t.sort();
+    t.dedup();
+    t
+}
+
+/// Checks a whole batch of appends.
+///
+/// # Errors
+///
+/// [`StoreError::Invalid`] for the first bad append, naming it.
+pub fn validate_appends(appends: &[EventAppend]) -> Result<()> {
+    for (i, a) in appends.iter().enumerate() {
+        a.validate().map_err(|err| match err {
+            StoreError::Invalid(m) if appends.len() > 1 => {
+                StoreError::Invalid(format!("append {i}: {m}"))
+            }
+            other => other,
+        })?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn tags_are_key_value() {
+        assert!(validate_tag("course:c1").is_ok());
+        assert!(validate_tag("a.b-c_d:x:y").is_ok());
+        for bad in ["", "course", ":c1", "course:", "co urse:c1", "c:a\nb"] {
+            assert!(validate_tag(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn queries_match_by_type_and_all_tags() {
+        let tags = vec!["course:c1".to_string(), "student:s1".to_string()];
+        let q = EventQuery::item(QueryItem::new(["Enrolled"], ["course:c1"]));
+        assert!(q.matches("Enrolled", &tags));
+        assert!(!q.matches("Left", &tags));
+        let q = EventQuery::item(QueryItem::new(["Left"], ["course:c1"])).or(QueryItem::new(
+            Vec::<String>::new(),
+            ["student:s1", "course:c1"],
+        ));
+        assert!(q.matches("Enrolled", &tags), "second item matches");
+        let q = EventQuery::item(QueryItem::new(Vec::<String>::new(), ["course:c2"]));
+        assert!(!q.matches("Enrolled", &tags));
+        assert!(EventQuery::all().matches("X", &[]));
+    }
+
+    #[test]
+    fn bad_appends_name_the_problem() {
+        let ok = NewEvent::new("A", ["k:v"], json!(1));
+        let cases = [
+            (vec![], "at least one event"),
+            (vec![NewEvent::new(" ", ["k:v"], json!(1))], "type"),
+            (
+                vec![ok.clone(), NewEvent::new("A", ["nokey"], json!(1))],
+                "event 1",
+            ),
+            (
+                vec![NewEvent::new(
+                    "A",
+                    ["k:v"],
+                    json!("x".repeat(MAX_EVENT_BYTES)),
+                )],
+                "bytes",
+            ),
+        ];
+        for (events, expected) in cases {
+            let a = EventAppend {
+                events,
+                ..Default::default()
+            };
+            let err = a.validate().expect_err("refused").to_string();
+            assert!(err.contains(expected), "{err}");
+        }
+    }
+}
