@@ -6,6 +6,7 @@ pub struct ActivityContext {
     pub(crate) task: TaskId,
     pub(crate) name: String,
     pub(crate) instance: String,
+    pub(crate) execution: u32,
     pub(crate) step: u32,
     pub(crate) attempt: u32,
 }
@@ -19,6 +20,11 @@ impl ActivityContext {
     /// The orchestration instance that called it.
     pub fn instance_id(&self) -> &str {
         &self.instance
+    }
+
+    /// The calling execution's number (it grows with each continue-as-new).
+    pub fn execution(&self) -> u32 {
+        self.execution
     }
 
     /// The calling step's number within the orchestration's execution.

@@ -73,6 +73,13 @@ pub enum Error {
         /// Why.
         message: String,
     },
+    /// A conditional append found an event matching its condition after its position:
+    /// the decision it protects was made on stale state. Nothing was appended.
+    #[error("append condition failed: event {position} matches it")]
+    AppendConflict {
+        /// The first matching event.
+        position: ratchet_store::Position,
+    },
     /// The runtime configuration was refused.
     #[error("invalid configuration: {0}")]
     Config(String),

@@ -27,6 +27,7 @@ mod committer;
 mod config;
 mod dispatcher;
 mod error;
+mod events;
 mod heartbeat;
 mod hub;
 mod maintenance;
@@ -42,6 +43,10 @@ pub use activity::ActivityContext;
 pub use client::{Client, InstanceHandle, StartOptions, TaskRequest};
 pub use config::{QueueConfig, RuntimeConfig};
 pub use error::{Error, Result};
+pub use events::{
+    append_events, Appended, ConditionAfter, EventStore, Projection, Projector,
+    EVENTS_APPEND_ACTIVITY,
+};
 pub use hub::InstanceOutcome;
 pub use registry::Registry;
 pub use runtime::Runtime;

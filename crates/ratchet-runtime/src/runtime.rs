@@ -144,9 +144,10 @@ impl Runtime {
     /// [`Error::Config`] for an invalid configuration.
     pub fn start(
         store: Arc<dyn Store>,
-        registry: Registry,
+        mut registry: Registry,
         mut config: RuntimeConfig,
     ) -> Result<Self> {
+        crate::events::register_append_activity(&mut registry, store.clone());
         if config.queues.is_empty() && !registry.task_names().is_empty() {
             config
                 .queues

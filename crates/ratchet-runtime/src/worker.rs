@@ -57,6 +57,7 @@ async fn activity(shared: &Shared, task: &ClaimedTask) -> TaskResult {
         task: task.id,
         name: task.name.clone(),
         instance: owner.instance.clone(),
+        execution: owner.execution,
         step: owner.seq,
         attempt: task.attempt,
     };

@@ -60,6 +60,32 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Events
+//!
+//! An event store with Dynamic Consistency Boundaries: read the events a decision depends
+//! on, decide, and append only if none of them changed since.
+//!
+//! ```no_run
+//! use ratchet::{EventQuery, NewEvent, Projector, QueryItem, Ratchet};
+//! use serde_json::json;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let ratchet = Ratchet::builder().sqlite("events.db").start().await?;
+//! let events = ratchet.client().events();
+//! let mut enrolled = Projector::new(
+//!     EventQuery::item(QueryItem::new(["StudentEnrolled"], ["course:c1"])),
+//!     0_u32,
+//!     |n, _| *n += 1,
+//! );
+//! let condition = events.project(&mut [&mut enrolled]).await?;
+//! if *enrolled.state() < 30 {
+//!     let event = NewEvent::new("StudentEnrolled", ["course:c1", "student:ada"], json!({}));
+//!     // Error::AppendConflict if another enrollment in c1 landed since the read.
+//!     events.append_if(vec![event], condition).await?;
+//! }
+//! # Ok(()) }
+//! ```
+//!
 //! # Guarantees
 //!
 //! - A turn's history append, the work it schedules and its status change commit atomically.
@@ -84,13 +110,15 @@ pub use ratchet_core::{
     OrchestrationContext, OrchestrationError, RetryPolicy, TaskError, TaskOptions, Timestamp,
 };
 pub use ratchet_runtime::{
-    ActivityContext, Client, Error, InstanceHandle, InstanceOutcome, QueueConfig, Registry, Result,
-    Runtime, RuntimeConfig, StartOptions, TaskContext, TaskRequest,
+    append_events, ActivityContext, Appended, Client, ConditionAfter, Error, EventStore,
+    InstanceHandle, InstanceOutcome, Projection, Projector, QueueConfig, Registry, Result, Runtime,
+    RuntimeConfig, StartOptions, TaskContext, TaskRequest, EVENTS_APPEND_ACTIVITY,
 };
 pub use ratchet_store::{
-    validate_queue_name, EnqueueOutcome, HistoryRecord, IfExists, InstanceFilter, InstanceRecord,
-    InstanceStatus, QueueLimits, QueueStats, Store, StoreError, StoreStats, TaskActionOutcome,
-    TaskFilter, TaskId, TaskRecord, TaskState,
+    validate_queue_name, AppendCondition, AppendOutcome, Direction, EnqueueOutcome, EventAppend,
+    EventPage, EventQuery, EventRead, HistoryRecord, IfExists, InstanceFilter, InstanceRecord,
+    InstanceStatus, NewEvent, Position, QueryItem, QueueLimits, QueueStats, Store, StoreError,
+    StoreStats, StoredEvent, TaskActionOutcome, TaskFilter, TaskId, TaskRecord, TaskState,
 };
 pub use ratchet_store_postgres::{PostgresConfig, PostgresStore};
 pub use ratchet_store_sqlite::{SqliteStore, SCHEMA_VERSION};

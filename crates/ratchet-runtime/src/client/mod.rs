@@ -120,6 +120,15 @@ impl Client {
         self
     }
 
+    /// The event store on this client's database; concurrent appends through it (and its
+    /// clones) share transactions.
+    pub fn events(&self) -> crate::EventStore {
+        self.calls
+            .events
+            .get_or_init(|| crate::EventStore::new(self.store.clone()))
+            .clone()
+    }
+
     /// The store this client talks to.
     pub fn store(&self) -> &Arc<dyn ratchet_store::Store> {
         &self.store
@@ -147,6 +156,8 @@ pub(crate) struct Calls {
     creates: Option<Batcher<(NewInstance, Option<Lease>), CreateOutcome>>,
     signals: Option<Batcher<NewSignal, SignalOutcome>>,
     enqueues: Option<Batcher<NewTask, EnqueueOutcome>>,
+    /// Made on first use, so clients that never touch events spawn no append batcher.
+    events: std::sync::OnceLock<crate::EventStore>,
 }
 
 /// Items per merged call at most.
@@ -177,6 +188,7 @@ impl Calls {
             creates,
             signals,
             enqueues,
+            events: std::sync::OnceLock::new(),
         }
     }
 

@@ -6,6 +6,7 @@ mod harness;
 mod bad_input;
 mod basics;
 mod cancel;
+mod events;
 mod housekeeping;
 mod leases;
 mod replay;
