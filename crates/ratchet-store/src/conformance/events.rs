@@ -482,21 +482,28 @@ pub async fn events_readers_never_skip_a_late_commit(store: &dyn Store) {
     const WRITERS: usize = 8;
     const EACH: usize = 40;
     let total = (WRITERS * EACH) as u64;
-    let writers = futures::future::join_all((0..WRITERS).map(|w| async move {
-        for i in 0..EACH {
-            store
-                .event_append(
-                    vec![plain(vec![ev("E", &[&format!("w:{w}")], json!(i))])],
-                    T0,
-                )
-                .await
-                .unwrap();
-        }
-    }));
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let writers = async {
+        futures::future::join_all((0..WRITERS).map(|w| async move {
+            for i in 0..EACH {
+                store
+                    .event_append(
+                        vec![plain(vec![ev("E", &[&format!("w:{w}")], json!(i))])],
+                        T0,
+                    )
+                    .await
+                    .unwrap();
+            }
+        }))
+        .await;
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+    };
     let reader = async {
         let mut seen = Vec::new();
         let mut after = None;
-        while (seen.len() as u64) < total {
+        loop {
+            // Checked before the read: once the writers are done, an empty read is the end.
+            let finished = done.load(std::sync::atomic::Ordering::SeqCst);
             let page = store
                 .event_read(EventRead::forward(EventQuery::all(), after, 7))
                 .await
@@ -506,6 +513,9 @@ pub async fn events_readers_never_skip_a_late_commit(store: &dyn Store) {
             }
             after = page.events.last().map(|e| e.position).or(after);
             if page.events.is_empty() {
+                if finished {
+                    break;
+                }
                 tokio::task::yield_now().await;
             }
         }
