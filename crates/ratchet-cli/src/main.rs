@@ -13,6 +13,7 @@ macro_rules! out {
 
 mod bench;
 mod demo;
+mod events;
 mod tasks;
 mod worker;
 
@@ -67,6 +68,10 @@ enum Command {
     /// Inspect queues; pause, resume and limit them across every process.
     #[command(subcommand)]
     Queues(tasks::QueueCommand),
+    /// Append events (optionally only if no matching event arrived since a position), read
+    /// them by type and tag, and follow them live.
+    #[command(subcommand)]
+    Events(events::EventCommand),
     /// Measure: the published scenarios of the systems Ratchet replaces (fanout, signals,
     /// tasks), on SQLite or PostgreSQL, optionally through a simulated distant database.
     #[command(subcommand)]
@@ -160,6 +165,11 @@ enum InstanceCommand {
     },
 }
 
+/// The system allocator, counting: `ratchet bench` reports bytes allocated per operation. The
+/// cost is a few uncontended atomic additions per allocation.
+#[global_allocator]
+static ALLOCATOR: &stats_alloc::StatsAlloc<std::alloc::System> = &stats_alloc::INSTRUMENTED_SYSTEM;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
@@ -184,6 +194,11 @@ async fn main() -> anyhow::Result<()> {
         // A bench makes its own databases: a fresh file or schema per run.
         return bench::run(cmd, cli.database_url.as_deref()).await;
     }
+    // Bad events are refused before the database is opened (or created).
+    let append = match &cli.command {
+        Command::Events(events::EventCommand::Append(args)) => Some(events::parse_append(args)?),
+        _ => None,
+    };
     let (store, about) = open_store(&cli).await?;
     match cli.command {
         Command::Demo(args) => demo::run(store, &about, args).await,
@@ -199,6 +214,9 @@ async fn main() -> anyhow::Result<()> {
         Command::Instances(cmd) => instances(Client::new(store.into_dyn()), cmd).await,
         Command::Tasks(cmd) => tasks::tasks(Client::new(store.into_dyn()), cmd).await,
         Command::Queues(cmd) => tasks::queues(Client::new(store.into_dyn()), cmd).await,
+        Command::Events(cmd) => {
+            events::run(Client::new(store.into_dyn()).events(), cmd, append).await
+        }
         Command::Bench(_) => Ok(()),
     }
 }

@@ -188,7 +188,7 @@ pub(crate) async fn run(
 }
 
 /// Ctrl-C or SIGTERM.
-async fn wait_for_stop() {
+pub(crate) async fn wait_for_stop() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};

@@ -1,5 +1,5 @@
-//! `ratchet bench` end to end: every scenario runs for about a second on SQLite and on
-//! PostgreSQL, completes with zero failures and writes its JSON, and `bench report` turns the
+//! `ratchet bench` end to end: every scenario runs for about a second (`events`: each of its
+//! operations for a moment) on SQLite and on PostgreSQL, completes with zero failures and writes its JSON, and `bench report` turns the
 //! files into markdown and charts. Speed is never asserted here; the bench measures it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -87,6 +87,91 @@ fn run(scenario: &[&str], backend: &[&str], json: &Path) {
     }
 }
 
+/// `bench events` on the tiny dataset, every operation at two client counts for a moment:
+/// one report per pair, each with operations done, and only conflicts where they must be.
+fn run_events(backend: &[&str], json: &Path) {
+    let output = Command::new(env!("CARGO_BIN_EXE_ratchet"))
+        .args(["bench", "events", "--dataset", "tiny", "--clients", "1,4"])
+        .args(["--duration", "200ms", "--warmup", "0s", "--quiet", "--json"])
+        .arg(json)
+        .args(backend)
+        .output()
+        .expect("run ratchet bench events");
+    let what = format!("ratchet bench events {}", backend.join(" "));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{what} failed: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for target in ["≥ 8,000 events/s", "p50 < 1 ms on medium"] {
+        assert!(
+            stdout.contains(target),
+            "{what}: no target {target} in {stdout}"
+        );
+    }
+    let reports: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(json).expect("the JSON file")).unwrap();
+    let ops = [
+        "read-tag",
+        "read-type",
+        "project",
+        "append-if-conflict",
+        "append-if",
+        "append",
+        "append-batch",
+    ];
+    let mut seen = Vec::new();
+    for r in &reports {
+        let op = r["mode"].as_str().unwrap();
+        seen.push((op.to_string(), r["params"]["clients"].as_u64().unwrap()));
+        assert_eq!(r["scenario"], "events");
+        assert!(
+            backend.contains(&r["backend"].as_str().unwrap()),
+            "{what}: {r}"
+        );
+        for counter in ["failed", "timed_out", "stuck"] {
+            assert_eq!(
+                r["correctness"][counter], 0,
+                "{what} {op}: {counter} in {r}"
+            );
+        }
+        let units = r["units"].as_u64().unwrap();
+        assert!(units > 0, "{what} {op} measured nothing: {r}");
+        let figure = |name: &str| r["figures"][name].as_f64().unwrap();
+        let conflicts = figure("conflicts");
+        match op {
+            "append-if-conflict" => assert_eq!(conflicts, units as f64, "{what}: {r}"),
+            "append-if" => assert!(conflicts < units as f64, "{what}: {r}"),
+            _ => assert_eq!(conflicts, 0.0, "{what} {op}: {r}"),
+        }
+        if op != "append-if-conflict" {
+            assert!(figure("events/s") > 0.0, "{what} {op}: no events: {r}");
+        }
+        assert!(figure("bytes allocated / op") > 0.0, "{what} {op}: {r}");
+        assert!(figure("database MiB") > 0.0, "{what} {op}: {r}");
+        assert!(
+            r["round_trips_per_unit"].as_f64().unwrap() > 0.0,
+            "{what} {op}: {r}"
+        );
+        assert_eq!(r["params"]["dataset"], "tiny");
+        if backend.contains(&"postgres") {
+            assert!(
+                r["postgres"]["commits"].as_u64().unwrap() > 0,
+                "{what} {op}: no PostgreSQL statistics in {r}"
+            );
+        }
+    }
+    let expected: Vec<(String, u64)> = ops
+        .iter()
+        .flat_map(|op| [1, 4].map(|c| (op.to_string(), c)))
+        .collect();
+    assert_eq!(
+        seen, expected,
+        "{what}: one report per operation and client count"
+    );
+}
+
 #[test]
 fn every_scenario_runs_on_both_backends_and_reports() {
     let dir = tempfile::tempdir().unwrap();
@@ -113,6 +198,9 @@ fn every_scenario_runs_on_both_backends_and_reports() {
             run(scenario, &args, &json);
             files.push(json);
         }
+        let json = dir.path().join(format!("{name}-events.json"));
+        run_events(&args, &json);
+        files.push(json);
         if *name == "postgres" {
             // Through the delaying proxy: the measured round trip includes what it adds.
             let json = dir.path().join("postgres-fanout-rtt.json");
@@ -143,7 +231,15 @@ fn every_scenario_runs_on_both_backends_and_reports() {
         .unwrap();
     assert!(status.success(), "ratchet bench report failed");
     let markdown = std::fs::read_to_string(out.join("report.md")).unwrap();
-    for scenario in ["fanout", "signals", "tasks", "ladder", "drain", "steady"] {
+    for scenario in [
+        "fanout",
+        "signals",
+        "tasks",
+        "ladder",
+        "drain",
+        "steady",
+        "events append-if, 4 clients, tiny dataset",
+    ] {
         assert!(markdown.contains(scenario), "no {scenario} in:\n{markdown}");
     }
     for chart in ["ladder-latency.svg", "throughput-vs-rtt.svg"] {

@@ -1,15 +1,23 @@
 //! The task queue with several `ratchet worker` processes on one database (PostgreSQL, and a
 //! SQLite file): a drain of 20,000 tasks, unique keys under concurrent enqueues, a SIGKILLed
-//! worker's tasks taken over, and a rate limit shared by three processes.
+//! worker's tasks taken over, and a rate limit shared by three processes. With them, in the
+//! same test binary to spare a link: the `ratchet events` commands.
 #![allow(clippy::unwrap_used)]
 
 mod common;
+// Beside this file, not in tests/, where it would be a test binary of its own.
+#[path = "task_queue/events.rs"]
+mod events;
 
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{postgres, Worker};
+use events::{
+    events_are_appended_read_conditioned_and_refused_from_the_cli,
+    events_tail_prints_an_event_appended_after_it_started,
+};
 use ratchet::{Client, QueueLimits, Store, TaskFilter, TaskOptions, TaskRequest, TaskState};
 use serde_json::json;
 
@@ -342,4 +350,6 @@ on_both_backends!(
     a_killed_workers_tasks_run_again_after_their_lease,
     a_rate_limit_holds_across_three_processes,
     dead_letters_are_listed_retried_and_discarded_from_the_cli,
+    events_are_appended_read_conditioned_and_refused_from_the_cli,
+    events_tail_prints_an_event_appended_after_it_started,
 );

@@ -9,7 +9,7 @@ use anyhow::{bail, Context};
 use ratchet::{PostgresConfig, PostgresStore, SqliteStore, Store};
 
 use super::measure::Report;
-use super::pgstats::PgStats;
+use super::pgstats::{PgReport, PgStats};
 use super::proxy::Proxy;
 
 /// Which store a run uses.
@@ -126,12 +126,44 @@ impl BenchEnv {
     /// is dropped, so their connections flushed their statistics), then the database goes
     /// unless `--keep`.
     pub(crate) async fn finish(mut self, report: &mut Report) -> anyhow::Result<()> {
+        self.describe(report);
+        report.postgres = self.end_stats(report.units).await?;
+        self.close().await
+    }
+
+    /// Names the backend and the round trip in the report.
+    pub(crate) fn describe(&self, report: &mut Report) {
         report.backend = self.backend_name().into();
         report.rtt_ms = self.common.rtt;
         report.measured_rtt_ms = self.measured_rtt_ms;
-        if let Some(stats) = self.stats.take() {
-            report.postgres = Some(stats.end(report.units).await?);
+    }
+
+    /// The PostgreSQL statistics since [`BenchEnv::begin_stats`] (`None` on SQLite); call
+    /// once the stores of the measured part are dropped.
+    pub(crate) async fn end_stats(&mut self, units: u64) -> anyhow::Result<Option<PgReport>> {
+        match self.stats.take() {
+            Some(stats) => Ok(Some(stats.end(units).await?)),
+            None => Ok(None),
         }
+    }
+
+    /// The bytes the run's database takes: the SQLite file with its write-ahead log, or the
+    /// tables and indexes of the PostgreSQL schema.
+    pub(crate) async fn database_bytes(&self) -> anyhow::Result<u64> {
+        if let Some((path, _)) = &self.sqlite {
+            let size = |p: &std::path::Path| std::fs::metadata(p).map_or(0, |m| m.len());
+            let mut wal = path.clone().into_os_string();
+            wal.push("-wal");
+            return Ok(size(path) + size(std::path::Path::new(&wal)));
+        }
+        match &self.postgres {
+            Some((_, direct, schema)) => super::pgstats::schema_bytes(direct, schema).await,
+            None => Ok(0),
+        }
+    }
+
+    /// Drops the database unless `--keep`.
+    pub(crate) async fn close(mut self) -> anyhow::Result<()> {
         if let (Some((_, direct, schema)), false) = (&self.postgres, self.common.keep) {
             super::pgstats::drop_schema(direct, schema).await?;
         }

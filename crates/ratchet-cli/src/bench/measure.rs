@@ -125,6 +125,12 @@ pub(crate) fn resident_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// Allocations made by the whole process so far (every thread): the difference of two
+/// snapshots is what a stretch of work allocated.
+pub(crate) fn allocations() -> stats_alloc::Stats {
+    crate::ALLOCATOR.stats()
+}
+
 /// One step of a scenario that varies its load (a ladder rung, a soak interval).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub(crate) struct Step {

@@ -2,6 +2,7 @@
 //! Ratchet on either backend, optionally through a proxy that simulates a distant database.
 
 mod env;
+mod events;
 mod fanout;
 mod measure;
 mod pgstats;
@@ -32,35 +33,55 @@ pub(crate) enum BenchCommand {
     Signals(signals::SignalArgs),
     /// Standalone tasks: drain a bulk-enqueued backlog, or keep up with a steady rate.
     Tasks(tasks::TaskArgs),
+    /// The event store on a course-enrollment dataset: appends (single, batched,
+    /// conditional), reads by tag and type, projections; at one or more client counts.
+    Events(events::EventArgs),
     /// Turn JSON files of runs into a markdown table and SVG charts.
     Report(report::ReportArgs),
 }
 
 pub(crate) async fn run(cmd: BenchCommand, database_url: Option<&str>) -> anyhow::Result<()> {
-    let report = match cmd {
-        BenchCommand::Fanout(args) => fanout::run(args, database_url).await?,
-        BenchCommand::Signals(args) => signals::run(args, database_url).await?,
-        BenchCommand::Tasks(args) => tasks::run(args, database_url).await?,
+    let reports = match cmd {
+        BenchCommand::Fanout(args) => vec![fanout::run(args, database_url).await?],
+        BenchCommand::Signals(args) => vec![signals::run(args, database_url).await?],
+        BenchCommand::Tasks(args) => vec![tasks::run(args, database_url).await?],
+        BenchCommand::Events(args) => events::run(args, database_url).await?,
         BenchCommand::Report(args) => return report::run(args),
     };
-    if !report.correctness.ok() {
-        bail!(
-            "the run had failures: {} failed, {} timed out, {} stuck",
-            report.correctness.failed,
-            report.correctness.timed_out,
-            report.correctness.stuck
-        );
+    for report in &reports {
+        if !report.correctness.ok() {
+            bail!(
+                "the run had failures{}: {} failed, {} timed out, {} stuck",
+                report
+                    .mode
+                    .as_ref()
+                    .map_or_else(String::new, |m| format!(" ({m})")),
+                report.correctness.failed,
+                report.correctness.timed_out,
+                report.correctness.stuck
+            );
+        }
     }
     Ok(())
 }
 
 /// Prints the report as a table and writes its JSON when asked.
 pub(crate) fn finish(report: &mut Report, common: &Common) -> anyhow::Result<()> {
+    show(report);
+    write_json(common, report)
+}
+
+/// Stamps the report with this version and machine, and prints it as a table.
+pub(crate) fn show(report: &mut Report) {
     report.ratchet_version = env!("CARGO_PKG_VERSION").into();
     report.machine = Some(measure::Machine::here());
     print_report(report);
+}
+
+/// Writes `value` (a report, or a list of them) to `--json` when asked.
+pub(crate) fn write_json(common: &Common, value: &impl serde::Serialize) -> anyhow::Result<()> {
     if let Some(path) = &common.json {
-        let text = serde_json::to_string_pretty(report)?;
+        let text = serde_json::to_string_pretty(value)?;
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
         out!("wrote {}", path.display());
     }

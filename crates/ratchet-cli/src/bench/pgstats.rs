@@ -86,7 +86,8 @@ impl PgStats {
         // within a minute in production; the measured part starts from that state.
         client
             .batch_execute(&format!(
-                "ANALYZE {schema}.instances, {schema}.inbox, {schema}.tasks, {schema}.history"
+                "ANALYZE {schema}.instances, {schema}.inbox, {schema}.tasks, {schema}.history, \
+                 {schema}.events"
             ))
             .await
             .context("analyzing the run's tables")?;
@@ -175,7 +176,6 @@ impl PgStats {
     }
 }
 
-/// Drops a run's schema.
 /// Asks for a checkpoint before a run, so that it does not pay for one that an earlier run's
 /// WAL made due (under default settings one comes every 1 GB of WAL, and the full-page images
 /// written after it slow every commit for a while). Needs superuser or `pg_checkpoint`;
@@ -187,6 +187,22 @@ pub(crate) async fn checkpoint(url: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The bytes of every table of `schema`, with its indexes and TOAST.
+pub(crate) async fn schema_bytes(url: &str, schema: &str) -> anyhow::Result<u64> {
+    let bytes: i64 = connect(url)
+        .await?
+        .query_one(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
+             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname = $1 AND c.relkind = 'r'",
+            &[&schema],
+        )
+        .await?
+        .try_get(0)?;
+    Ok(u64::try_from(bytes).unwrap_or(0))
+}
+
+/// Drops a run's schema.
 pub(crate) async fn drop_schema(url: &str, schema: &str) -> anyhow::Result<()> {
     connect(url)
         .await?

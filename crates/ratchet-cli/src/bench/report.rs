@@ -25,9 +25,19 @@ pub(crate) fn run(args: ReportArgs) -> anyhow::Result<()> {
     for path in &args.files {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let report: Report = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not a report of `ratchet bench`", path.display()))?;
-        runs.push((path.clone(), report));
+        // One run per file, or a list of them (`bench events`: one per operation and client
+        // count).
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not JSON", path.display()))?;
+        let reports = match value {
+            serde_json::Value::Array(items) => items
+                .into_iter()
+                .map(serde_json::from_value)
+                .collect::<Result<Vec<Report>, _>>(),
+            one => serde_json::from_value(one).map(|r| vec![r]),
+        }
+        .with_context(|| format!("{} is not a report of `ratchet bench`", path.display()))?;
+        runs.extend(reports.into_iter().map(|r| (path.clone(), r)));
     }
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
@@ -132,6 +142,12 @@ fn table(runs: &[Median<'_>]) -> String {
         }
         if r.params.get("delayed") == Some(&serde_json::Value::Bool(true)) {
             name += ", delayed";
+        }
+        if let Some(n) = r.params.get("clients") {
+            name = format!("{name}, {n} clients");
+        }
+        if let Some(serde_json::Value::String(d)) = r.params.get("dataset") {
+            name = format!("{name}, {d} dataset");
         }
         let _ = writeln!(
             md,
