@@ -118,6 +118,7 @@ fn run_events(backend: &[&str], json: &Path) {
         "project",
         "append-if-conflict",
         "append-if",
+        "decide",
         "append",
         "append-batch",
     ];
@@ -142,7 +143,7 @@ fn run_events(backend: &[&str], json: &Path) {
         let conflicts = figure("conflicts");
         match op {
             "append-if-conflict" => assert_eq!(conflicts, units as f64, "{what}: {r}"),
-            "append-if" => assert!(conflicts < units as f64, "{what}: {r}"),
+            "append-if" | "decide" => assert!(conflicts < units as f64, "{what}: {r}"),
             _ => assert_eq!(conflicts, 0.0, "{what} {op}: {r}"),
         }
         if op != "append-if-conflict" {

@@ -52,10 +52,19 @@ impl<I: Send + 'static, O: Send + 'static> Batcher<I, O> {
         F: Fn(Vec<I>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Vec<O>, StoreError>> + Send + 'static,
     {
+        Self::spawn_with(max_items, CALLS_IN_FLIGHT, call)
+    }
+
+    /// [`Batcher::spawn`] with at most `in_flight` store calls at once.
+    pub(crate) fn spawn_with<F, Fut>(max_items: usize, in_flight: usize, call: F) -> Option<Self>
+    where
+        F: Fn(Vec<I>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Vec<O>, StoreError>> + Send + 'static,
+    {
         let handle = tokio::runtime::Handle::try_current().ok()?;
         let (tx, rx) = mpsc::unbounded_channel();
         let call: StoreCall<I, O> = Arc::new(move |items| Box::pin(call(items)));
-        handle.spawn(run(rx, max_items.max(1), call));
+        handle.spawn(run(rx, max_items.max(1), in_flight.max(1), call));
         Some(Self { tx })
     }
 
@@ -73,13 +82,14 @@ impl<I: Send + 'static, O: Send + 'static> Batcher<I, O> {
 async fn run<I: Send + 'static, O: Send + 'static>(
     mut rx: mpsc::UnboundedReceiver<(Vec<I>, Reply<O>)>,
     max_items: usize,
+    calls_in_flight: usize,
     call: StoreCall<I, O>,
 ) {
     // A few calls travel at once (against a distant database each takes a round trip);
     // whatever gathers while all of them travel leaves in one call after.
     let mut in_flight = tokio::task::JoinSet::new();
     while let Some(first) = rx.recv().await {
-        while in_flight.len() >= CALLS_IN_FLIGHT {
+        while in_flight.len() >= calls_in_flight {
             in_flight.join_next().await;
         }
         while in_flight.try_join_next().is_some() {}

@@ -1,12 +1,10 @@
 //! The event store: conditional appends through `ratchet.event_append` (see
 //! `migrations/0005_events.sql` for why the condition holds), and reads built per query shape.
 
-use std::fmt::Write as _;
-
 use ratchet_core::Timestamp;
 use ratchet_store::{
-    normalized_tags, AppendOutcome, Direction, EventAppend, EventPage, EventQuery, EventRead,
-    Position, StoreError, StoredEvent,
+    normalized_tags, AppendOutcome, Direction, EventAppend, EventPage, EventRead, Position,
+    QueryItem, StoreError, StoredEvent,
 };
 use tokio_postgres::Row;
 
@@ -156,50 +154,89 @@ fn outcome(row: &Row) -> Res<AppendOutcome> {
     })
 }
 
-/// The `WHERE` clause of a query over `e`, its parameters numbered from `next`.
-fn query_clause(query: &EventQuery, next: &mut usize, arrays: &mut Vec<Vec<String>>) -> String {
-    if query.matches_all() {
-        return "true".into();
+/// Columns of an event row.
+const COLUMNS: &str = "position, type, tags, payload, metadata, recorded_at";
+
+/// The rows one query item matches in the read's range, the first `$3` in `order`. The
+/// statement is prepared once per shape and runs on a generic plan, made without the
+/// values, so each shape is written to have one good plan whatever they are:
+/// - with tags: the events carrying them, through the GIN index (the fence keeps the planner
+///   from walking the primary key in order and filtering, which reads the whole log when a
+///   tag's events are old); a boundary's events are few by design;
+/// - types only: one ordered seek on `(type, position)` per type;
+/// - neither: the primary key range.
+fn item_rows(
+    item: &QueryItem,
+    order: &str,
+    next: &mut usize,
+    arrays: &mut Vec<Vec<String>>,
+) -> Vec<String> {
+    let range = "position > $1 AND ($2::bigint IS NULL OR position < $2)";
+    let mut param = |values: Vec<String>| {
+        arrays.push(values);
+        *next += 1;
+        *next - 1
+    };
+    if !item.tags.is_empty() {
+        let tags = param(normalized_tags(&item.tags));
+        let types = if item.types.is_empty() {
+            String::new()
+        } else {
+            format!(" AND type = ANY (${})", param(item.types.clone()))
+        };
+        return vec![format!(
+            "(SELECT {COLUMNS} FROM (SELECT * FROM ratchet.events WHERE tags @> ${tags} \
+             OFFSET 0) t WHERE {range}{types} ORDER BY position {order} LIMIT $3)"
+        )];
     }
-    let mut sql = String::from("(");
-    for (i, item) in query.items.iter().enumerate() {
-        if i > 0 {
-            sql.push_str(" OR ");
-        }
-        let mut parts = Vec::new();
-        if !item.types.is_empty() {
-            parts.push(format!("e.type = ANY (${next})"));
-            arrays.push(item.types.clone());
-            *next += 1;
-        }
-        if !item.tags.is_empty() {
-            parts.push(format!("e.tags @> ${next}"));
-            arrays.push(normalized_tags(&item.tags));
-            *next += 1;
-        }
-        let _ = write!(sql, "({})", parts.join(" AND "));
+    if !item.types.is_empty() {
+        // Every parameter is a text array; a single type goes as a one-element one.
+        return item
+            .types
+            .iter()
+            .map(|kind| {
+                let kind = param(vec![kind.clone()]);
+                format!(
+                    "(SELECT {COLUMNS} FROM ratchet.events WHERE type = (${kind})[1] \
+                     AND {range} ORDER BY position {order} LIMIT $3)"
+                )
+            })
+            .collect();
     }
-    sql.push(')');
-    sql
+    vec![format!(
+        "(SELECT {COLUMNS} FROM ratchet.events WHERE {range} ORDER BY position {order} LIMIT $3)"
+    )]
 }
 
 /// The read's statement: the head row joined with the matching events, so both come from
 /// one snapshot.
 fn read_sql(read: &EventRead, arrays: &mut Vec<Vec<String>>) -> String {
-    let mut next = 4;
-    let clause = query_clause(&read.query, &mut next, arrays);
     let order = match read.direction {
         Direction::Forward => "ASC",
         Direction::Backward => "DESC",
     };
+    let mut next = 4;
+    let items = if read.query.matches_all() {
+        vec![QueryItem::default()]
+    } else {
+        read.query.items.clone()
+    };
+    let parts: Vec<String> = items
+        .iter()
+        .flat_map(|item| item_rows(item, order, &mut next, arrays))
+        .collect();
+    let events = match parts.as_slice() {
+        [one] => one.clone(),
+        // An event matching several items comes once.
+        _ => format!(
+            "(SELECT DISTINCT ON (position) {COLUMNS} FROM ({}) m \
+             ORDER BY position {order} LIMIT $3)",
+            parts.join(" UNION ALL ")
+        ),
+    };
     format!(
-        "SELECT h.position AS head, e.position, e.type, e.tags, e.payload, e.metadata, \
-         e.recorded_at \
-         FROM ratchet.event_head h LEFT JOIN LATERAL ( \
-           SELECT e.* FROM ratchet.events e \
-           WHERE e.position > $1 AND ($2::bigint IS NULL OR e.position < $2) AND {clause} \
-           ORDER BY e.position {order} LIMIT $3) e ON true \
-         ORDER BY e.position {order}"
+        "SELECT h.position AS head, e.* FROM ratchet.event_head h \
+         LEFT JOIN {events} e ON true ORDER BY e.position {order}"
     )
 }
 

@@ -84,8 +84,7 @@ impl Conn {
         migrate::in_schema(sql, &self.store.config.schema)
     }
 
-    /// Runs `sql`, a statement built at run time: one round trip (two the first time a
-    /// connection prepares it).
+    /// Runs `sql`: one round trip (two the first time a connection prepares it).
     pub(crate) async fn query_sql(&self, sql: &str, params: &[Param<'_>]) -> Res<Vec<Row>> {
         if !self.store.config.prepared_statements {
             return Ok(self.client.query_typed(sql, params).await?);

@@ -43,6 +43,7 @@ pub struct Appended {
 ///
 /// ```no_run
 /// # async fn run(events: ratchet_runtime::EventStore) -> ratchet_runtime::Result<()> {
+/// use ratchet_runtime::ConditionAfter;
 /// use ratchet_store::{EventQuery, NewEvent, QueryItem};
 /// use serde_json::json;
 /// let seat = EventQuery::item(QueryItem::new(["SeatBooked"], ["flight:f1"]));
@@ -79,12 +80,24 @@ impl ConditionAfter for EventQuery {
 impl EventStore {
     /// An event store on `store`. Inside a tokio runtime, concurrent appends are merged.
     pub fn new(store: Arc<dyn Store>) -> Self {
+        Self::with_appends_in_flight(store, 1)
+    }
+
+    /// An event store whose merged appends keep up to `calls` store calls in flight at once.
+    ///
+    /// Appends commit one after another in the database (that is what makes conditions
+    /// hold), so on a nearby database one call at a time is fastest: everything that arrives
+    /// while it runs leaves together in the next, and the database never hands its append
+    /// lock from one of this process's transactions to another. Against a distant database
+    /// a second or third call in flight saves a caller most of a round trip of waiting.
+    pub fn with_appends_in_flight(store: Arc<dyn Store>, calls: usize) -> Self {
         let s = store.clone();
-        let appends = Batcher::spawn(MAX_MERGED_APPENDS, move |items: Vec<EventAppend>| {
-            let store = s.clone();
-            async move { store.event_append(items, Timestamp::now()).await }
-        })
-        .map(Arc::new);
+        let appends =
+            Batcher::spawn_with(MAX_MERGED_APPENDS, calls, move |items: Vec<EventAppend>| {
+                let store = s.clone();
+                async move { store.event_append(items, Timestamp::now()).await }
+            })
+            .map(Arc::new);
         // Subscriptions are woken by pushes; without them (or only from this process) they poll.
         let poll_interval = if store.wakeups().is_some_and(|w| w.cross_process) {
             Duration::from_secs(1)

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use anyhow::bail;
 use ratchet::{
-    AppendCondition, AppendOutcome, ConditionAfter, EventAppend, EventQuery, EventStore, Position,
-    Projector, QueryItem, StoredEvent,
+    AppendCondition, AppendOutcome, ConditionAfter, Direction, EventAppend, EventQuery, EventRead,
+    EventStore, Position, Projector, QueryItem, StoredEvent,
 };
 
 use super::dataset::{
@@ -27,8 +27,14 @@ pub(crate) enum Op {
     Append,
     /// 100 new students per call.
     AppendBatch,
-    /// Read a random course's events, then append an enrollment only if none arrived since.
+    /// Read where a random course's boundary stands (its newest event, one backward read of
+    /// one), then append an enrollment only if none arrived since: the conditional append of
+    /// a writer that keeps its state current, e.g. from a subscription.
     AppendIf,
+    /// The whole decision: project a random course and student (two projectors, one read of
+    /// all their events), then append the enrollment under the condition the projection
+    /// returned.
+    Decide,
     /// A conditional append whose condition is already violated: always a conflict.
     AppendIfConflict,
     /// Read every event of a random student.
@@ -42,12 +48,13 @@ pub(crate) enum Op {
 impl Op {
     /// Every operation, reads first: they see the dataset as loaded, before `append-if` adds
     /// enrollments to its courses and students.
-    pub(crate) const ALL: [Op; 7] = [
+    pub(crate) const ALL: [Op; 8] = [
         Op::ReadTag,
         Op::ReadType,
         Op::Project,
         Op::AppendIfConflict,
         Op::AppendIf,
+        Op::Decide,
         Op::Append,
         Op::AppendBatch,
     ];
@@ -58,6 +65,7 @@ impl Op {
             Op::AppendBatch => "append-batch",
             Op::AppendIf => "append-if",
             Op::AppendIfConflict => "append-if-conflict",
+            Op::Decide => "decide",
             Op::ReadTag => "read-tag",
             Op::ReadType => "read-type",
             Op::Project => "project",
@@ -104,6 +112,49 @@ async fn read_to_end(events: &EventStore, query: &EventQuery) -> anyhow::Result<
     }
 }
 
+/// (limit, enrolled, events folded) of a course and of a student, from their events.
+type Tally = Projector<(u64, u64, u64)>;
+
+fn projectors(course: u64, student: u64) -> (Tally, Tally) {
+    let fold = |field: &'static str| {
+        move |state: &mut (u64, u64, u64), e: &StoredEvent| {
+            state.2 += 1;
+            match e.payload.get(field).and_then(serde_json::Value::as_u64) {
+                Some(limit) => state.0 = limit,
+                None => state.1 += 1,
+            }
+        }
+    };
+    (
+        Projector::new(tagged(course_tag(course)), (0, 0, 0), fold("capacity")),
+        Projector::new(tagged(student_tag(student)), (0, 0, 0), fold("max_courses")),
+    )
+}
+
+/// Appends `event` under `condition`: appended, or a conflict.
+async fn conditional(
+    s: &Scene,
+    event: ratchet::NewEvent,
+    condition: AppendCondition,
+) -> anyhow::Result<Done> {
+    let append = EventAppend {
+        events: vec![event],
+        condition: Some(condition),
+        idempotency_key: None,
+    };
+    match s.events.submit(append).await? {
+        AppendOutcome::Appended { .. } => Ok(Done {
+            events: 1,
+            conflict: false,
+        }),
+        AppendOutcome::Conflict { .. } => Ok(Done {
+            events: 0,
+            conflict: true,
+        }),
+        other => bail!("conditional append: unexpected outcome {other:?}"),
+    }
+}
+
 /// Runs `op` once.
 ///
 /// # Errors
@@ -132,25 +183,22 @@ pub(crate) async fn once(op: Op, s: &Scene, rng: &mut Rng) -> anyhow::Result<Don
             })
         }
         Op::AppendIf => {
-            // The decision reads the course's events; the condition protects exactly that.
             let query = tagged(course_tag(course));
-            let (_, head) = read_to_end(&s.events, &query).await?;
-            let append = EventAppend {
-                events: vec![student_enrolled(course, student)],
-                condition: Some(query.after(head)),
-                idempotency_key: None,
+            let newest = EventRead {
+                limit: 1,
+                direction: Direction::Backward,
+                ..EventRead::forward(query.clone(), None, 1)
             };
-            match s.events.submit(append).await? {
-                AppendOutcome::Appended { .. } => Ok(Done {
-                    events: 1,
-                    conflict: false,
-                }),
-                AppendOutcome::Conflict { .. } => Ok(Done {
-                    events: 0,
-                    conflict: true,
-                }),
-                other => bail!("append-if: unexpected outcome {other:?}"),
-            }
+            let head = s.events.read_with(newest).await?.head;
+            conditional(s, student_enrolled(course, student), query.after(head)).await
+        }
+        Op::Decide => {
+            let (mut of_course, mut of_student) = projectors(course, student);
+            let condition = s
+                .events
+                .project(&mut [&mut of_course, &mut of_student])
+                .await?;
+            conditional(s, student_enrolled(course, student), condition).await
         }
         Op::AppendIfConflict => {
             let defined = s.course_positions[course as usize];
@@ -190,20 +238,7 @@ pub(crate) async fn once(op: Op, s: &Scene, rng: &mut Rng) -> anyhow::Result<Don
             })
         }
         Op::Project => {
-            // (capacity, enrolled) of the course; (max courses, enrolled in) of the student.
-            let fold = |field: &'static str| {
-                move |state: &mut (u64, u64, u64), e: &StoredEvent| {
-                    state.2 += 1;
-                    match e.payload.get(field).and_then(serde_json::Value::as_u64) {
-                        Some(limit) => state.0 = limit,
-                        None => state.1 += 1,
-                    }
-                }
-            };
-            let mut of_course =
-                Projector::new(tagged(course_tag(course)), (0, 0, 0), fold("capacity"));
-            let mut of_student =
-                Projector::new(tagged(student_tag(student)), (0, 0, 0), fold("max_courses"));
+            let (mut of_course, mut of_student) = projectors(course, student);
             let _condition = s
                 .events
                 .project(&mut [&mut of_course, &mut of_student])
