@@ -160,9 +160,8 @@ const COLUMNS: &str = "position, type, tags, payload, metadata, recorded_at";
 /// The rows one query item matches in the read's range, the first `$3` in `order`. The
 /// statement is prepared once per shape and runs on a generic plan, made without the
 /// values, so each shape is written to have one good plan whatever they are:
-/// - with tags: the events carrying them, through the GIN index (the fence keeps the planner
-///   from walking the primary key in order and filtering, which reads the whole log when a
-///   tag's events are old); a boundary's events are few by design;
+/// - with tags: the first tag's events in order from `event_tags`, each checked in full,
+///   until `$3` match;
 /// - types only: one ordered seek on `(type, position)` per type;
 /// - neither: the primary key range.
 fn item_rows(
@@ -171,7 +170,6 @@ fn item_rows(
     next: &mut usize,
     arrays: &mut Vec<Vec<String>>,
 ) -> Vec<String> {
-    let range = "position > $1 AND ($2::bigint IS NULL OR position < $2)";
     let mut param = |values: Vec<String>| {
         arrays.push(values);
         *next += 1;
@@ -182,13 +180,17 @@ fn item_rows(
         let types = if item.types.is_empty() {
             String::new()
         } else {
-            format!(" AND type = ANY (${})", param(item.types.clone()))
+            format!(" AND e.type = ANY (${})", param(item.types.clone()))
         };
         return vec![format!(
-            "(SELECT {COLUMNS} FROM (SELECT * FROM ratchet.events WHERE tags @> ${tags} \
-             OFFSET 0) t WHERE {range}{types} ORDER BY position {order} LIMIT $3)"
+            "(SELECT e.position, e.type, e.tags, e.payload, e.metadata, e.recorded_at \
+             FROM ratchet.event_tags t JOIN ratchet.events e ON e.position = t.position \
+             WHERE t.tag = (${tags})[1] AND t.position > $1 \
+             AND ($2::bigint IS NULL OR t.position < $2) AND e.tags @> ${tags}{types} \
+             ORDER BY t.position {order} LIMIT $3)"
         )];
     }
+    let range = "position > $1 AND ($2::bigint IS NULL OR position < $2)";
     if !item.types.is_empty() {
         // Every parameter is a text array; a single type goes as a one-element one.
         return item

@@ -152,3 +152,55 @@ async fn a_version_1_database_migrates_and_keeps_its_tasks() {
         .expect("enqueue");
     assert_eq!(fresh[0].id().0, 4, "task ids are never reused");
 }
+
+/// Two strictly sequential conditional appends with the same `after`, while another
+/// connection holds a read transaction open on the file (an old snapshot): the second fails.
+#[tokio::test]
+async fn an_open_read_transaction_does_not_weaken_conditions() {
+    use ratchet_store::{
+        AppendCondition, AppendOutcome, EventAppend, EventQuery, EventRead, NewEvent, Position,
+        QueryItem, Store,
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("e.db");
+    let store = SqliteStore::open(&path).await.expect("open");
+    let mut other = rusqlite::Connection::open(&path).expect("raw open");
+    let open = other.transaction().expect("begin");
+    let seen: i64 = open
+        .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
+        .expect("read inside the open transaction");
+    assert_eq!(seen, 0);
+    let head = store
+        .event_read(EventRead::forward(EventQuery::all(), None, 10))
+        .await
+        .expect("read")
+        .head;
+    let booking = || EventAppend {
+        events: vec![NewEvent::new("Booked", ["seat:1"], serde_json::json!(1))],
+        condition: Some(AppendCondition {
+            fail_if_events_match: EventQuery::item(QueryItem::new(["Booked"], ["seat:1"])),
+            after: Some(head),
+        }),
+        idempotency_key: None,
+    };
+    let now = ratchet_core::Timestamp(1);
+    let first = store
+        .event_append(vec![booking()], now)
+        .await
+        .expect("append");
+    assert!(
+        matches!(first[0], AppendOutcome::Appended { .. }),
+        "{first:?}"
+    );
+    let second = store
+        .event_append(vec![booking()], now)
+        .await
+        .expect("append");
+    assert_eq!(
+        second[0],
+        AppendOutcome::Conflict {
+            position: Position(1)
+        }
+    );
+    open.rollback().expect("rollback");
+}

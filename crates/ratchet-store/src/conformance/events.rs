@@ -299,6 +299,67 @@ pub async fn events_every_item_of_a_condition_counts(store: &dyn Store) {
     assert_eq!(read_all(store, EventQuery::all()).await.head, Position(2));
 }
 
+/// Conditions whose `after` is far behind the head (more than a thousand events) take
+/// another path on some backends: the same answers.
+pub async fn events_conditions_far_behind_the_head(store: &dyn Store) {
+    let mut events: Vec<NewEvent> = (0..1_200)
+        .map(|i| ev("Filler", &[&format!("n:{i}")], json!(i)))
+        .collect();
+    events[4] = ev("Rare", &["seat:9", "row:1"], json!("5"));
+    events[6] = ev("Odd", &[], json!("7"));
+    store.event_append(vec![plain(events)], T0).await.unwrap();
+    let probe = |query: EventQuery, after: Option<u64>| {
+        guarded(vec![ev("Probe", &[], json!(0))], query, after.map(Position))
+    };
+    let cases = vec![
+        (probe(tag("seat:9"), None), Some(5)),
+        (probe(tag("seat:9"), Some(5)), None),
+        (
+            probe(
+                EventQuery::item(QueryItem::new(["Rare"], ["row:1", "seat:9"])),
+                Some(2),
+            ),
+            Some(5),
+        ),
+        (
+            probe(EventQuery::item(QueryItem::new(["Nope"], ["seat:9"])), None),
+            None,
+        ),
+        (
+            probe(
+                EventQuery::item(QueryItem::new(["Odd", "Rare"], Vec::<String>::new())),
+                None,
+            ),
+            Some(5),
+        ),
+        (
+            probe(
+                EventQuery::item(QueryItem::new(["Odd"], Vec::<String>::new())),
+                Some(5),
+            ),
+            Some(7),
+        ),
+        (probe(EventQuery::all(), Some(10)), Some(11)),
+    ];
+    for (append, expected) in cases {
+        let what = format!("{:?}", append.condition);
+        let out = append_one(store, append).await;
+        match expected {
+            Some(p) => assert_eq!(
+                out,
+                AppendOutcome::Conflict {
+                    position: Position(p)
+                },
+                "{what}"
+            ),
+            None => assert!(
+                matches!(out, AppendOutcome::Appended { .. }),
+                "{what}: {out:?}"
+            ),
+        }
+    }
+}
+
 pub async fn events_sequential_appends_with_one_after_fail_the_second(store: &dyn Store) {
     store
         .event_append(

@@ -54,7 +54,7 @@ macro_rules! conformance_suite {
             task_purge_removes_old_results, bulk_enqueue_is_one_round_trip,
             turns_enqueue_standalone_tasks_once, events_append_and_read_back_exactly,
             events_queries_match_types_and_all_tags, events_append_if_fails_on_a_newer_match,
-            events_every_item_of_a_condition_counts,
+            events_every_item_of_a_condition_counts, events_conditions_far_behind_the_head,
             events_sequential_appends_with_one_after_fail_the_second,
             events_appends_of_one_call_apply_in_order, events_bad_input_appends_nothing,
             events_concurrent_conditional_appends_never_overbook,
