@@ -315,17 +315,7 @@ pub(crate) async fn run(
         } => {
             let query = query.query()?;
             let after = if from_end {
-                let head = events
-                    .read_with(EventRead {
-                        query: EventQuery::all(),
-                        after: None,
-                        before: None,
-                        limit: 1,
-                        direction: Direction::Backward,
-                    })
-                    .await?
-                    .head;
-                Some(head)
+                Some(events.head().await?)
             } else {
                 after.map(Position)
             };

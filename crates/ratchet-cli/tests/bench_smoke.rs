@@ -116,9 +116,9 @@ fn run_events(backend: &[&str], json: &Path) {
         "read-tag",
         "read-type",
         "project",
+        "decide",
         "append-if-conflict",
         "append-if",
-        "decide",
         "append",
         "append-batch",
     ];

@@ -87,7 +87,7 @@ impl PgStats {
         client
             .batch_execute(&format!(
                 "ANALYZE {schema}.instances, {schema}.inbox, {schema}.tasks, {schema}.history, \
-                 {schema}.events"
+                 {schema}.events, {schema}.event_tags"
             ))
             .await
             .context("analyzing the run's tables")?;

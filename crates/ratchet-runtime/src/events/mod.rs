@@ -223,6 +223,19 @@ impl EventStore {
         self.store.event_read(read).await.map_err(invalid)
     }
 
+    /// The store's last position (0 when empty): where a subscription "from now" starts.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Store`] for database failures.
+    pub async fn head(&self) -> Result<Position> {
+        let read = EventRead {
+            limit: 0,
+            ..EventRead::forward(EventQuery::all(), None, 0)
+        };
+        Ok(self.read_with(read).await?.head)
+    }
+
     /// Every event matching `query` after `after`, oldest first, read page by page; ends at
     /// the head as of the last page.
     pub fn read_all(

@@ -63,6 +63,11 @@ async fn subscriptions_follow_live_and_resume(store: Arc<dyn Store>) {
     // A finite read ends at the head.
     let all: Vec<_> = events.read_all(tagged("room:1"), None).collect().await;
     assert_eq!(all.len(), 3);
+    assert_eq!(
+        events.head().await.unwrap(),
+        Position(4),
+        "the head counts every event"
+    );
 }
 
 async fn projections_return_the_condition_that_protects_them(store: Arc<dyn Store>) {

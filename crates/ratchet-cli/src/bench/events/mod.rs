@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::bail;
-use ratchet::{Direction, EventQuery, EventRead, EventStore, Position};
+use ratchet::{EventStore, Position};
 use tokio::time::Instant;
 
 use super::measure::{allocations, resident_bytes};
@@ -178,16 +178,7 @@ async fn drive(
 
 /// The store's last position.
 async fn head(events: &EventStore) -> anyhow::Result<u64> {
-    let page = events
-        .read_with(EventRead {
-            query: EventQuery::all(),
-            after: None,
-            before: None,
-            limit: 1,
-            direction: Direction::Backward,
-        })
-        .await?;
-    Ok(page.head.0)
+    Ok(events.head().await?.0)
 }
 
 pub(crate) async fn run(

@@ -52,9 +52,10 @@ impl Op {
         Op::ReadTag,
         Op::ReadType,
         Op::Project,
+        // Before the cheap conditional appends: they would grow the courses it reads.
+        Op::Decide,
         Op::AppendIfConflict,
         Op::AppendIf,
-        Op::Decide,
         Op::Append,
         Op::AppendBatch,
     ];
