@@ -27,7 +27,7 @@ pub(crate) struct EventArgs {
     #[arg(long, value_enum, default_value_t = Size::Small)]
     dataset: Size,
     /// The operations, comma-separated, run in the order given (default: all, reads first:
-    /// read-tag, read-type, project, append-if-conflict, append-if, append, append-batch).
+    /// read-tag, read-type, project, decide, append-if-conflict, append-if, append, append-batch).
     #[arg(long, value_enum, value_delimiter = ',')]
     op: Vec<Op>,
     /// Clients running operations at once; a comma-separated list runs each (1,10,100).
