@@ -44,8 +44,7 @@ pub use client::{Client, InstanceHandle, StartOptions, TaskRequest};
 pub use config::{QueueConfig, RuntimeConfig};
 pub use error::{Error, Result};
 pub use events::{
-    append_events, Appended, ConditionAfter, EventStore, Projection, Projector,
-    EVENTS_APPEND_ACTIVITY,
+    append_events, Appended, EventStore, Projection, Projector, EVENTS_APPEND_ACTIVITY,
 };
 pub use hub::InstanceOutcome;
 pub use registry::Registry;

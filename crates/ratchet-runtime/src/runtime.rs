@@ -147,7 +147,6 @@ impl Runtime {
         mut registry: Registry,
         mut config: RuntimeConfig,
     ) -> Result<Self> {
-        crate::events::register_append_activity(&mut registry, store.clone());
         if config.queues.is_empty() && !registry.task_names().is_empty() {
             config
                 .queues
@@ -156,7 +155,8 @@ impl Runtime {
         config.validate().map_err(Error::Config)?;
         let cache_size = NonZeroUsize::new(config.cache_size).unwrap_or(NonZeroUsize::MIN);
         let (committer, rx) = Committer::new();
-        let calls_store = store.clone();
+        let calls = Arc::new(crate::client::Calls::new(store.clone()));
+        crate::events::register_append_activity(&mut registry, calls.clone());
         let shared = Arc::new(Shared {
             store,
             registry: Arc::new(registry),
@@ -173,7 +173,7 @@ impl Runtime {
             wake: Notify::new(),
             remote_work: Notify::new(),
             hub: Arc::new(Hub::default()),
-            calls: Arc::new(crate::client::Calls::new(calls_store)),
+            calls,
             next_timer: Mutex::new(None),
             timer_changed: Notify::new(),
             running: Running::default(),

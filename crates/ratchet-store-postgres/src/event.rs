@@ -78,6 +78,26 @@ impl AppendArgs {
         }
         a
     }
+
+    /// The parameters of `event_append`, in order.
+    fn params<'a>(&'a self, now: &'a i64) -> [Param<'a>; 14] {
+        [
+            p(&self.event_append),
+            p(&self.event_index),
+            p(&self.kind),
+            p(&self.tags),
+            p(&self.payload),
+            p(&self.metadata),
+            p(&self.count),
+            p(&self.conditional),
+            p(&self.after),
+            p(&self.key),
+            p(&self.item_append),
+            p(&self.item_types),
+            p(&self.item_tags),
+            p(now),
+        ]
+    }
 }
 
 fn position(v: i64) -> Position {
@@ -86,28 +106,6 @@ fn position(v: i64) -> Position {
 
 fn bound(p: Option<Position>) -> Option<i64> {
     p.map(|p| i64::try_from(p.0).unwrap_or(i64::MAX))
-}
-
-impl AppendArgs {
-    fn params<'a>(&'a self, now: &'a i64) -> [Param<'a>; 14] {
-        let a = self;
-        [
-            p(&a.event_append),
-            p(&a.event_index),
-            p(&a.kind),
-            p(&a.tags),
-            p(&a.payload),
-            p(&a.metadata),
-            p(&a.count),
-            p(&a.conditional),
-            p(&a.after),
-            p(&a.key),
-            p(&a.item_append),
-            p(&a.item_types),
-            p(&a.item_tags),
-            p(now),
-        ]
-    }
 }
 
 /// Appends in order in one transaction; notifies subscribers when something was appended.

@@ -151,6 +151,15 @@ impl EventQuery {
         self
     }
 
+    /// The condition "no event matching this query after `head`": what protects a decision
+    /// made on a read whose head was `head`.
+    pub fn after(self, head: Position) -> AppendCondition {
+        AppendCondition {
+            fail_if_events_match: self,
+            after: Some(head),
+        }
+    }
+
     /// Whether the query matches every event.
     pub fn matches_all(&self) -> bool {
         self.items.is_empty()
@@ -407,14 +416,32 @@ pub fn validate_event(e: &NewEvent) -> Result<()> {
     for t in &e.tags {
         validate_tag(t)?;
     }
-    let size = serde_json::to_string(&e.payload).map_or(0, |s| s.len())
-        + serde_json::to_string(&e.metadata).map_or(0, |s| s.len());
+    let size = json_len(&e.payload) + json_len(&e.metadata);
     if size > MAX_EVENT_BYTES {
         return Err(StoreError::Invalid(format!(
             "payload and metadata are {size} bytes; at most {MAX_EVENT_BYTES} are allowed"
         )));
     }
     Ok(())
+}
+
+/// The length of `value` serialized, counted without building the text (appends check every
+/// event's size before the backend serializes it to store it).
+fn json_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a `Value` to a sink that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// An event's tags as stored: sorted, without repeats.

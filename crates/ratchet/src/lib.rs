@@ -110,9 +110,9 @@ pub use ratchet_core::{
     OrchestrationContext, OrchestrationError, RetryPolicy, TaskError, TaskOptions, Timestamp,
 };
 pub use ratchet_runtime::{
-    append_events, ActivityContext, Appended, Client, ConditionAfter, Error, EventStore,
-    InstanceHandle, InstanceOutcome, Projection, Projector, QueueConfig, Registry, Result, Runtime,
-    RuntimeConfig, StartOptions, TaskContext, TaskRequest, EVENTS_APPEND_ACTIVITY,
+    append_events, ActivityContext, Appended, Client, Error, EventStore, InstanceHandle,
+    InstanceOutcome, Projection, Projector, QueueConfig, Registry, Result, Runtime, RuntimeConfig,
+    StartOptions, TaskContext, TaskRequest, EVENTS_APPEND_ACTIVITY,
 };
 pub use ratchet_store::{
     validate_queue_name, AppendCondition, AppendOutcome, Direction, EnqueueOutcome, EventAppend,

@@ -123,10 +123,7 @@ impl Client {
     /// The event store on this client's database; concurrent appends through it (and its
     /// clones) share transactions.
     pub fn events(&self) -> crate::EventStore {
-        self.calls
-            .events
-            .get_or_init(|| crate::EventStore::new(self.store.clone()))
-            .clone()
+        self.calls.events()
     }
 
     /// The store this client talks to.
@@ -190,6 +187,14 @@ impl Calls {
             enqueues,
             events: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The event store of these calls, made on first use: the client's appends and the
+    /// runtime's append steps share its merged transactions.
+    pub(crate) fn events(&self) -> crate::EventStore {
+        self.events
+            .get_or_init(|| crate::EventStore::new(self.store.clone()))
+            .clone()
     }
 
     /// Creates one instance, leased to `lease` when given.

@@ -43,7 +43,6 @@ pub struct Appended {
 ///
 /// ```no_run
 /// # async fn run(events: ratchet_runtime::EventStore) -> ratchet_runtime::Result<()> {
-/// use ratchet_runtime::ConditionAfter;
 /// use ratchet_store::{EventQuery, NewEvent, QueryItem};
 /// use serde_json::json;
 /// let seat = EventQuery::item(QueryItem::new(["SeatBooked"], ["flight:f1"]));
@@ -60,21 +59,6 @@ pub struct EventStore {
     store: Arc<dyn Store>,
     appends: Option<Arc<Batcher<EventAppend, AppendOutcome>>>,
     poll_interval: Duration,
-}
-
-/// A query's condition builder, so a read's head turns into the condition that protects it.
-pub trait ConditionAfter {
-    /// The condition "no event matching this query after `head`".
-    fn after(self, head: Position) -> AppendCondition;
-}
-
-impl ConditionAfter for EventQuery {
-    fn after(self, head: Position) -> AppendCondition {
-        AppendCondition {
-            fail_if_events_match: self,
-            after: Some(head),
-        }
-    }
 }
 
 impl EventStore {

@@ -7,9 +7,9 @@
 use std::sync::Arc;
 
 use ratchet_core::{ActivityError, OrchestrationContext, StepFuture};
-use ratchet_store::{AppendCondition, AppendOutcome, EventAppend, NewEvent, Store};
+use ratchet_store::{AppendCondition, AppendOutcome, EventAppend, NewEvent};
 
-use super::EventStore;
+use crate::client::Calls;
 use crate::{ActivityContext, Error, Registry};
 
 /// The name of the built-in activity that appends events for orchestrations.
@@ -41,16 +41,16 @@ fn step_key(ctx: &ActivityContext) -> String {
     )
 }
 
-/// Registers the built-in append activity (unless the registry has one of that name).
-pub(crate) fn register_append_activity(registry: &mut Registry, store: Arc<dyn Store>) {
+/// Registers the built-in append activity (unless the registry has one of that name). It
+/// appends through the runtime's own event store, made on the first append.
+pub(crate) fn register_append_activity(registry: &mut Registry, calls: Arc<Calls>) {
     if registry.has_activity(EVENTS_APPEND_ACTIVITY) {
         return;
     }
-    let events = EventStore::new(store);
     registry.activity(
         EVENTS_APPEND_ACTIVITY,
         move |ctx: ActivityContext, mut append: EventAppend| {
-            let events = events.clone();
+            let events = calls.events();
             async move {
                 append.idempotency_key = Some(step_key(&ctx));
                 events.submit(append).await.map_err(|e| match e {

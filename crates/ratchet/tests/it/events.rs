@@ -6,9 +6,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use ratchet::{
-    append_events, AppendOutcome, ConditionAfter, Error, EventQuery, EventStore, NewEvent,
-    OrchestrationContext, OrchestrationError, Position, Projector, QueryItem, RuntimeConfig, Store,
-    StoredEvent,
+    append_events, AppendOutcome, Error, EventQuery, EventStore, NewEvent, OrchestrationContext,
+    OrchestrationError, Position, Projector, QueryItem, RuntimeConfig, Store, StoredEvent,
 };
 use serde_json::json;
 

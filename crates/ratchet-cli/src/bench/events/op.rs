@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use anyhow::bail;
 use ratchet::{
-    AppendCondition, AppendOutcome, ConditionAfter, Direction, EventAppend, EventQuery, EventRead,
-    EventStore, Position, Projector, QueryItem, StoredEvent,
+    AppendCondition, AppendOutcome, Direction, EventAppend, EventQuery, EventRead, EventStore,
+    Position, Projector, QueryItem, StoredEvent,
 };
 
 use super::dataset::{
