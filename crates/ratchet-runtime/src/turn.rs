@@ -400,9 +400,14 @@ fn build_commit(
     if let (Some(parent), Some(result)) = (&cached.parent, parent_result) {
         commit.inbox.push(parent_event(parent, result));
     }
-    // A finished instance schedules nothing more.
+    // A finished instance waits for nothing more: its activities, children and timers are
+    // dropped (an execution that continues as new drops its activities and timers in the
+    // store). Standalone tasks are effects, not waits: history records them, so they commit
+    // with the turn whatever its outcome.
+    if commit.status.is_finished() || commit.continue_as_new.is_some() {
+        commit.tasks.retain(|t| t.owner.is_none());
+    }
     if commit.status.is_finished() {
-        commit.tasks.clear();
         commit.children.clear();
         commit.inbox.retain(|e| e.instance != claimed.id);
     }

@@ -238,8 +238,11 @@ BEGIN
                         k_priority, k_unique_key, k_metadata, k_standalone)
                  WITH ORDINALITY AS k(turn, queue, name, input, options, seq, visible_at,
                                       priority, unique_key, metadata, standalone, n)
-            WHERE turn_ok[k.turn] AND t_instance[k.turn] <> ALL (v_finished)
-              AND t_instance[k.turn] <> ALL (v_continued)
+            -- A standalone task is an effect the turn recorded: it commits whatever the turn's
+            -- outcome. Activities of an execution that ended wait for nothing.
+            WHERE turn_ok[k.turn]
+              AND (k.standalone OR (t_instance[k.turn] <> ALL (v_finished)
+                                    AND t_instance[k.turn] <> ALL (v_continued)))
         ), inserted AS (
             INSERT INTO ratchet.tasks (queue, name, input, options, instance, execution, seq,
                                        priority, visible_at, ready_at, lease_owner, lease_until,

@@ -605,7 +605,47 @@ async fn finished_tasks_leave_after_retention(store: Arc<dyn Store>) {
     r.shutdown().await;
 }
 
+/// A task enqueued in the turn that ends the instance (completed, failed, or continued as new)
+/// is committed with that turn: history says it was enqueued, so it must exist and run.
+async fn tasks_enqueued_by_a_finishing_turn_are_kept(store: Arc<dyn Store>) {
+    async fn flow(ctx: OrchestrationContext, how: String) -> Result<String, OrchestrationError> {
+        let key = format!("{how}-{}", ctx.execution());
+        ctx.enqueue_task("double", 1, TaskOptions::default().unique_key(key))?;
+        match how.as_str() {
+            "fail" => Err(OrchestrationError::new("Boom", "failed on purpose")),
+            "again" if ctx.execution() == 0 => ctx.continue_as_new("again"),
+            _ => Ok(how),
+        }
+    }
+    let r = start(&store, |b| {
+        b.orchestration("flow", flow).task("double", double)
+    })
+    .await;
+    let c = r.client();
+    for how in ["complete", "fail", "again"] {
+        let h = c.start("flow", how).await.unwrap();
+        c.wait(h.id(), WAIT).await.unwrap();
+    }
+    let tasks = c.tasks(TaskFilter::default()).await.unwrap();
+    let mut keys: Vec<String> = tasks
+        .iter()
+        .map(|t| t.unique_key.clone().unwrap_or_default())
+        .collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        ["again-0", "again-1", "complete-0", "fail-0"],
+        "one task per finishing turn: {tasks:?}"
+    );
+    for task in &tasks {
+        let done = c.task_wait(task.id, WAIT).await.unwrap();
+        assert_eq!(done.output, Some(json!(2)), "{done:?}");
+    }
+    r.shutdown().await;
+}
+
 crate::on_every_backend!(
+    tasks_enqueued_by_a_finishing_turn_are_kept,
     tasks_run_with_typed_results_and_metadata,
     bulk_enqueue_runs_each_task_once,
     priorities_and_delays_order_the_work,
