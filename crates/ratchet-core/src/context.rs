@@ -24,6 +24,8 @@ pub(crate) enum StepResult {
 /// Live state shared by the context handles and the step futures of one execution.
 pub(crate) struct State {
     pub(crate) instance: String,
+    /// The life of the instance id (see [`OrchestrationContext::incarnation`]).
+    pub(crate) incarnation: i64,
     pub(crate) execution: u32,
     pub(crate) now: Timestamp,
     next_seq: u32,
@@ -50,9 +52,15 @@ pub(crate) struct State {
 }
 
 impl State {
-    pub(crate) fn new(instance: String, execution: u32, max_steps_per_turn: usize) -> Self {
+    pub(crate) fn new(
+        instance: String,
+        incarnation: i64,
+        execution: u32,
+        max_steps_per_turn: usize,
+    ) -> Self {
         Self {
             instance,
+            incarnation,
             execution,
             now: Timestamp(0),
             next_seq: 0,
@@ -218,7 +226,7 @@ impl State {
     /// A deterministic pseudo-random number for `seq`; the value is recorded in history anyway.
     fn seeded(&self, seq: u32, salt: u8) -> u64 {
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        (&self.instance, self.execution, seq, salt).hash(&mut h);
+        (&self.instance, self.incarnation, self.execution, seq, salt).hash(&mut h);
         splitmix(h.finish())
     }
 }
@@ -303,6 +311,15 @@ impl OrchestrationContext {
     /// This instance's id.
     pub fn instance_id(&self) -> String {
         self.lock().instance.clone()
+    }
+
+    /// This life of the instance id: a random number drawn when the id was created, and drawn
+    /// again when a finished instance is restarted under the same id (or the id is reused after
+    /// a purge); continue-as-new keeps it. Keys derived from a step (`uuid()`, `random()`,
+    /// sub-orchestration ids, the event-append step's idempotency key) include it, so two lives
+    /// of one id never share them.
+    pub fn incarnation(&self) -> i64 {
+        self.lock().incarnation
     }
 
     /// This execution's number (0 for the first, +1 after each continue-as-new).
@@ -507,8 +524,14 @@ impl OrchestrationContext {
     ) -> StepFuture<T> {
         let mut s = self.lock();
         let seq = s.take_seq();
-        let instance =
-            instance.unwrap_or_else(|| format!("{}:{}:{}", s.instance, s.execution, seq));
+        // A derived id names the life too: a restarted parent's children are new instances,
+        // not the finished children of its earlier life.
+        let instance = instance.unwrap_or_else(|| {
+            format!(
+                "{}:{:08x}:{}:{}",
+                s.instance, s.incarnation as u32, s.execution, seq
+            )
+        });
         match serde_json::to_value(input) {
             Ok(input) => {
                 s.count_step();

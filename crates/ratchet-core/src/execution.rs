@@ -121,6 +121,7 @@ impl Execution {
     pub fn new(
         orchestration: BoxedOrchestration,
         instance: &str,
+        incarnation: i64,
         execution: u32,
         limits: Limits,
     ) -> Self {
@@ -128,6 +129,7 @@ impl Execution {
             orchestration,
             state: Arc::new(Mutex::new(State::new(
                 instance.to_string(),
+                incarnation,
                 execution,
                 limits.max_fan_out,
             ))),

@@ -21,7 +21,13 @@ async fn fan_out(ctx: OrchestrationContext, n: u32) -> Result<u64, Orchestration
 }
 
 fn execution() -> Execution {
-    Execution::new(boxed_orchestration(fan_out), "prop", 0, Limits::default())
+    Execution::new(
+        boxed_orchestration(fan_out),
+        "prop",
+        7,
+        0,
+        Limits::default(),
+    )
 }
 
 /// Drives an execution: start, then completions in `order`, cut into turns after the indexes
@@ -92,7 +98,13 @@ fn replay_stops_at_a_changed_step() {
         let a: u64 = ctx.activity("other", 0).await?;
         Ok(a)
     };
-    let mut exec = Execution::new(boxed_orchestration(changed), "prop", 0, Limits::default());
+    let mut exec = Execution::new(
+        boxed_orchestration(changed),
+        "prop",
+        7,
+        0,
+        Limits::default(),
+    );
     let err = exec.replay(&history).unwrap_err();
     assert_eq!(
         err.position, 2,

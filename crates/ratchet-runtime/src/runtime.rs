@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use lru::LruCache;
 use ratchet_core::{Execution, ParentRef};
-use ratchet_store::{LeaseRelease, Store, ACTIVITY_QUEUE};
+use ratchet_store::{Incarnation, LeaseRelease, Store, ACTIVITY_QUEUE};
 use tokio::sync::{watch, Notify, Semaphore};
 use tokio::task::JoinHandle;
 
@@ -19,6 +19,7 @@ use crate::{
 /// A live execution kept between turns (the sticky cache).
 pub(crate) struct Cached {
     pub(crate) exec: Execution,
+    pub(crate) incarnation: Incarnation,
     pub(crate) execution: u32,
     pub(crate) version: u32,
     pub(crate) parent: Option<ParentRef>,

@@ -107,7 +107,10 @@ async fn prepare(
     _now: Timestamp,
 ) -> Result<Prepared, String> {
     let hit = shared.cache_lock().pop(&claimed.id).filter(|c| {
-        c.execution == claimed.execution && c.exec.history_len() == claimed.history_len as usize
+        // The same life of the id, execution and length: nothing was written elsewhere since.
+        c.incarnation == claimed.incarnation
+            && c.execution == claimed.execution
+            && c.exec.history_len() == claimed.history_len as usize
     });
     let (cached, replay_error) = match hit {
         Some(cached) => (cached, None),
@@ -124,6 +127,7 @@ async fn prepare(
             let mut exec = Execution::new(
                 entry.run.clone(),
                 &claimed.id,
+                claimed.incarnation.0,
                 claimed.execution,
                 shared.config.limits,
             );
@@ -147,6 +151,7 @@ async fn prepare(
             (
                 Cached {
                     exec,
+                    incarnation: claimed.incarnation,
                     execution: claimed.execution,
                     version,
                     parent,
@@ -283,6 +288,7 @@ fn build_commit(
     let mut commit = TurnCommit {
         instance: claimed.id.clone(),
         fence: claimed.fence,
+        incarnation: claimed.incarnation,
         execution: claimed.execution,
         version: Some(cached.version),
         consumed: claimed.events.iter().map(|e| e.id).collect(),

@@ -32,9 +32,10 @@ pub(crate) fn spawn(shared: Arc<Shared>, task: ClaimedTask) {
         if permit.is_none() || !shared.running.start(task.id) {
             return;
         }
-        let result = match &task.owner {
-            Some(_) => activity(&shared, &task).await,
-            None => standalone(&shared, &task, cancelled).await,
+        let result = match (&task.owner, attempts_spent(&task)) {
+            (_, Some(lost)) => lost,
+            (Some(_), None) => activity(&shared, &task).await,
+            (None, None) => standalone(&shared, &task, cancelled).await,
         };
         drop(permit);
         if shared.running.release(task.id) {
@@ -44,6 +45,24 @@ pub(crate) fn spawn(shared: Arc<Shared>, task: ClaimedTask) {
                 .complete(TaskCompletion::of(&task, result), instance);
         }
     });
+}
+
+/// A takeover of an expired lease counts as an attempt. When that leaves none in the budget,
+/// the attempt is not run: work that kills its worker every time (out of memory, a crash)
+/// ends as a dead letter, or fails its orchestration step, instead of being taken over forever.
+fn attempts_spent(task: &ClaimedTask) -> Option<TaskResult> {
+    let max = task.options.retry.max_attempts.max(1);
+    (task.attempt > max).then(|| {
+        tracing::warn!(task = task.id.0, name = %task.name, attempt = task.attempt, max,
+            "the worker of the last allowed attempt was lost; not running it again");
+        TaskResult::Failed(ErrorInfo::new(
+            "WorkerLost",
+            format!(
+                "the worker running attempt {} of {max} was lost (its lease expired) and no attempts are left",
+                task.attempt - 1
+            ),
+        ))
+    })
 }
 
 async fn activity(shared: &Shared, task: &ClaimedTask) -> TaskResult {

@@ -22,6 +22,8 @@ CREATE TABLE ratchet.instances (
     lease_owner      text,
     lease_until      bigint,
     fence            bigint NOT NULL DEFAULT 0,
+    -- This life of the id: drawn anew when the id is created, restarted or reused.
+    incarnation      bigint NOT NULL DEFAULT (random() * 9.0e18)::bigint,
     created_at       bigint NOT NULL,
     updated_at       bigint NOT NULL,
     finished_at      bigint

@@ -26,16 +26,18 @@ CREATE FUNCTION ratchet.instance_create(
     p_now bigint, p_notify boolean, p_owner text, p_until bigint,
     n_id text[], n_name text[], n_input text[], n_parent text[], n_parent_instance text[],
     n_parent_execution integer[], n_parent_seq integer[], n_if_exists text[], n_started text[],
-    OUT outcome text[], OUT status text[], OUT inbox_id bigint[], OUT fence bigint[])
+    OUT outcome text[], OUT status text[], OUT inbox_id bigint[], OUT fence bigint[],
+    OUT incarnation bigint[])
 LANGUAGE plpgsql AS $$
 DECLARE
     v_status text;
     v_fence bigint;
     v_new_fence bigint;
+    v_incarnation bigint;
     v_inbox bigint;
     v_unleased boolean := false;
 BEGIN
-    outcome := '{}'; status := '{}'; inbox_id := '{}'; fence := '{}';
+    outcome := '{}'; status := '{}'; inbox_id := '{}'; fence := '{}'; incarnation := '{}';
     FOR i IN 1 .. coalesce(array_length(n_id, 1), 0) LOOP
         v_fence := NULL;
         SELECT s.status, s.fence INTO v_status, v_fence
@@ -48,25 +50,26 @@ BEGIN
                 outcome := outcome || CASE WHEN n_if_exists[i] = 'UseExisting'
                                            THEN 'existing' ELSE 'exists' END;
                 status := status || v_status; inbox_id := inbox_id || NULL::bigint;
-                fence := fence || NULL::bigint;
+                fence := fence || NULL::bigint; incarnation := incarnation || NULL::bigint;
                 CONTINUE;
             END IF;
         END IF;
         -- A restarted id keeps counting fences, so no lease of its old life is valid again.
-        v_new_fence := coalesce(v_fence, 0) + CASE WHEN p_owner IS NULL THEN 0 ELSE 1 END;
+        v_new_fence := coalesce(v_fence + 1, CASE WHEN p_owner IS NULL THEN 0 ELSE 1 END);
         INSERT INTO ratchet.instances (id, name, status, execution, input, parent,
             parent_instance, parent_execution, parent_seq, lease_owner, lease_until, fence,
             created_at, updated_at)
         VALUES (n_id[i], n_name[i], 'Pending', 0, n_input[i], n_parent[i], n_parent_instance[i],
             n_parent_execution[i], n_parent_seq[i], p_owner, p_until, v_new_fence, p_now, p_now)
-        ON CONFLICT (id) DO NOTHING;
+        ON CONFLICT (id) DO NOTHING
+        RETURNING instances.incarnation INTO v_incarnation;
         IF NOT FOUND THEN
             -- Another caller created it since we looked.
             SELECT s.status INTO v_status FROM ratchet.instances s WHERE s.id = n_id[i];
             outcome := outcome || CASE WHEN n_if_exists[i] = 'UseExisting'
                                        THEN 'existing' ELSE 'exists' END;
             status := status || v_status; inbox_id := inbox_id || NULL::bigint;
-            fence := fence || NULL::bigint;
+            fence := fence || NULL::bigint; incarnation := incarnation || NULL::bigint;
             CONTINUE;
         END IF;
         INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
@@ -74,6 +77,7 @@ BEGIN
         RETURNING id INTO v_inbox;
         outcome := outcome || 'created'::text; status := status || 'Pending'::text;
         inbox_id := inbox_id || v_inbox; fence := fence || v_new_fence;
+        incarnation := incarnation || v_incarnation;
         v_unleased := v_unleased OR p_owner IS NULL;
     END LOOP;
     IF p_notify AND v_unleased THEN

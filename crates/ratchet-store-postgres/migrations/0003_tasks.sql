@@ -218,13 +218,13 @@ BEGIN
               AND NOT EXISTS (SELECT 1 FROM ratchet.tasks
                               WHERE unique_key = v_result.unique_key) THEN
             DELETE FROM ratchet.task_results WHERE id = p_ids[i];
-            -- The same id and its last fence: a lease from its earlier life stays stale.
+            -- The same id and the next fence: no lease from its earlier life can write.
             INSERT INTO ratchet.tasks (id, queue, name, input, options, priority, attempt,
                                        visible_at, ready_at, fence, unique_key, metadata,
                                        created_at)
             OVERRIDING SYSTEM VALUE
             VALUES (v_result.id, v_result.queue, v_result.name, v_result.input,
-                    v_result.options, v_result.priority, 1, p_now, p_now, v_result.fence,
+                    v_result.options, v_result.priority, 1, p_now, p_now, v_result.fence + 1,
                     v_result.unique_key, v_result.metadata, v_result.created_at);
             outcome := outcome || 'done'::text; state := state || 'Available'::text;
             v_ready := true;

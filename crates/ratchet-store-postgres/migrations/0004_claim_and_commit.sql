@@ -10,7 +10,7 @@ CREATE FUNCTION ratchet.claim(
     p_reg_name text[], p_reg_version integer[], p_task_queues text[], p_task_limits integer[],
     p_task_names text[],
     OUT i_id text[], OUT i_name text[], OUT i_version integer[], OUT i_execution integer[],
-    OUT i_history_len integer[], OUT i_fence bigint[],
+    OUT i_history_len integer[], OUT i_fence bigint[], OUT i_incarnation bigint[],
     OUT e_instance text[], OUT e_id bigint[], OUT e_event text[],
     OUT t_id bigint[], OUT t_fence bigint[], OUT t_name text[], OUT t_input text[],
     OUT t_options text[], OUT t_instance text[], OUT t_execution integer[], OUT t_seq integer[],
@@ -21,7 +21,7 @@ BEGIN
     -- the tables as they are now, so none keeps a plan made while they were nearly empty.
     PERFORM set_config('plan_cache_mode', 'force_custom_plan', true);
     i_id := '{}'; i_name := '{}'; i_version := '{}'; i_execution := '{}';
-    i_history_len := '{}'; i_fence := '{}'; e_instance := '{}'; e_id := '{}'; e_event := '{}';
+    i_history_len := '{}'; i_fence := '{}'; i_incarnation := '{}'; e_instance := '{}'; e_id := '{}'; e_event := '{}';
     IF p_limit > 0 THEN
         WITH candidate AS (
             -- From the instances with visible events (few, however many instances run) to
@@ -41,11 +41,13 @@ BEGIN
             UPDATE ratchet.instances i
             SET lease_owner = p_owner, lease_until = p_until, fence = i.fence + 1
             FROM candidate WHERE i.id = candidate.id
-            RETURNING i.id, i.name, i.version, i.execution, i.history_len, i.fence)
+            RETURNING i.id, i.name, i.version, i.execution, i.history_len, i.fence,
+                      i.incarnation)
         SELECT coalesce(array_agg(id), '{}'), coalesce(array_agg(name), '{}'),
                coalesce(array_agg(version), '{}'), coalesce(array_agg(execution), '{}'),
-               coalesce(array_agg(history_len), '{}'), coalesce(array_agg(fence), '{}')
-        INTO i_id, i_name, i_version, i_execution, i_history_len, i_fence
+               coalesce(array_agg(history_len), '{}'), coalesce(array_agg(fence), '{}'),
+               coalesce(array_agg(incarnation), '{}')
+        INTO i_id, i_name, i_version, i_execution, i_history_len, i_fence, i_incarnation
         FROM leased;
 
         SELECT * INTO e_instance, e_id, e_event FROM ratchet.visible_events(i_id, p_now);
@@ -122,11 +124,13 @@ CREATE FUNCTION ratchet.commit_batch(
     -- eager dispatch
     p_task_owner text, p_task_until bigint, p_task_capacity integer,
     p_lock text[], p_lock_owner text, p_lock_until bigint,
+    -- the life of each turn's instance id (after the others: parameters are named)
+    t_incarnation bigint[],
     OUT turn_ok boolean[], OUT completion_ok boolean[],
     OUT task_instance text[], OUT task_seq integer[], OUT task_id bigint[],
     OUT task_fence bigint[],
     OUT l_id text[], OUT l_name text[], OUT l_version integer[], OUT l_execution integer[],
-    OUT l_history_len integer[], OUT l_fence bigint[],
+    OUT l_history_len integer[], OUT l_fence bigint[], OUT l_incarnation bigint[],
     OUT e_instance text[], OUT e_id bigint[], OUT e_event text[])
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -148,7 +152,8 @@ BEGIN
     turn_ok := '{}'; completion_ok := '{}'; v_finished := '{}'; v_continued := '{}';
     task_instance := '{}'; task_seq := '{}'; task_id := '{}'; task_fence := '{}';
     l_id := '{}'; l_name := '{}'; l_version := '{}'; l_execution := '{}';
-    l_history_len := '{}'; l_fence := '{}'; e_instance := '{}'; e_id := '{}'; e_event := '{}';
+    l_history_len := '{}'; l_fence := '{}'; l_incarnation := '{}';
+    e_instance := '{}'; e_id := '{}'; e_event := '{}';
 
     -- A connection plans these statements once, often while the tables are nearly empty,
     -- and keeps the plan: a join of a batch's arrays to a table can then become a nested
@@ -169,17 +174,18 @@ BEGIN
     END IF;
 
     IF cardinality(t_instance) > 0 THEN
-        -- A turn commits when its lease is still the live one (fence), no other turn was written
-        -- since it was claimed (execution, history length), the instance still runs, and it is the
-        -- first turn of its instance in this batch.
+        -- A turn commits when its lease is still the live one (fence) of the same life of the
+        -- id (incarnation), no other turn was written since it was claimed (execution, history
+        -- length), the instance still runs, and it is the first turn of its instance in this batch.
         SELECT coalesce(array_agg(s.ok ORDER BY s.n), '{}') INTO turn_ok FROM (
             SELECT t.n,
-                   coalesce(i.fence = t.fence AND i.execution = t.execution
+                   coalesce(i.fence = t.fence AND i.incarnation = t.incarnation
+                            AND i.execution = t.execution
                             AND i.history_len = t.start
                             AND i.status IN ('Pending', 'Running', 'ContinuedAsNew')
                             AND t.n = min(t.n) OVER (PARTITION BY t.instance), false) AS ok
-            FROM unnest(t_instance, t_fence, t_execution, t_history_start)
-                 WITH ORDINALITY AS t(instance, fence, execution, start, n)
+            FROM unnest(t_instance, t_fence, t_incarnation, t_execution, t_history_start)
+                 WITH ORDINALITY AS t(instance, fence, incarnation, execution, start, n)
             LEFT JOIN ratchet.instances i ON i.id = t.instance AND i.id = ANY (t_instance)) s;
 
         SELECT coalesce(array_agg(t.instance) FILTER (
@@ -376,12 +382,12 @@ BEGIN
              AND t.seq IS NOT DISTINCT FROM c.seq AND t.attempt = c.attempt;
 
         -- A retry makes the next attempt claimable at its backoff time; a snooze, the same
-        -- attempt at its time.
+        -- attempt at its time. Either moves the fence on: the attempt's lease is done.
         IF 'Retry' = ANY (p_outcome) OR 'Snooze' = ANY (p_outcome) THEN
             UPDATE ratchet.tasks t
             SET attempt = t.attempt + CASE WHEN c.outcome = 'Retry' THEN 1 ELSE 0 END,
                 visible_at = c.at, ready_at = c.at, last_error = coalesce(c.error, t.last_error),
-                lease_owner = NULL, lease_until = NULL
+                lease_owner = NULL, lease_until = NULL, fence = t.fence + 1
             FROM unnest(p_task, p_outcome, p_at, p_error)
                  WITH ORDINALITY AS c(task, outcome, at, error, n)
             WHERE completion_ok[c.n] AND c.outcome IN ('Retry', 'Snooze') AND t.id = c.task
@@ -429,11 +435,13 @@ BEGIN
                                     WHERE b.instance = ANY (p_lock) AND b.visible_at <= p_now))
               AND i.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated')
               AND (i.lease_until IS NULL OR i.lease_until < p_now)
-            RETURNING i.id, i.name, i.version, i.execution, i.history_len, i.fence)
+            RETURNING i.id, i.name, i.version, i.execution, i.history_len, i.fence,
+                      i.incarnation)
         SELECT coalesce(array_agg(id), '{}'), coalesce(array_agg(name), '{}'),
                coalesce(array_agg(version), '{}'), coalesce(array_agg(execution), '{}'),
-               coalesce(array_agg(history_len), '{}'), coalesce(array_agg(fence), '{}')
-        INTO l_id, l_name, l_version, l_execution, l_history_len, l_fence
+               coalesce(array_agg(history_len), '{}'), coalesce(array_agg(fence), '{}'),
+               coalesce(array_agg(incarnation), '{}')
+        INTO l_id, l_name, l_version, l_execution, l_history_len, l_fence, l_incarnation
         FROM leased;
         SELECT * INTO e_instance, e_id, e_event FROM ratchet.visible_events(l_id, p_now);
     END IF;

@@ -20,4 +20,4 @@ SELECT * FROM ratchet.commit_batch(
     p_attempt => $54, p_outcome => $55, p_kind => $56, p_event => $57, p_output => $58,
     p_error => $59, p_at => $60,
     p_task_owner => $61, p_task_until => $62, p_task_capacity => $63,
-    p_lock => $64, p_lock_owner => $65, p_lock_until => $66);
+    p_lock => $64, p_lock_owner => $65, p_lock_until => $66, t_incarnation => $67);

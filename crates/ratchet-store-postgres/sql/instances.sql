@@ -1,7 +1,7 @@
 -- Statements on instances. `ratchet.` is replaced with the configured schema.
 
 -- name: instance_create
-SELECT outcome, status, inbox_id, fence FROM ratchet.instance_create(
+SELECT outcome, status, inbox_id, fence, incarnation FROM ratchet.instance_create(
     p_now => $1, p_notify => $2, p_owner => $3, p_until => $4, n_id => $5, n_name => $6,
     n_input => $7, n_parent => $8, n_parent_instance => $9, n_parent_execution => $10,
     n_parent_seq => $11, n_if_exists => $12, n_started => $13);
@@ -36,7 +36,8 @@ ORDER BY created_at DESC, id DESC
 LIMIT $5;
 
 -- name: instance_release
-UPDATE ratchet.instances i SET lease_owner = NULL, lease_until = NULL
+-- The fence moves on: the released lease can write nothing more.
+UPDATE ratchet.instances i SET lease_owner = NULL, lease_until = NULL, fence = i.fence + 1
 FROM unnest($1::text[], $2::bigint[]) AS r(id, fence)
 WHERE i.id = r.id AND i.fence = r.fence AND i.id = ANY ($1::text[]);
 

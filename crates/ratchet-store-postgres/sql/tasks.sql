@@ -51,7 +51,9 @@ WITH gone AS (DELETE FROM ratchet.task_results WHERE finished_at < $1 RETURNING 
 SELECT count(*) AS purged FROM gone;
 
 -- name: task_release
-UPDATE ratchet.tasks t SET lease_owner = NULL, lease_until = NULL, ready_at = t.visible_at
+-- The fence moves on: the released lease can write nothing more.
+UPDATE ratchet.tasks t SET lease_owner = NULL, lease_until = NULL, ready_at = t.visible_at,
+    fence = t.fence + 1
 FROM unnest($1::bigint[], $2::bigint[]) AS r(id, fence)
 WHERE t.id = r.id AND t.fence = r.fence AND t.id = ANY ($1::bigint[]);
 

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use ratchet_core::ParentRef;
 use ratchet_store::{
     child_exists_event, ClaimedInstance, ClaimedTask, CommitBatch, CommitOutcome, CompletionResult,
-    Fence, TaskId, TaskResult, TurnResult,
+    Fence, Incarnation, TaskId, TaskResult, TurnResult,
 };
 
 use crate::convert::{col, i32_of, to_json, u32_of, Res};
@@ -20,6 +20,7 @@ use crate::store::Conn;
 struct Args {
     t_instance: Vec<String>,
     t_fence: Vec<i64>,
+    t_incarnation: Vec<i64>,
     t_execution: Vec<i32>,
     t_version: Vec<Option<i32>>,
     t_history_start: Vec<i32>,
@@ -85,6 +86,7 @@ impl Args {
             let n = i32::try_from(i + 1).unwrap_or(i32::MAX);
             a.t_instance.push(t.instance.clone());
             a.t_fence.push(t.fence.0);
+            a.t_incarnation.push(t.incarnation.0);
             a.t_execution.push(i32_of(t.execution));
             a.t_version.push(t.version.map(i32_of));
             a.t_history_start.push(i32_of(t.history_start));
@@ -265,6 +267,7 @@ pub(crate) async fn commit(c: &Conn, batch: &CommitBatch) -> Res<CommitOutcome> 
                 p(&batch.lock_instances),
                 p(&lock_owner),
                 p(&lock_until),
+                p(&a.t_incarnation),
             ],
         )
         .await?;
@@ -334,6 +337,7 @@ fn outcome(batch: &CommitBatch, row: &tokio_postgres::Row) -> Res<CommitOutcome>
     let executions: Vec<i32> = col(row, "l_execution")?;
     let lengths: Vec<i32> = col(row, "l_history_len")?;
     let fences: Vec<i64> = col(row, "l_fence")?;
+    let incarnations: Vec<i64> = col(row, "l_incarnation")?;
     let locked = ids
         .into_iter()
         .enumerate()
@@ -343,6 +347,7 @@ fn outcome(batch: &CommitBatch, row: &tokio_postgres::Row) -> Res<CommitOutcome>
             execution: executions.get(i).copied().map_or(0, u32_of),
             history_len: lengths.get(i).copied().map_or(0, u32_of),
             fence: Fence(fences.get(i).copied().unwrap_or_default()),
+            incarnation: Incarnation(incarnations.get(i).copied().unwrap_or_default()),
             events: events.remove(&id).unwrap_or_default(),
             id,
         })

@@ -4,9 +4,9 @@ use std::collections::HashMap;
 
 use ratchet_core::{ErrorInfo, HistoryEvent, Timestamp};
 use ratchet_store::{
-    ClaimedInstance, CreateOutcome, Fence, HistoryRecord, IfExists, InboxEvent, InstanceClaim,
-    InstanceClaimed, InstanceFilter, InstanceRecord, Lease, NewInstance, NewSignal, SignalOutcome,
-    StopOutcome, StoreError,
+    ClaimedInstance, CreateOutcome, Fence, HistoryRecord, IfExists, InboxEvent, Incarnation,
+    InstanceClaim, InstanceClaimed, InstanceFilter, InstanceRecord, Lease, NewInstance, NewSignal,
+    SignalOutcome, StopOutcome, StoreError,
 };
 
 use crate::convert::{
@@ -89,6 +89,7 @@ pub(crate) async fn create(
     let statuses: Vec<Option<String>> = col(&row, "status")?;
     let inbox_ids: Vec<Option<i64>> = col(&row, "inbox_id")?;
     let fences: Vec<Option<i64>> = col(&row, "fence")?;
+    let incarnations: Vec<Option<i64>> = col(&row, "incarnation")?;
     let mut out = Vec::with_capacity(instances.len());
     for (i, new) in instances.iter().enumerate() {
         let existing = || -> Res<_> {
@@ -97,19 +98,23 @@ pub(crate) async fn create(
         };
         let outcome = match outcomes.get(i).map(String::as_str) {
             Some("created") => {
-                CreateOutcome::Created(match (lease, inbox_ids.get(i), fences.get(i)) {
-                    (Some(_), Some(Some(inbox)), Some(Some(fence))) => Some(ClaimedInstance {
-                        id: new.id.clone(),
-                        name: new.name.clone(),
-                        version: None,
-                        execution: 0,
-                        history_len: 0,
-                        fence: Fence(*fence),
-                        events: vec![InboxEvent {
-                            id: *inbox,
-                            event: started[i].clone(),
-                        }],
-                    }),
+                let leased = (inbox_ids.get(i), fences.get(i), incarnations.get(i));
+                CreateOutcome::Created(match (lease, leased) {
+                    (Some(_), (Some(Some(inbox)), Some(Some(fence)), Some(Some(incarnation)))) => {
+                        Some(ClaimedInstance {
+                            id: new.id.clone(),
+                            name: new.name.clone(),
+                            version: None,
+                            execution: 0,
+                            history_len: 0,
+                            fence: Fence(*fence),
+                            incarnation: Incarnation(*incarnation),
+                            events: vec![InboxEvent {
+                                id: *inbox,
+                                event: started[i].clone(),
+                            }],
+                        })
+                    }
                     _ => None,
                 })
             }
@@ -168,6 +173,7 @@ pub(crate) async fn claim(c: &Conn, claim: &InstanceClaim) -> Res<InstanceClaime
     let executions: Vec<i32> = col(&row, "i_execution")?;
     let lengths: Vec<i32> = col(&row, "i_history_len")?;
     let fences: Vec<i64> = col(&row, "i_fence")?;
+    let incarnations: Vec<i64> = col(&row, "i_incarnation")?;
     let mut instances = Vec::with_capacity(ids.len());
     for (i, id) in ids.into_iter().enumerate() {
         // The claim gave back at once an instance whose events a concurrent turn consumed.
@@ -180,6 +186,7 @@ pub(crate) async fn claim(c: &Conn, claim: &InstanceClaim) -> Res<InstanceClaime
             execution: executions.get(i).copied().map_or(0, u32_of),
             history_len: lengths.get(i).copied().map_or(0, u32_of),
             fence: Fence(fences.get(i).copied().unwrap_or_default()),
+            incarnation: Incarnation(incarnations.get(i).copied().unwrap_or_default()),
             id,
             events,
         });

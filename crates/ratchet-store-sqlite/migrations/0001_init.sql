@@ -15,6 +15,8 @@ CREATE TABLE instances (
     lease_owner   TEXT,
     lease_until   INTEGER,
     fence         INTEGER NOT NULL DEFAULT 0,
+    -- This life of the id: drawn anew when the id is created, restarted or reused.
+    incarnation   INTEGER NOT NULL DEFAULT (random()),
     created_at    INTEGER NOT NULL,
     updated_at    INTEGER NOT NULL,
     finished_at   INTEGER

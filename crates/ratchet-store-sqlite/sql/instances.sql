@@ -1,12 +1,16 @@
 -- name: instance_status
-SELECT status FROM instances WHERE id = ?1;
+SELECT status, fence FROM instances WHERE id = ?1;
 
 -- name: instance_erase
 DELETE FROM instances WHERE id = ?1;
 
 -- name: instance_insert
+-- A restarted id (?8: its last fence) keeps counting fences, so no lease of its old life is
+-- valid again; its incarnation is drawn anew.
 INSERT INTO instances (id, name, status, execution, input, parent, created_at, updated_at, lease_owner, lease_until, fence)
-VALUES (?1, ?2, 'Pending', 0, ?3, ?4, ?5, ?5, ?6, ?7, CASE WHEN ?6 IS NULL THEN 0 ELSE 1 END);
+VALUES (?1, ?2, 'Pending', 0, ?3, ?4, ?5, ?5, ?6, ?7,
+        CASE WHEN ?8 IS NOT NULL THEN ?8 + 1 WHEN ?6 IS NULL THEN 0 ELSE 1 END)
+RETURNING fence, incarnation;
 
 -- name: instance_claimable
 SELECT i.id FROM instances i
@@ -27,10 +31,10 @@ WHERE id = ?1
   AND status IN ('Pending', 'Running', 'ContinuedAsNew')
   AND (lease_until IS NULL OR lease_until < ?4)
   AND EXISTS (SELECT 1 FROM inbox b WHERE b.instance = ?1 AND b.visible_at <= ?4)
-RETURNING name, version, execution, history_len, fence;
+RETURNING name, version, execution, history_len, fence, incarnation;
 
 -- name: instance_for_commit
-SELECT fence, status, execution, history_len, parent FROM instances WHERE id = ?1;
+SELECT fence, status, execution, history_len, parent, incarnation FROM instances WHERE id = ?1;
 
 -- name: instance_turn_update
 UPDATE instances SET
@@ -76,7 +80,9 @@ ORDER BY created_at DESC, id DESC
 LIMIT ?5;
 
 -- name: instance_release
-UPDATE instances SET lease_owner = NULL, lease_until = NULL WHERE id = ?1 AND fence = ?2;
+-- The fence moves on: the released lease can write nothing more.
+UPDATE instances SET lease_owner = NULL, lease_until = NULL, fence = fence + 1
+WHERE id = ?1 AND fence = ?2;
 
 -- name: instance_purge_history
 DELETE FROM history WHERE instance IN (SELECT id FROM instances WHERE finished_at < ?1);

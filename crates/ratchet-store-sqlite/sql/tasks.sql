@@ -44,12 +44,15 @@ SELECT instance, execution, seq, attempt FROM tasks WHERE id = ?1 AND fence = ?2
 DELETE FROM tasks WHERE id = ?1;
 
 -- name: task_retry
+-- Like every statement that makes a task claimable again, it moves the fence on, so nothing
+-- more from the attempt's lease is accepted.
 UPDATE tasks SET attempt = attempt + 1, visible_at = ?2, ready_at = ?2, last_error = ?3,
-    lease_owner = NULL, lease_until = NULL
+    lease_owner = NULL, lease_until = NULL, fence = fence + 1
 WHERE id = ?1;
 
 -- name: task_snooze
-UPDATE tasks SET visible_at = ?2, ready_at = ?2, lease_owner = NULL, lease_until = NULL
+UPDATE tasks SET visible_at = ?2, ready_at = ?2, lease_owner = NULL, lease_until = NULL,
+    fence = fence + 1
 WHERE id = ?1;
 
 -- name: task_heartbeat
@@ -58,7 +61,8 @@ WHERE id = ?1 AND fence = ?2 AND lease_until IS NOT NULL
 RETURNING cancel_requested;
 
 -- name: task_release
-UPDATE tasks SET lease_owner = NULL, lease_until = NULL, ready_at = visible_at
+UPDATE tasks SET lease_owner = NULL, lease_until = NULL, ready_at = visible_at,
+    fence = fence + 1
 WHERE id = ?1 AND fence = ?2;
 
 -- name: task_clear_instance
@@ -89,11 +93,11 @@ FROM tasks WHERE queue = ?1 AND cancel_requested = 1 AND ready_at <= ?2;
 DELETE FROM tasks WHERE queue = ?1 AND cancel_requested = 1 AND ready_at <= ?2;
 
 -- name: task_revive
--- A dead or cancelled task runs again under its id with a fresh budget of attempts, keeping
--- its last fence so an old lease holder's write stays stale (then task_result_delete).
+-- A dead or cancelled task runs again under its id with a fresh budget of attempts and the
+-- next fence, so no lease from its earlier life can write to it (then task_result_delete).
 INSERT INTO tasks (id, queue, name, input, options, attempt, visible_at, ready_at, fence,
                    priority, unique_key, metadata, created_at)
-SELECT id, queue, name, input, options, 1, ?2, ?2, fence,
+SELECT id, queue, name, input, options, 1, ?2, ?2, fence + 1,
        priority, unique_key, metadata, created_at
 FROM task_results WHERE id = ?1;
 

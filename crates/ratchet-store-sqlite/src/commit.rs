@@ -45,20 +45,28 @@ fn commit_turn(
     capacity: &mut u32,
     now: Timestamp,
 ) -> Result<TurnResult> {
-    let row: Option<(i64, String, i64, i64, Option<String>)> = tx
+    let row: Option<(i64, String, i64, i64, Option<String>, i64)> = tx
         .prepare_cached(sql("instance_for_commit"))
         .map_err(db_err)?
         .query_row([&t.instance], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ))
         })
         .optional()
         .map_err(db_err)?;
-    let Some((fence, current, execution, history_len, parent)) = row else {
+    let Some((fence, current, execution, history_len, parent, incarnation)) = row else {
         return Ok(TurnResult::Stale);
     };
-    // The fence proves the lease was not taken over; the execution and history length prove
-    // no other turn was written in between.
+    // The fence proves the lease was not taken over; the incarnation, that the id was not
+    // started afresh; the execution and history length, that no other turn was written since.
     if fence != t.fence.0
+        || incarnation != t.incarnation.0
         || status(&current)?.is_finished()
         || u32_of(execution) != t.execution
         || u32_of(history_len) != t.history_start

@@ -10,13 +10,17 @@ use crate::convert::{db_err, event, opt_json, status, to_json, u32_of, InstanceR
 use crate::store::sql;
 
 fn current_status(tx: &Connection, id: &str) -> Result<Option<InstanceStatus>> {
-    let s: Option<String> = tx
+    Ok(status_and_fence(tx, id)?.map(|(s, _)| s))
+}
+
+fn status_and_fence(tx: &Connection, id: &str) -> Result<Option<(InstanceStatus, i64)>> {
+    let row: Option<(String, i64)> = tx
         .prepare_cached(sql("instance_status"))
         .map_err(db_err)?
-        .query_row([id], |r| r.get(0))
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()
         .map_err(db_err)?;
-    s.map(|s| status(&s)).transpose()
+    row.map(|(s, fence)| Ok((status(&s)?, fence))).transpose()
 }
 
 /// Removes every trace of an instance, so its id can start afresh.
@@ -42,25 +46,34 @@ pub(crate) fn create(
     lease: Option<&Lease>,
     now: Timestamp,
 ) -> Result<CreateOutcome> {
-    if let Some(existing) = current_status(tx, &new.id)? {
+    let mut last_fence = None;
+    if let Some((existing, fence)) = status_and_fence(tx, &new.id)? {
         match new.if_exists {
             IfExists::UseExisting => return Ok(CreateOutcome::Existing(existing)),
-            IfExists::RestartIfFinished if existing.is_finished() => erase(tx, &new.id)?,
+            IfExists::RestartIfFinished if existing.is_finished() => {
+                erase(tx, &new.id)?;
+                last_fence = Some(fence);
+            }
             _ => return Ok(CreateOutcome::AlreadyExists(existing)),
         }
     }
     let parent = new.parent.as_ref().map(to_json);
-    tx.prepare_cached(sql("instance_insert"))
+    let (fence, incarnation): (i64, i64) = tx
+        .prepare_cached(sql("instance_insert"))
         .map_err(db_err)?
-        .execute(params![
-            new.id,
-            new.name,
-            to_json(&new.input),
-            parent,
-            now.0,
-            lease.map(|l| l.owner.as_str()),
-            lease.map(|l| l.until.0)
-        ])
+        .query_row(
+            params![
+                new.id,
+                new.name,
+                to_json(&new.input),
+                parent,
+                now.0,
+                lease.map(|l| l.owner.as_str()),
+                lease.map(|l| l.until.0),
+                last_fence,
+            ],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
         .map_err(db_err)?;
     let started = HistoryEvent::ExecutionStarted {
         name: new.name.clone(),
@@ -82,7 +95,8 @@ pub(crate) fn create(
         version: None,
         execution: 0,
         history_len: 0,
-        fence: ratchet_store::Fence(1),
+        fence: ratchet_store::Fence(fence),
+        incarnation: ratchet_store::Incarnation(incarnation),
         events: vec![InboxEvent {
             id: inbox_id,
             event: started,
@@ -129,15 +143,22 @@ pub(crate) fn lease(
     lease: &Lease,
     now: Timestamp,
 ) -> Result<Option<ClaimedInstance>> {
-    let row: Option<(String, Option<i64>, i64, i64, i64)> = tx
+    let row: Option<(String, Option<i64>, i64, i64, i64, i64)> = tx
         .prepare_cached(sql("instance_lease"))
         .map_err(db_err)?
         .query_row(params![id, lease.owner, lease.until.0, now.0], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ))
         })
         .optional()
         .map_err(db_err)?;
-    let Some((name, version, execution, history_len, fence)) = row else {
+    let Some((name, version, execution, history_len, fence, incarnation)) = row else {
         return Ok(None);
     };
     let mut stmt = tx.prepare_cached(sql("inbox_visible")).map_err(db_err)?;
@@ -164,6 +185,7 @@ pub(crate) fn lease(
         execution: u32_of(execution),
         history_len: u32_of(history_len),
         fence: ratchet_store::Fence(fence),
+        incarnation: ratchet_store::Incarnation(incarnation),
         events,
     }))
 }

@@ -2,7 +2,8 @@ use ratchet_core::{ErrorInfo, HistoryEvent, ParentRef, Timestamp};
 use serde_json::Value;
 
 use crate::{
-    ClaimedInstance, ClaimedTask, Fence, InstanceStatus, NewInstance, NewTask, TaskCompletion,
+    ClaimedInstance, ClaimedTask, Fence, Incarnation, InstanceStatus, NewInstance, NewTask,
+    TaskCompletion,
 };
 
 /// A lease to take: who takes it and until when.
@@ -32,6 +33,8 @@ pub struct TurnCommit {
     pub instance: String,
     /// The fence of the lease the turn ran under; a stale one refuses the whole turn.
     pub fence: Fence,
+    /// The life of the id the turn ran (from the claim): a turn of another life is stale.
+    pub incarnation: Incarnation,
     /// The execution the turn belongs to.
     pub execution: u32,
     /// Pins the orchestration version on the first turn.

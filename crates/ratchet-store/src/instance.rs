@@ -9,6 +9,12 @@ use serde_json::Value;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Fence(pub i64);
 
+/// One life of an instance id: drawn at random when the id is created, and again when it is
+/// restarted or created anew after a purge. A turn, a cache entry or a step-derived key of one
+/// life never applies to another, even where the execution and history length agree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Incarnation(pub i64);
+
 /// Where an instance stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -177,6 +183,8 @@ pub struct ClaimedInstance {
     pub history_len: u32,
     /// The lease's fence.
     pub fence: Fence,
+    /// The life of the id this lease is for.
+    pub incarnation: Incarnation,
     /// Visible inbox events, oldest first.
     pub events: Vec<InboxEvent>,
 }

@@ -43,8 +43,9 @@ pub use event::{
     MAX_EVENT_TYPE_BYTES, MAX_QUERY_ITEMS, MAX_TAGS, MAX_TAG_BYTES,
 };
 pub use instance::{
-    ClaimedInstance, CreateOutcome, Fence, HistoryRecord, IfExists, InboxEvent, InstanceFilter,
-    InstanceRecord, InstanceStatus, NewInstance, NewSignal, SignalOutcome, StopOutcome,
+    ClaimedInstance, CreateOutcome, Fence, HistoryRecord, IfExists, InboxEvent, Incarnation,
+    InstanceFilter, InstanceRecord, InstanceStatus, NewInstance, NewSignal, SignalOutcome,
+    StopOutcome,
 };
 pub use queue::{
     validate_queue_name, EnqueueOutcome, LeaseState, QueueLimits, QueueStats, QueueUpdate,

@@ -81,6 +81,32 @@ pub async fn create_if_exists(store: &dyn Store) {
     );
 }
 
+/// A turn of an instance's earlier life (here: its first turn sent again, as a retry after
+/// a timed-out commit would) never lands in the life that a restart began.
+pub async fn a_restart_fences_off_the_earlier_life(store: &dyn Store) {
+    start(store, "a").await;
+    let c = claim(store, "p", T0).await.remove(0);
+    let mut done = turn(&c, InstanceStatus::Completed);
+    done.output = Some(json!("first life"));
+    store.commit(batch(vec![done.clone()])).await.unwrap();
+    let mut restart = new_instance("a", "wf");
+    restart.if_exists = IfExists::RestartIfFinished;
+    assert!(matches!(
+        store
+            .instance_create(vec![restart], None, T0)
+            .await
+            .unwrap()[0],
+        CreateOutcome::Created(None)
+    ));
+    let out = store.commit(batch(vec![done])).await.unwrap();
+    assert!(
+        matches!(out.turns[0], TurnResult::Stale),
+        "the old life's turn: {out:?}"
+    );
+    let rec = store.instance_get("a").await.unwrap().unwrap();
+    assert_eq!((rec.status, rec.history_len), (InstanceStatus::Pending, 0));
+}
+
 pub async fn create_leased(store: &dyn Store) {
     let out = store
         .instance_create(

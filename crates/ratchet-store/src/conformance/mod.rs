@@ -36,7 +36,7 @@ use crate::{
 macro_rules! conformance_suite {
     (@list @$kind:ident $make:expr) => {
         $crate::conformance_suite!(@$kind $make;
-            create_and_claim, create_if_exists, create_leased, commit_turn_appends_history,
+            create_and_claim, create_if_exists, a_restart_fences_off_the_earlier_life, create_leased, commit_turn_appends_history,
             stale_turn_is_refused_alone, eager_task_lease_respects_capacity, completion_delivers_and_locks,
             stale_completion_is_refused_alone, retry_reschedules_task, timers_become_visible_at_their_time,
             signals_buffer_in_order_and_dedup, cancel_and_terminate, continue_as_new_starts_next_execution,
@@ -48,7 +48,8 @@ macro_rules! conformance_suite {
             concurrent_commits_apply_each_completion_once, tasks_run_and_leave_the_hot_table,
             tasks_run_by_priority_then_time, delayed_tasks_wait_for_their_time,
             unique_keys_hold_until_the_task_finishes, retries_and_snoozes,
-            dead_letters_can_be_retried_or_discarded, tasks_can_be_cancelled_waiting_or_running,
+            dead_letters_can_be_retried_or_discarded, late_completions_after_a_rearm_are_refused,
+            tasks_can_be_cancelled_waiting_or_running,
             paused_queues_start_nothing, queue_concurrency_holds_across_claimers,
             queue_rate_limit_spends_tokens, queue_stats_and_task_lists,
             task_purge_removes_old_results, bulk_enqueue_is_one_round_trip,
@@ -144,6 +145,7 @@ pub(crate) fn turn(claimed: &ClaimedInstance, status: InstanceStatus) -> TurnCom
     history.extend(claimed.events.iter().map(|e| e.event.clone()));
     TurnCommit {
         instance: claimed.id.clone(),
+        incarnation: claimed.incarnation,
         fence: claimed.fence,
         execution: claimed.execution,
         version: Some(1),

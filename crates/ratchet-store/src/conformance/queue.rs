@@ -7,9 +7,9 @@ use serde_json::json;
 
 use super::*;
 use crate::{
-    ClaimedTask, CompletionResult, EnqueueOutcome, InstanceClaimed, LeaseState, QueueClaim,
-    QueueLimits, QueueUpdate, TaskAction, TaskActionOutcome, TaskClaim, TaskCompletion, TaskFilter,
-    TaskId, TaskResult, TaskState,
+    ClaimedTask, CompletionResult, EnqueueOutcome, InstanceClaimed, LeaseRelease, LeaseState,
+    QueueClaim, QueueLimits, QueueUpdate, TaskAction, TaskActionOutcome, TaskClaim, TaskCompletion,
+    TaskFilter, TaskId, TaskResult, TaskState,
 };
 
 fn job(n: i64) -> NewTask {
@@ -336,6 +336,61 @@ pub async fn tasks_can_be_cancelled_waiting_or_running(store: &dyn Store) {
             .unwrap(),
         vec![TaskActionOutcome::Refused(TaskState::Cancelled)]
     );
+}
+
+/// Every path that makes a task claimable again (a snooze, a release, a retry by hand of a
+/// dead or cancelled task) fences off the lease it had: a late completion carrying that
+/// lease is refused instead of finishing the re-armed task.
+pub async fn late_completions_after_a_rearm_are_refused(store: &dyn Store) {
+    let ids = enqueue(store, vec![job(1), job(2), job(3)]).await;
+    let held = take(store, "w", 3, T0).await;
+    assert_eq!(held.len(), 3);
+    // Snoozed: claimable again later, the same attempt.
+    let later = T0.plus(Duration::from_secs(1));
+    assert_eq!(
+        finish(store, &held[0], TaskResult::Snooze { at: later }).await,
+        CompletionResult::Applied
+    );
+    assert_eq!(
+        finish(store, &held[0], TaskResult::Completed(json!("late"))).await,
+        CompletionResult::Stale,
+        "a second completion of the snoozed attempt"
+    );
+    // Released (a worker shutting down): claimable at once.
+    store
+        .lease_release(LeaseRelease {
+            instances: vec![],
+            tasks: vec![(held[1].id, held[1].fence)],
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        finish(store, &held[1], TaskResult::Completed(json!("late"))).await,
+        CompletionResult::Stale,
+        "a completion of a released attempt"
+    );
+    // Cancelled while its worker was out of touch, then retried by hand.
+    store
+        .task_act(vec![ids[2]], TaskAction::Cancel, T0)
+        .await
+        .unwrap();
+    let gone = T0.plus(Duration::from_secs(60));
+    assert!(take(store, "w", 3, gone).await.len() <= 2);
+    assert_eq!(state(store, ids[2], gone).await, Some(TaskState::Cancelled));
+    assert_eq!(
+        store
+            .task_act(vec![ids[2]], TaskAction::Retry, gone)
+            .await
+            .unwrap(),
+        vec![TaskActionOutcome::Done]
+    );
+    assert_eq!(
+        finish(store, &held[2], TaskResult::Completed(json!("late"))).await,
+        CompletionResult::Stale,
+        "a completion from before the retry"
+    );
+    let rec = store.task_get(ids[2], gone).await.unwrap().unwrap();
+    assert_eq!((rec.state, rec.output), (TaskState::Available, None));
 }
 
 pub async fn paused_queues_start_nothing(store: &dyn Store) {

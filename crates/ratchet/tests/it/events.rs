@@ -210,7 +210,88 @@ async fn bad_events_are_refused_and_append_nothing(store: Arc<dyn Store>) {
     assert_eq!(page.head, Position(0), "nothing was appended");
 }
 
+/// One life of instance id "x": appends an event, waits for "go", returns its input and the
+/// signal.
+async fn life(ctx: OrchestrationContext, input: String) -> Result<String, OrchestrationError> {
+    let tag = format!("life:{}", ctx.instance_id());
+    append_events(
+        &ctx,
+        vec![NewEvent::new("Lived", [tag], json!(input))],
+        None,
+    )
+    .await?;
+    let go: String = ctx.signal("go").await?;
+    Ok(format!("{input}:{go}"))
+}
+
+/// Waits until "x" has recorded its append step's result (so it waits for the signal).
+async fn until_waiting(store: &Arc<dyn Store>) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let history = store.history_read("x", None).await.unwrap();
+        if history
+            .iter()
+            .any(|h| matches!(h.event, ratchet::HistoryEvent::ActivityCompleted { .. }))
+        {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "x never waited");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A restarted instance id is a new life: another process's cache of the old life is never
+/// taken for it, and its steps' keys (the append step's idempotency key) are its own.
+async fn every_life_of_an_id_is_its_own(store: Arc<dyn Store>) {
+    use ratchet::{IfExists, StartOptions};
+    let a = start(&store, |b| b.orchestration("life", life)).await;
+    // Life 1 runs its first turns in A, which keeps it in its cache...
+    a.client()
+        .start_with("life", "old", StartOptions::id("x"))
+        .await
+        .unwrap();
+    until_waiting(&store).await;
+    // ...and ends elsewhere (terminated by another process), so A's cache entry stays.
+    store
+        .instance_terminate("x", "end of life 1", ratchet::Timestamp::now())
+        .await
+        .unwrap();
+    // Life 2 starts in B and runs to the same point; then only A is left to run it.
+    let b = start(&store, |b| b.orchestration("life", life)).await;
+    b.client()
+        .start_with(
+            "life",
+            "new",
+            StartOptions::id("x").if_exists(IfExists::RestartIfFinished),
+        )
+        .await
+        .unwrap();
+    until_waiting(&store).await;
+    b.shutdown().await;
+    a.client().signal("x", "go", "went").await.unwrap();
+    let out: String = a
+        .client()
+        .wait("x", WAIT)
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    assert_eq!(out, "new:went", "life 2 ran with its own input and state");
+    let events = EventStore::new(store.clone())
+        .read(tagged("life:x"), None, 100)
+        .await
+        .unwrap();
+    let payloads: Vec<_> = events.events.iter().map(|e| e.payload.clone()).collect();
+    assert_eq!(
+        payloads,
+        [json!("old"), json!("new")],
+        "each life appended once"
+    );
+    a.shutdown().await;
+}
+
 crate::on_every_backend!(
+    every_life_of_an_id_is_its_own,
     subscriptions_follow_live_and_resume,
     projections_return_the_condition_that_protects_them,
     orchestrations_append_once_per_step,

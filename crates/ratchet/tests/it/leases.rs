@@ -3,11 +3,12 @@ use std::time::Duration;
 
 use ratchet::{
     ActivityContext, ActivityError, HistoryEvent, InstanceStatus, OrchestrationContext,
-    OrchestrationError, Ratchet, RuntimeConfig, Store, Timestamp,
+    OrchestrationError, Ratchet, RuntimeConfig, Store, TaskContext, TaskError, TaskOptions,
+    TaskState, Timestamp,
 };
 use ratchet_store::{
-    CommitBatch, CompletionResult, IfExists, Lease, NewInstance, TaskClaim, TaskCompletion,
-    TaskResult,
+    CommitBatch, CompletionResult, IfExists, Lease, NewInstance, NewTask, QueueClaim, TaskClaim,
+    TaskCompletion, TaskResult,
 };
 
 use crate::harness::{fast, start, WAIT};
@@ -181,7 +182,191 @@ async fn a_completion_after_takeover_is_refused(store: Arc<dyn Store>) {
     r.shutdown().await;
 }
 
+/// Claims every visible attempt named `name` of `queue` for a process that then dies: its
+/// lease ran out by `at`. Returns the attempts taken.
+async fn lost_worker_claims(
+    store: &Arc<dyn Store>,
+    queue: &str,
+    name: &str,
+    at: Timestamp,
+) -> Vec<u32> {
+    let claimed = store
+        .task_claim(TaskClaim {
+            lease: Lease {
+                owner: "crashing-process".into(),
+                until: at.plus(Duration::from_millis(1)),
+            },
+            queues: vec![QueueClaim {
+                queue: queue.into(),
+                limit: 10,
+            }],
+            names: vec![name.into()],
+            now: at,
+        })
+        .await
+        .unwrap();
+    claimed.iter().map(|t| t.attempt).collect()
+}
+
+/// A task or activity whose worker dies on every attempt (an OOM, a segfault) is not taken
+/// over forever: once its attempts are spent, the next claimer dead-letters the task, or fails
+/// the activity's step, with an error that says the worker was lost, without running it.
+async fn a_crash_looping_task_spends_its_attempts(store: &Arc<dyn Store>) {
+    let runs = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    // An instance whose first turn scheduled activity "work" (written here as a runtime would),
+    // so that no process of this test holds the activity's first attempt.
+    let now = Timestamp::now();
+    let created = store
+        .instance_create(
+            vec![NewInstance {
+                id: "crashy".into(),
+                name: "once".into(),
+                input: serde_json::json!(null),
+                parent: None,
+                if_exists: IfExists::Fail,
+            }],
+            Some(Lease {
+                owner: "setup".into(),
+                until: now.plus(Duration::from_secs(30)),
+            }),
+            now,
+        )
+        .await
+        .unwrap();
+    let Some(ratchet_store::CreateOutcome::Created(Some(claimed))) = created.first().cloned()
+    else {
+        panic!("not created: {created:?}")
+    };
+    let options = ratchet::ActivityOptions::default();
+    let owner = ratchet_store::TaskOwner {
+        instance: "crashy".into(),
+        execution: 0,
+        seq: 0,
+    };
+    let first_turn = ratchet_store::TurnCommit {
+        instance: "crashy".into(),
+        fence: claimed.fence,
+        incarnation: claimed.incarnation,
+        execution: 0,
+        version: Some(1),
+        consumed: claimed.events.iter().map(|e| e.id).collect(),
+        history_start: 0,
+        history: vec![
+            HistoryEvent::TurnStarted { at: now },
+            HistoryEvent::ExecutionStarted {
+                name: "once".into(),
+                version: 1,
+                input: serde_json::json!(null),
+                parent: None,
+            },
+            HistoryEvent::ActivityScheduled {
+                seq: 0,
+                name: "work".into(),
+                input: serde_json::json!(null),
+                options: options.clone(),
+            },
+        ],
+        status: InstanceStatus::Running,
+        output: None,
+        error: None,
+        custom_status: None,
+        tasks: vec![NewTask::activity(
+            "work".into(),
+            serde_json::json!(null),
+            options,
+            owner,
+            now,
+        )],
+        inbox: vec![],
+        children: vec![],
+        continue_as_new: None,
+    };
+    let batch = CommitBatch {
+        turns: vec![first_turn],
+        now,
+        ..CommitBatch::default()
+    };
+    assert!(matches!(
+        store.commit(batch).await.unwrap().turns[0],
+        ratchet_store::TurnResult::Committed { .. }
+    ));
+    let id = "crashy".to_string();
+    // Enqueued through the store: no process here registered the task.
+    let enqueued = store
+        .task_enqueue(
+            vec![NewTask::standalone(
+                "poison".into(),
+                serde_json::json!(null),
+                &TaskOptions::default().queue("q").max_attempts(2),
+                Timestamp::now(),
+            )],
+            Timestamp::now(),
+        )
+        .await
+        .unwrap()[0]
+        .id();
+    let mut at = Timestamp::now();
+    let mut attempts = (Vec::new(), Vec::new());
+    while attempts.1.len() < 3 {
+        at = at.plus(Duration::from_secs(1));
+        attempts
+            .0
+            .extend(lost_worker_claims(store, "q", "poison", at).await);
+        attempts
+            .1
+            .extend(lost_worker_claims(store, ratchet_store::ACTIVITY_QUEUE, "work", at).await);
+    }
+    // The default activity policy allows 3 attempts; the task was given 2.
+    assert_eq!(attempts.0[..2], [1, 2]);
+    assert_eq!(attempts.1, [1, 2, 3]);
+    let counter = runs.clone();
+    let counter2 = runs.clone();
+    let r = start(store, move |b| {
+        b.orchestration("once", once)
+            .activity("work", move |_ctx: ActivityContext, _: ()| {
+                let counter = counter.clone();
+                async move {
+                    counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    Ok::<_, ActivityError>(0u32)
+                }
+            })
+            .task("poison", move |_ctx: TaskContext, _: ()| {
+                let counter = counter2.clone();
+                async move {
+                    counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    Ok::<_, TaskError>(())
+                }
+            })
+            .queue("q", 4)
+    })
+    .await;
+    let dead = r.client().task_wait(enqueued, WAIT).await.unwrap();
+    assert_eq!(dead.state, TaskState::Dead, "{dead:?}");
+    assert_eq!(
+        dead.error.as_ref().map(|e| e.kind.as_str()),
+        Some("WorkerLost")
+    );
+    let out = r.client().wait(&id, WAIT).await.unwrap();
+    assert_eq!(out.status, InstanceStatus::Failed, "{out:?}");
+    let error = out.error.unwrap();
+    assert!(
+        error.message.contains("WorkerLost") || error.message.contains("lost"),
+        "{error:?}"
+    );
+    assert_eq!(
+        runs.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "no body ran past its budget"
+    );
+    r.shutdown().await;
+}
+
+async fn crash_looping_work_spends_its_attempts(store: Arc<dyn Store>) {
+    a_crash_looping_task_spends_its_attempts(&store).await;
+}
+
 crate::on_every_backend!(
+    crash_looping_work_spends_its_attempts,
     a_dead_owners_lease_is_taken_over,
     shutdown_releases_running_work,
     a_completion_after_takeover_is_refused
