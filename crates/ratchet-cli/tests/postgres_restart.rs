@@ -7,8 +7,8 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{check_fanouts, postgres, start_fanouts, Worker};
-use ratchet::Store;
+use common::{check_fanouts, postgres, ratchet, start_fanouts, Worker};
+use ratchet::{Store, TaskOptions};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_ride_out_a_postgres_restart() {
@@ -31,6 +31,25 @@ async fn workers_ride_out_a_postgres_restart() {
     ];
     let store: Arc<dyn Store> = pg;
     let ids = start_fanouts(store.clone(), 100, 4, 400).await;
+    // A task that runs after the restart, and a `tasks wait` for it that is running across it.
+    let task = ratchet::Client::new(store.clone())
+        .enqueue_with(
+            "work",
+            serde_json::json!({ "ms": 10 }),
+            TaskOptions::default().delay(Duration::from_secs(3)),
+        )
+        .await
+        .unwrap()
+        .id();
+    let mut wait = ratchet(&args);
+    wait.args([
+        "tasks",
+        "wait",
+        &task.0.to_string(),
+        "--timeout-secs",
+        "120",
+    ]);
+    let waiting = tokio::task::spawn_blocking(move || wait.output());
     // Restart while activities run and turns commit.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let status = tokio::task::spawn_blocking(move || {
@@ -45,6 +64,12 @@ async fn workers_ride_out_a_postgres_restart() {
     assert!(status.success(), "restarting PostgreSQL failed");
     let restarted = Instant::now();
     let by_label = check_fanouts(store, &ids, 4, Duration::from_secs(120)).await;
+    let waited = waiting.await.unwrap().unwrap();
+    assert!(
+        waited.status.success(),
+        "`tasks wait` did not ride out the restart: {}",
+        String::from_utf8_lossy(&waited.stderr)
+    );
     println!(
         "all 100 fan-outs done {:?} after the restart; activities per worker: {by_label:?}",
         restarted.elapsed()

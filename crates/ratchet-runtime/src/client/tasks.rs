@@ -165,17 +165,24 @@ impl Client {
     }
 
     /// Waits until a task finishes (completed, dead or cancelled), for at most `timeout`.
+    /// Store errors on the way (a database restarting) do not end the wait before its deadline.
     ///
     /// # Errors
     ///
-    /// [`Error::NotFound`], [`Error::Timeout`], or a store error.
+    /// [`Error::NotFound`], [`Error::Timeout`], or the store error of the last look.
     pub async fn task_wait(&self, id: TaskId, timeout: Duration) -> Result<TaskRecord> {
         let deadline = tokio::time::Instant::now() + timeout;
         let poll = self.poll_interval.min(Duration::from_millis(100));
         loop {
-            let record = self.task(id).await?;
-            if record.state.is_finished() {
-                return Ok(record);
+            match self.task(id).await {
+                Ok(record) if record.state.is_finished() => return Ok(record),
+                Ok(_) => {}
+                // A database that is restarting does not end the wait: the next look may find
+                // it back.
+                Err(Error::Store(e)) if tokio::time::Instant::now() < deadline => {
+                    tracing::debug!(task = id.0, error = %e, "could not read the task; will look again");
+                }
+                Err(e) => return Err(e),
             }
             if tokio::time::Instant::now() >= deadline {
                 return Err(Error::Timeout(format!("task {}", id.0)));
