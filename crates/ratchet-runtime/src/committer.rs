@@ -6,7 +6,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ratchet_core::Timestamp;
 use ratchet_store::{
     CommitBatch, CompletionResult, Lease, StoreError, TaskCompletion, TaskResult, TurnCommit,
     TurnResult,
@@ -252,7 +251,7 @@ async fn flush(
     turns: Vec<(Box<TurnCommit>, TurnReply)>,
     completions: &[(TaskCompletion, Option<String>)],
 ) -> Result<(), Arc<StoreError>> {
-    let now = Timestamp::now();
+    let now = shared.now();
     let until = now.plus(shared.config.lease);
     let lease = Lease {
         owner: shared.owner.clone(),

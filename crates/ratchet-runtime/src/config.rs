@@ -61,6 +61,9 @@ pub struct RuntimeConfig {
     /// Finished standalone tasks (results and dead letters) older than this are removed;
     /// `None` keeps them.
     pub task_retention: Option<Duration>,
+    /// How often this process measures its clock's offset from the database's clock, which
+    /// leases, visibility times and timers are judged by.
+    pub clock_sync: Duration,
 }
 
 impl Default for RuntimeConfig {
@@ -82,6 +85,7 @@ impl Default for RuntimeConfig {
             maintenance_interval: Duration::from_secs(60),
             queues: BTreeMap::new(),
             task_retention: Some(Duration::from_secs(7 * 24 * 60 * 60)),
+            clock_sync: Duration::from_secs(30),
         }
     }
 }
@@ -117,6 +121,9 @@ impl RuntimeConfig {
         }
         if self.maintenance_interval.is_zero() {
             return Err("maintenance_interval must be positive".into());
+        }
+        if self.clock_sync.is_zero() {
+            return Err("clock_sync must be positive".into());
         }
         for (name, q) in &self.queues {
             ratchet_store::validate_queue_name(name)?;

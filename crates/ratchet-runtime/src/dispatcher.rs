@@ -5,7 +5,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ratchet_core::Timestamp;
 use ratchet_store::{InstanceClaim, Lease, QueueClaim, TaskClaim, ACTIVITY_QUEUE};
 
 use crate::runtime::Shared;
@@ -27,11 +26,17 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     let mut backoff = Duration::from_millis(50);
     let mut cooldown = Duration::ZERO;
     let mut woken_remotely = false;
+    // A claim judges other processes' leases by the database's clock: wait until this process
+    // knows its offset from it (the clock service measures it at start).
+    tokio::select! {
+        _ = shared.clock.synced() => {}
+        _ = shared.closed() => return,
+    }
     loop {
         if shared.is_closing() {
             return;
         }
-        let now = Timestamp::now();
+        let now = shared.now();
         let lease = Lease {
             owner: shared.owner.clone(),
             until: now.plus(shared.config.lease),
@@ -145,7 +150,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             };
             let mut until = deadline;
             if let Some(due) = [next_due, local].into_iter().flatten().min() {
-                let wait = due.since(Timestamp::now()) + Duration::from_millis(1);
+                let wait = due.since(shared.now()) + Duration::from_millis(1);
                 until = until.min(tokio::time::Instant::now() + wait);
             }
             tokio::select! {

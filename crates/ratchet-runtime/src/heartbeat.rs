@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use ratchet_core::Timestamp;
 use ratchet_store::{Fence, LeaseState, TaskId};
 
 use crate::runtime::Shared;
@@ -17,7 +16,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         if tasks.is_empty() {
             continue;
         }
-        let until = Timestamp::now().plus(shared.config.lease);
+        let until = shared.now().plus(shared.config.lease);
         match shared.store.task_heartbeat(tasks.clone(), until).await {
             Ok(states) => {
                 let mut lost = Vec::new();

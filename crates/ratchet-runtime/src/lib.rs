@@ -23,6 +23,7 @@
 mod activity;
 mod batcher;
 mod client;
+mod clock;
 mod committer;
 mod config;
 mod dispatcher;
@@ -41,6 +42,7 @@ mod worker;
 
 pub use activity::ActivityContext;
 pub use client::{Client, InstanceHandle, StartOptions, TaskRequest};
+pub use clock::{Clock, LocalClock};
 pub use config::{QueueConfig, RuntimeConfig};
 pub use error::{Error, Result};
 pub use events::{

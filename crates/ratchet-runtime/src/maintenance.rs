@@ -17,7 +17,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let now = Timestamp::now();
+        let now = shared.now();
         if let Some(retention) = instances {
             match shared.store.instance_purge(before(now, retention)).await {
                 Ok(0) => {}

@@ -3,6 +3,7 @@ use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::clock::Clock;
 use lru::LruCache;
 use ratchet_core::{Execution, ParentRef};
 use ratchet_store::{Incarnation, LeaseRelease, Store, ACTIVITY_QUEUE};
@@ -28,6 +29,8 @@ pub(crate) struct Cached {
 /// State shared by the runtime's services.
 pub(crate) struct Shared {
     pub(crate) store: Arc<dyn Store>,
+    /// The database's time as this process knows it (see `clock`).
+    pub(crate) clock: Arc<Clock>,
     pub(crate) registry: Arc<Registry>,
     pub(crate) config: RuntimeConfig,
     pub(crate) owner: String,
@@ -61,6 +64,11 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// The database's time as this process knows it.
+    pub(crate) fn now(&self) -> ratchet_core::Timestamp {
+        self.clock.now()
+    }
+
     pub(crate) fn cache_lock(&self) -> MutexGuard<'_, LruCache<String, Cached>> {
         self.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -143,10 +151,21 @@ impl Runtime {
     /// # Errors
     ///
     /// [`Error::Config`] for an invalid configuration.
-    pub fn start(
+    pub fn start(store: Arc<dyn Store>, registry: Registry, config: RuntimeConfig) -> Result<Self> {
+        Self::start_with_clock(store, registry, config, Clock::system())
+    }
+
+    /// Starts the runtime with `clock` as this host's clock (its offset from the database's
+    /// clock is measured before the first claim and then every `clock_sync`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for an invalid configuration.
+    pub fn start_with_clock(
         store: Arc<dyn Store>,
         mut registry: Registry,
         mut config: RuntimeConfig,
+        clock: Clock,
     ) -> Result<Self> {
         if config.queues.is_empty() && !registry.task_names().is_empty() {
             config
@@ -156,10 +175,12 @@ impl Runtime {
         config.validate().map_err(Error::Config)?;
         let cache_size = NonZeroUsize::new(config.cache_size).unwrap_or(NonZeroUsize::MIN);
         let (committer, rx) = Committer::new();
-        let calls = Arc::new(crate::client::Calls::new(store.clone()));
+        let clock = Arc::new(clock);
+        let calls = Arc::new(crate::client::Calls::new(store.clone(), clock.clone()));
         crate::events::register_append_activity(&mut registry, calls.clone());
         let shared = Arc::new(Shared {
             store,
+            clock,
             registry: Arc::new(registry),
             owner: format!("ratchet-{}", uuid::Uuid::new_v4()),
             cache: Mutex::new(LruCache::new(cache_size)),
@@ -188,6 +209,7 @@ impl Runtime {
         tracing::info!(owner = %shared.owner, "runtime started");
         let committer = tokio::spawn(committer::run(shared.clone(), rx));
         let mut services = vec![
+            tokio::spawn(crate::clock::run(shared.clone())),
             tokio::spawn(dispatcher::run(shared.clone())),
             tokio::spawn(heartbeat::run(shared.clone())),
             tokio::spawn(maintenance::run(shared.clone())),

@@ -28,7 +28,7 @@ pub(crate) fn spawn(shared: Arc<Shared>, claimed: ClaimedInstance) {
 }
 
 async fn run(shared: &Arc<Shared>, claimed: ClaimedInstance) {
-    let now = Timestamp::now();
+    let now = shared.now();
     let (mut cached, inbound, replay_error) = match prepare(shared, &claimed, now).await {
         Ok(p) => p,
         Err(message) => {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use ratchet_core::{ActivityError, ErrorInfo, Timestamp};
+use ratchet_core::{ActivityError, ErrorInfo};
 use ratchet_store::{ClaimedTask, TaskCompletion, TaskResult};
 use serde_json::Value;
 use tokio::sync::watch;
@@ -153,7 +153,7 @@ async fn run(
     };
     if let Some(delay) = error.snooze {
         return TaskResult::Snooze {
-            at: Timestamp::now().plus(delay),
+            at: shared.now().plus(delay),
         };
     }
     if !error.retryable {
@@ -166,7 +166,7 @@ async fn run(
             tracing::debug!(%what, name = %task.name, attempt = task.attempt, error = %error, ?delay, "attempt failed; will retry");
             TaskResult::Retry {
                 error: error.info,
-                at: Timestamp::now().plus(delay),
+                at: shared.now().plus(delay),
             }
         }
         None => TaskResult::Failed(error.info),

@@ -1,5 +1,9 @@
 -- Statements on queues. `ratchet.` is replaced with the configured schema.
 
+-- name: clock
+-- The server's clock (not the transaction's start) in milliseconds since the Unix epoch.
+SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now;
+
 -- name: queue_update
 -- $3 says whether the limits ($4 to $6) replace the old ones; they also refill the bucket.
 INSERT INTO ratchet.queues AS q (name, paused, rate_per_second, burst, concurrency)

@@ -575,6 +575,16 @@ impl Store for PostgresStore {
             .await
     }
 
+    async fn clock(&self) -> Result<Timestamp> {
+        self.call(0, |c| {
+            Box::pin(async move {
+                let row = c.one("clock", &[]).await?;
+                Ok(Timestamp(crate::convert::col::<i64>(&row, "now")?))
+            })
+        })
+        .await
+    }
+
     fn stats(&self) -> StoreStats {
         let c = &self.inner.counters;
         StoreStats {

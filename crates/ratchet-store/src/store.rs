@@ -313,6 +313,17 @@ pub trait Store: Send + Sync + 'static {
     /// [`crate::StoreError::Invalid`] for a bad query; database failures.
     async fn event_read(&self, read: EventRead) -> Result<EventPage>;
 
+    /// The database's clock, which every process's leases, visibility times and timers are
+    /// judged by (each process measures its offset from it; see the runtime's `Clock`). One
+    /// round trip on a server; the local clock on an embedded store, which has one host.
+    ///
+    /// # Errors
+    ///
+    /// Database failures.
+    async fn clock(&self) -> Result<Timestamp> {
+        Ok(Timestamp::now())
+    }
+
     /// This store's traffic counters.
     fn stats(&self) -> StoreStats;
 

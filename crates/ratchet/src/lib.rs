@@ -110,7 +110,7 @@ pub use ratchet_core::{
     OrchestrationContext, OrchestrationError, RetryPolicy, TaskError, TaskOptions, Timestamp,
 };
 pub use ratchet_runtime::{
-    append_events, ActivityContext, Appended, Client, Error, EventStore, InstanceHandle,
+    append_events, ActivityContext, Appended, Client, Clock, Error, EventStore, InstanceHandle,
     InstanceOutcome, Projection, Projector, QueueConfig, Registry, Result, Runtime, RuntimeConfig,
     StartOptions, TaskContext, TaskRequest, EVENTS_APPEND_ACTIVITY,
 };
@@ -167,6 +167,7 @@ pub struct Builder {
     store: Option<Arc<dyn Store>>,
     sqlite: Option<PathBuf>,
     postgres: Option<(String, PostgresConfig)>,
+    clock: Option<Clock>,
 }
 
 impl Builder {
@@ -191,6 +192,13 @@ impl Builder {
     /// Uses an already opened store.
     pub fn store(mut self, store: Arc<dyn Store>) -> Self {
         self.store = Some(store);
+        self
+    }
+
+    /// Reads this host's time from `clock` instead of the system clock (to test a host whose
+    /// clock is wrong: its offset from the database's clock is measured and corrected).
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = Some(clock);
         self
     }
 
@@ -295,7 +303,8 @@ impl Builder {
         let store = self.open().await?;
         let mut config = self.config;
         config.queues.extend(self.queues);
-        let runtime = Runtime::start(store, self.registry, config)?;
+        let clock = self.clock.unwrap_or_default();
+        let runtime = Runtime::start_with_clock(store, self.registry, config, clock)?;
         let client = runtime.client();
         Ok(Ratchet { runtime, client })
     }

@@ -1,6 +1,5 @@
 use std::time::Duration;
 
-use ratchet_core::Timestamp;
 use ratchet_store::{
     CreateOutcome, HistoryRecord, IfExists, InstanceFilter, InstanceRecord, Lease, NewInstance,
     NewSignal, SignalOutcome, StopOutcome,
@@ -113,7 +112,7 @@ impl Client {
             None => false,
         };
         let finished = self.watch(&id);
-        let now = Timestamp::now();
+        let now = self.calls.now().await;
         let lease = self
             .local
             .as_ref()
@@ -226,7 +225,7 @@ impl Client {
         validate_id(id)?;
         let outcome = self
             .store
-            .instance_cancel(id, reason, Timestamp::now())
+            .instance_cancel(id, reason, self.calls.now().await)
             .await?;
         self.stop_result(id, outcome)?;
         self.wake_local();
@@ -242,7 +241,7 @@ impl Client {
         validate_id(id)?;
         let outcome = self
             .store
-            .instance_terminate(id, reason, Timestamp::now())
+            .instance_terminate(id, reason, self.calls.now().await)
             .await?;
         self.stop_result(id, outcome)?;
         if let Some(shared) = &self.local {

@@ -18,6 +18,7 @@ use ratchet_store::{
 };
 
 use crate::batcher::Batcher;
+use crate::clock::Clock;
 use crate::hub::Hub;
 use crate::runtime::Shared;
 use crate::{Error, Registry, Result};
@@ -86,7 +87,7 @@ impl Client {
             handle.spawn(Hub::forward(Arc::downgrade(&hub), wakeups.finished));
         }
         Self {
-            calls: Arc::new(Calls::new(store.clone())),
+            calls: Arc::new(Calls::new(store.clone(), Arc::new(Clock::system()))),
             store,
             local: None,
             hub,
@@ -150,6 +151,8 @@ impl Client {
 /// calls of concurrent callers (see `batcher`); direct calls outside a tokio runtime.
 pub(crate) struct Calls {
     store: Arc<dyn Store>,
+    /// The database's time as this process knows it.
+    clock: Arc<Clock>,
     creates: Option<Batcher<(NewInstance, Option<Lease>), CreateOutcome>>,
     signals: Option<Batcher<NewSignal, SignalOutcome>>,
     enqueues: Option<Batcher<NewTask, EnqueueOutcome>>,
@@ -161,32 +164,52 @@ pub(crate) struct Calls {
 const MAX_MERGED: usize = 1024;
 
 impl Calls {
-    pub(crate) fn new(store: Arc<dyn Store>) -> Self {
-        let s = store.clone();
+    pub(crate) fn new(store: Arc<dyn Store>, clock: Arc<Clock>) -> Self {
+        let (s, c) = (store.clone(), clock.clone());
         let creates = Batcher::spawn(
             MAX_MERGED,
             move |items: Vec<(NewInstance, Option<Lease>)>| {
-                let store = s.clone();
-                async move { create_all(store.as_ref(), items).await }
+                let (store, clock) = (s.clone(), c.clone());
+                async move {
+                    let now = clock.now_synced(store.as_ref()).await;
+                    create_all(store.as_ref(), items, now).await
+                }
             },
         );
-        let s = store.clone();
+        let (s, c) = (store.clone(), clock.clone());
         let signals = Batcher::spawn(MAX_MERGED, move |items: Vec<NewSignal>| {
-            let store = s.clone();
-            async move { store.signal_raise(items, Timestamp::now()).await }
+            let (store, clock) = (s.clone(), c.clone());
+            async move {
+                let now = clock.now_synced(store.as_ref()).await;
+                store.signal_raise(items, now).await
+            }
         });
-        let s = store.clone();
+        let (s, c) = (store.clone(), clock.clone());
         let enqueues = Batcher::spawn(MAX_MERGED, move |items: Vec<NewTask>| {
-            let store = s.clone();
-            async move { store.task_enqueue(items, Timestamp::now()).await }
+            let (store, clock) = (s.clone(), c.clone());
+            async move {
+                let now = clock.now_synced(store.as_ref()).await;
+                store.task_enqueue(items, now).await
+            }
         });
         Self {
             store,
+            clock,
             creates,
             signals,
             enqueues,
             events: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The clock every time this process writes comes from.
+    pub(crate) fn clock(&self) -> Arc<Clock> {
+        self.clock.clone()
+    }
+
+    /// The database's time, measuring the clock's offset first if it never was.
+    pub(crate) async fn now(&self) -> Timestamp {
+        self.clock.now_synced(self.store.as_ref()).await
     }
 
     /// The event store of these calls, made on first use: the client's appends and the
@@ -206,9 +229,8 @@ impl Calls {
         let outcomes = match &self.creates {
             Some(b) => b.submit(vec![(new, lease)]).await?,
             None => {
-                self.store
-                    .instance_create(vec![new], lease, Timestamp::now())
-                    .await?
+                let now = self.now().await;
+                self.store.instance_create(vec![new], lease, now).await?
             }
         };
         Ok(outcomes.into_iter().next())
@@ -219,9 +241,8 @@ impl Calls {
         let outcomes = match &self.signals {
             Some(b) => b.submit(vec![signal]).await?,
             None => {
-                self.store
-                    .signal_raise(vec![signal], Timestamp::now())
-                    .await?
+                let now = self.now().await;
+                self.store.signal_raise(vec![signal], now).await?
             }
         };
         Ok(outcomes.into_iter().next())
@@ -231,7 +252,10 @@ impl Calls {
     pub(crate) async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<Vec<EnqueueOutcome>> {
         Ok(match &self.enqueues {
             Some(b) => b.submit(tasks).await?,
-            None => self.store.task_enqueue(tasks, Timestamp::now()).await?,
+            None => {
+                let now = self.now().await;
+                self.store.task_enqueue(tasks, now).await?
+            }
         })
     }
 }
@@ -241,8 +265,8 @@ impl Calls {
 async fn create_all(
     store: &dyn Store,
     items: Vec<(NewInstance, Option<Lease>)>,
+    now: Timestamp,
 ) -> std::result::Result<Vec<CreateOutcome>, ratchet_store::StoreError> {
-    let now = Timestamp::now();
     let lease = items.iter().find_map(|(_, l)| l.clone());
     let (leased, unleased): (Vec<_>, Vec<_>) = items
         .into_iter()

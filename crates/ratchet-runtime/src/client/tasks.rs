@@ -86,7 +86,7 @@ impl Client {
     /// [`Error::InvalidInput`] for an input that does not decode as the handler's input, a bad
     /// queue name or unique key, [`Error::PayloadTooLarge`], or a store error.
     pub async fn enqueue_many(&self, requests: Vec<TaskRequest>) -> Result<Vec<EnqueueOutcome>> {
-        let now = Timestamp::now();
+        let now = self.calls.now().await;
         let tasks = self.prepare_tasks_at(requests, now)?;
         let wakes_here = self.local.as_ref().is_some_and(|shared| {
             tasks
@@ -110,7 +110,7 @@ impl Client {
     ///
     /// As [`Client::enqueue_many`], store errors aside.
     pub fn prepare_tasks(&self, requests: Vec<TaskRequest>) -> Result<Vec<NewTask>> {
-        self.prepare_tasks_at(requests, Timestamp::now())
+        self.prepare_tasks_at(requests, self.calls.clock().now())
     }
 
     fn prepare_tasks_at(&self, requests: Vec<TaskRequest>, now: Timestamp) -> Result<Vec<NewTask>> {
@@ -150,7 +150,7 @@ impl Client {
     /// [`Error::NotFound`], or a store error.
     pub async fn task(&self, id: TaskId) -> Result<TaskRecord> {
         self.store
-            .task_get(id, Timestamp::now())
+            .task_get(id, self.calls.now().await)
             .await?
             .ok_or_else(|| Error::NotFound(format!("task {}", id.0)))
     }
@@ -161,7 +161,7 @@ impl Client {
     ///
     /// A store error.
     pub async fn tasks(&self, filter: TaskFilter) -> Result<Vec<TaskRecord>> {
-        Ok(self.store.task_list(filter, Timestamp::now()).await?)
+        Ok(self.store.task_list(filter, self.calls.now().await).await?)
     }
 
     /// Waits until a task finishes (completed, dead or cancelled), for at most `timeout`.
@@ -233,7 +233,7 @@ impl Client {
     ) -> Result<TaskActionOutcome> {
         let outcome = self
             .store
-            .task_act(vec![id], action, Timestamp::now())
+            .task_act(vec![id], action, self.calls.now().await)
             .await?
             .pop();
         match outcome {
@@ -315,6 +315,6 @@ impl Client {
     ///
     /// A store error.
     pub async fn queues(&self) -> Result<Vec<QueueStats>> {
-        Ok(self.store.queue_stats(Timestamp::now()).await?)
+        Ok(self.store.queue_stats(self.calls.now().await).await?)
     }
 }

@@ -365,7 +365,80 @@ async fn crash_looping_work_spends_its_attempts(store: Arc<dyn Store>) {
     a_crash_looping_task_spends_its_attempts(&store).await;
 }
 
+/// A runtime whose host clock is `skew_ms` off the true time.
+async fn skewed(
+    store: &Arc<dyn Store>,
+    label: &'static str,
+    skew_ms: i64,
+    runs: Arc<std::sync::atomic::AtomicU32>,
+) -> Ratchet {
+    async fn fan(ctx: OrchestrationContext, n: u32) -> Result<Vec<String>, OrchestrationError> {
+        let steps = (0..n).map(|i| ctx.activity::<String>("slow", i));
+        ratchet::join_all(steps).await.into_iter().collect()
+    }
+    let clock =
+        ratchet::Clock::with_local(Arc::new(move || Timestamp(Timestamp::now().0 + skew_ms)));
+    start(store, move |b| {
+        b.clock(clock).orchestration("fan", fan).activity(
+            "slow",
+            move |_ctx: ActivityContext, _: u32| {
+                let runs = runs.clone();
+                async move {
+                    runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    // Longer than a lease: only heartbeats keep it.
+                    tokio::time::sleep(Duration::from_millis(2500)).await;
+                    Ok::<_, ActivityError>(label.to_string())
+                }
+            },
+        )
+    })
+    .await
+}
+
+/// Leases are judged on the database's clock: a process whose clock runs 20 s ahead does not
+/// take over a live process's leases, and one whose clock runs 20 s behind does not write
+/// leases that the others see as expired. Each activity body runs once.
+async fn leases_hold_whatever_a_hosts_clock_says(
+    store: &Arc<dyn Store>,
+    holder_skew_ms: i64,
+    other_skew_ms: i64,
+) {
+    let holder_runs = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let other_runs = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let holder = skewed(store, "holder", holder_skew_ms, holder_runs.clone()).await;
+    let other = skewed(store, "other", other_skew_ms, other_runs.clone()).await;
+    // Started by the holder's client: its runtime leases the activities eagerly.
+    let out: Vec<String> = holder
+        .client()
+        .start("fan", 8u32)
+        .await
+        .unwrap()
+        .wait(WAIT)
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    let ran = |r: &Arc<std::sync::atomic::AtomicU32>| r.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(
+        (ran(&holder_runs), ran(&other_runs)),
+        (8, 0),
+        "every activity ran once, in the process that held its lease: {out:?}"
+    );
+    other.shutdown().await;
+    holder.shutdown().await;
+}
+
+async fn a_clock_running_ahead_takes_no_live_lease(store: Arc<dyn Store>) {
+    leases_hold_whatever_a_hosts_clock_says(&store, 0, 20_000).await;
+}
+
+async fn a_clock_running_behind_writes_no_expired_lease(store: Arc<dyn Store>) {
+    leases_hold_whatever_a_hosts_clock_says(&store, -20_000, 0).await;
+}
+
 crate::on_every_backend!(
+    a_clock_running_ahead_takes_no_live_lease,
+    a_clock_running_behind_writes_no_expired_lease,
     crash_looping_work_spends_its_attempts,
     a_dead_owners_lease_is_taken_over,
     shutdown_releases_running_work,
