@@ -61,6 +61,11 @@ pub struct RuntimeConfig {
     /// Finished standalone tasks (results and dead letters) older than this are removed;
     /// `None` keeps them.
     pub task_retention: Option<Duration>,
+    /// How long after expiring this process's leases stay its own while it says it is alive
+    /// (on a connection of its own): a database stall shorter than this (a table lock, a slow
+    /// statement) costs no lease and runs nothing twice. A lease it holds without knowing (its
+    /// claim's answer was lost) is taken over after `lease` plus this.
+    pub stall_grace: Duration,
     /// How often this process measures its clock's offset from the database's clock, which
     /// leases, visibility times and timers are judged by.
     pub clock_sync: Duration,
@@ -86,6 +91,7 @@ impl Default for RuntimeConfig {
             queues: BTreeMap::new(),
             task_retention: Some(Duration::from_secs(7 * 24 * 60 * 60)),
             clock_sync: Duration::from_secs(30),
+            stall_grace: Duration::from_secs(120),
         }
     }
 }

@@ -31,6 +31,7 @@ mod error;
 mod events;
 mod heartbeat;
 mod hub;
+mod liveness;
 mod maintenance;
 mod notifier;
 mod registry;

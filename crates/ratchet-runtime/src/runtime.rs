@@ -212,6 +212,7 @@ impl Runtime {
             tokio::spawn(crate::clock::run(shared.clone())),
             tokio::spawn(dispatcher::run(shared.clone())),
             tokio::spawn(heartbeat::run(shared.clone())),
+            tokio::spawn(crate::liveness::run(shared.clone())),
             tokio::spawn(maintenance::run(shared.clone())),
         ];
         if let Some(wakeups) = shared.store.wakeups() {
@@ -305,6 +306,10 @@ impl Runtime {
             .take();
         if let Some(handle) = handle {
             let _ = handle.await;
+        }
+        // Whatever this process still holds may be taken over once its lease expires.
+        if let Err(e) = self.shared.store.worker_gone(&self.shared.owner).await {
+            tracing::debug!(error = %e, "could not say this process is gone; that lapses on its own");
         }
         tracing::info!(owner = %self.shared.owner, "runtime stopped");
     }

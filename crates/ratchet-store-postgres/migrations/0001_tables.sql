@@ -131,3 +131,14 @@ CREATE TABLE ratchet.queues (
     tokens          double precision,
     refilled_at     bigint
 );
+
+-- Processes that say they are alive: while one is, its expired leases are not taken over
+-- (a stall kept it from renewing them, not a crash).
+CREATE TABLE ratchet.workers (
+    id          text PRIMARY KEY,
+    alive_until bigint NOT NULL,
+    -- How long after expiring its leases stay its own while it is alive.
+    stall_grace bigint NOT NULL,
+    started_at  bigint NOT NULL,
+    seen_at     bigint NOT NULL
+);

@@ -97,6 +97,12 @@ BEGIN
                 SELECT t.id FROM ratchet.tasks t
                 WHERE t.queue = v_queue AND t.ready_at <= p_now AND t.name = ANY (p_names)
                   AND NOT t.cancel_requested
+                  -- An expired lease is taken over only once its process no longer says it
+                  -- is alive (a stall, not a crash, kept it from renewing).
+                  AND (t.lease_owner IS NULL OR NOT EXISTS (
+                      SELECT 1 FROM ratchet.workers w
+                      WHERE w.id = t.lease_owner AND w.alive_until >= p_now
+                        AND t.lease_until >= p_now - w.stall_grace))
                 ORDER BY t.priority, t.ready_at, t.id
                 LIMIT v_limit
                 FOR NO KEY UPDATE SKIP LOCKED)

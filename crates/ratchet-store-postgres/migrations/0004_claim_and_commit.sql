@@ -30,7 +30,11 @@ BEGIN
             FROM (SELECT DISTINCT b.instance FROM ratchet.inbox b WHERE b.visible_at <= p_now) w
             JOIN ratchet.instances i ON i.id = w.instance
             WHERE i.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated')
-              AND (i.lease_until IS NULL OR i.lease_until < p_now)
+              AND (i.lease_until IS NULL
+                   OR (i.lease_until < p_now AND NOT EXISTS (
+                       SELECT 1 FROM ratchet.workers w
+                       WHERE w.id = i.lease_owner AND w.alive_until >= p_now
+                         AND i.lease_until >= p_now - w.stall_grace)))
               AND EXISTS (
                   SELECT 1 FROM unnest(p_reg_name, p_reg_version) AS r(name, version)
                   WHERE r.name = i.name AND (i.version IS NULL OR i.version = r.version))
@@ -434,7 +438,11 @@ BEGIN
             WHERE i.id = ANY (ARRAY(SELECT DISTINCT b.instance FROM ratchet.inbox b
                                     WHERE b.instance = ANY (p_lock) AND b.visible_at <= p_now))
               AND i.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated')
-              AND (i.lease_until IS NULL OR i.lease_until < p_now)
+              AND (i.lease_until IS NULL
+                   OR (i.lease_until < p_now AND NOT EXISTS (
+                       SELECT 1 FROM ratchet.workers w
+                       WHERE w.id = i.lease_owner AND w.alive_until >= p_now
+                         AND i.lease_until >= p_now - w.stall_grace)))
             RETURNING i.id, i.name, i.version, i.execution, i.history_len, i.fence,
                       i.incarnation)
         SELECT coalesce(array_agg(id), '{}'), coalesce(array_agg(name), '{}'),

@@ -12,13 +12,13 @@ use ratchet_store::{
     InstanceFilter, InstanceRecord, Lease, LeaseRelease, LeaseState, NamedQueries, NewInstance,
     NewSignal, NewTask, QueueStats, QueueUpdate, Result, SignalOutcome, StopOutcome, Store,
     StoreError, StoreStats, TaskAction, TaskActionOutcome, TaskClaim, TaskFilter, TaskId,
-    TaskRecord, WakeupSender, Wakeups,
+    TaskRecord, WakeupSender, Wakeups, WorkerAlive,
 };
 use tokio::task::JoinHandle;
 use tokio_postgres::{NoTls, Row};
 
 use crate::convert::{db_err, pool_err, Failure, Res};
-use crate::param::Param;
+use crate::param::{p, Param};
 use crate::{commit, event, instance, listen, migrate, queue, task, PostgresConfig};
 
 /// The named statements of this backend, from `sql/*.sql`, for `schema`.
@@ -30,6 +30,7 @@ fn queries(schema: &str) -> NamedQueries {
         include_str!("../sql/commit.sql"),
         include_str!("../sql/queues.sql"),
         include_str!("../sql/events.sql"),
+        include_str!("../sql/workers.sql"),
     ])
     .map(|sql| migrate::in_schema(sql, schema))
 }
@@ -52,6 +53,9 @@ impl Drop for AbortOnDrop {
 
 struct Inner {
     pool: Pool,
+    /// One connection of its own for saying this process is alive, so that a pool whose
+    /// connections all wait behind a lock cannot keep it from being heard.
+    lifeline: Pool,
     sql: NamedQueries,
     config: PostgresConfig,
     counters: Counters,
@@ -183,21 +187,25 @@ impl PostgresStore {
         if pg.get_keepalives_idle() == Duration::from_secs(2 * 60 * 60) {
             pg.keepalives_idle(Duration::from_secs(30));
         }
-        let manager = Manager::from_config(
-            pg.clone(),
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(config.pool_size)
-            .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(config.connect_timeout))
-            .create_timeout(Some(config.connect_timeout))
-            .recycle_timeout(Some(config.connect_timeout))
-            .build()
-            .map_err(|e| StoreError::Invalid(format!("connection pool: {e}")))?;
+        let pool_of = |size: usize| {
+            let manager = Manager::from_config(
+                pg.clone(),
+                NoTls,
+                ManagerConfig {
+                    recycling_method: RecyclingMethod::Fast,
+                },
+            );
+            Pool::builder(manager)
+                .max_size(size)
+                .runtime(Runtime::Tokio1)
+                .wait_timeout(Some(config.connect_timeout))
+                .create_timeout(Some(config.connect_timeout))
+                .recycle_timeout(Some(config.connect_timeout))
+                .build()
+                .map_err(|e| StoreError::Invalid(format!("connection pool: {e}")))
+        };
+        let pool = pool_of(config.pool_size)?;
+        let lifeline = pool_of(1)?;
         {
             let mut client = pool.get().await.map_err(pool_err)?;
             if config.migrate {
@@ -216,6 +224,7 @@ impl PostgresStore {
         Ok(Self {
             inner: Arc::new(Inner {
                 pool,
+                lifeline,
                 sql: queries(&config.schema),
                 config,
                 counters: Counters::default(),
@@ -573,6 +582,53 @@ impl Store for PostgresStore {
         let read = &read;
         self.call(0, |c| Box::pin(async move { event::read(&c, read).await }))
             .await
+    }
+
+    async fn worker_alive(&self, alive: WorkerAlive) -> Result<()> {
+        let grace = i64::try_from(alive.stall_grace.as_millis()).unwrap_or(i64::MAX);
+        // On the lifeline, not the pool; bounded by the connect timeout, so a stuck server
+        // cannot hold the caller's loop for long.
+        let timeout = self.inner.config.connect_timeout;
+        let said = async {
+            let client = self.inner.lifeline.get().await.map_err(pool_err)?;
+            let conn = Conn {
+                client,
+                store: self.inner.clone(),
+            };
+            conn.query(
+                "worker_alive",
+                &[
+                    p(&alive.owner),
+                    p(&alive.until.0),
+                    p(&alive.now.0),
+                    p(&grace),
+                ],
+            )
+            .await
+            .map_err(Failure::into_store)
+        };
+        self.inner
+            .counters
+            .round_trips
+            .fetch_add(1, Ordering::Relaxed);
+        match tokio::time::timeout(timeout, said).await {
+            Ok(result) => result.map(drop),
+            Err(_) => Err(StoreError::backend(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("the database did not answer within {timeout:?}"),
+            ))),
+        }
+    }
+
+    async fn worker_gone(&self, owner: &str) -> Result<()> {
+        self.call(1, |c| {
+            Box::pin(async move {
+                c.then_notify(true, c.query("worker_gone", &[p(&owner)]))
+                    .await
+                    .map(drop)
+            })
+        })
+        .await
     }
 
     async fn clock(&self) -> Result<Timestamp> {

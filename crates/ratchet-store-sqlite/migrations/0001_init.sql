@@ -71,3 +71,14 @@ CREATE TABLE tasks (
 );
 CREATE INDEX tasks_by_visible ON tasks (visible_at, id);
 CREATE INDEX tasks_by_instance ON tasks (instance);
+
+-- Processes that say they are alive: while one is, its expired leases are not taken over
+-- (a stall kept it from renewing them, not a crash).
+CREATE TABLE workers (
+    id          TEXT PRIMARY KEY,
+    alive_until INTEGER NOT NULL,
+    -- How long after expiring its leases stay its own while it is alive.
+    stall_grace INTEGER NOT NULL,
+    started_at  INTEGER NOT NULL,
+    seen_at     INTEGER NOT NULL
+);

@@ -16,7 +16,10 @@ RETURNING fence, incarnation;
 SELECT i.id FROM instances i
 WHERE i.id IN (SELECT b.instance FROM inbox b WHERE b.visible_at <= ?1)
   AND i.status IN ('Pending', 'Running', 'ContinuedAsNew')
-  AND (i.lease_until IS NULL OR i.lease_until < ?1)
+  AND (i.lease_until IS NULL
+       OR (i.lease_until < ?1 AND NOT EXISTS (
+           SELECT 1 FROM workers w WHERE w.id = i.lease_owner AND w.alive_until >= ?1
+             AND i.lease_until >= ?1 - w.stall_grace)))
   AND EXISTS (
       SELECT 1 FROM json_each(?2) r
       WHERE json_extract(r.value, '$.name') = i.name
@@ -29,7 +32,10 @@ LIMIT ?3;
 UPDATE instances SET lease_owner = ?2, lease_until = ?3, fence = fence + 1
 WHERE id = ?1
   AND status IN ('Pending', 'Running', 'ContinuedAsNew')
-  AND (lease_until IS NULL OR lease_until < ?4)
+  AND (lease_until IS NULL
+       OR (lease_until < ?4 AND NOT EXISTS (
+           SELECT 1 FROM workers w WHERE w.id = instances.lease_owner AND w.alive_until >= ?4
+             AND instances.lease_until >= ?4 - w.stall_grace)))
   AND EXISTS (SELECT 1 FROM inbox b WHERE b.instance = ?1 AND b.visible_at <= ?4)
 RETURNING name, version, execution, history_len, fence, incarnation;
 

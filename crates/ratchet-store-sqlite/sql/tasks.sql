@@ -9,12 +9,16 @@ RETURNING id, fence, attempt;
 SELECT id FROM tasks WHERE unique_key = ?1;
 
 -- name: task_ready
--- The tasks a claim takes from one queue, in the order they should run.
+-- The tasks a claim takes from one queue, in the order they should run. An expired lease
+-- is taken over only once its process no longer says it is alive.
 SELECT id FROM tasks
 WHERE queue = ?1
   AND ready_at <= ?2
   AND cancel_requested = 0
   AND name IN (SELECT value FROM json_each(?3))
+  AND (lease_owner IS NULL OR NOT EXISTS (
+      SELECT 1 FROM workers w WHERE w.id = tasks.lease_owner AND w.alive_until >= ?2
+        AND tasks.lease_until >= ?2 - w.stall_grace))
 ORDER BY priority, ready_at, id
 LIMIT ?4;
 
@@ -32,7 +36,10 @@ SELECT EXISTS (
     WHERE queue = ?1
       AND ready_at <= ?2
       AND cancel_requested = 0
-      AND name IN (SELECT value FROM json_each(?3)));
+      AND name IN (SELECT value FROM json_each(?3))
+      AND (lease_owner IS NULL OR NOT EXISTS (
+          SELECT 1 FROM workers w WHERE w.id = tasks.lease_owner AND w.alive_until >= ?2
+            AND tasks.lease_until >= ?2 - w.stall_grace)));
 
 -- name: task_running_count
 SELECT count(*) FROM tasks WHERE queue = ?1 AND lease_until > ?2;

@@ -10,7 +10,7 @@ use ratchet_store::{
     InstanceFilter, InstanceRecord, Lease, LeaseRelease, LeaseState, NamedQueries, NewInstance,
     NewSignal, NewTask, QueueStats, QueueUpdate, Result, SignalOutcome, StopOutcome, Store,
     StoreError, StoreStats, TaskAction, TaskActionOutcome, TaskClaim, TaskFilter, TaskId,
-    TaskRecord, WakeupSender, Wakeups,
+    TaskRecord, WakeupSender, Wakeups, WorkerAlive,
 };
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
@@ -28,6 +28,7 @@ fn queries() -> &'static NamedQueries {
             include_str!("../sql/tasks.sql"),
             include_str!("../sql/queues.sql"),
             include_str!("../sql/events.sql"),
+            include_str!("../sql/workers.sql"),
         ])
     })
 }
@@ -268,6 +269,43 @@ impl Store for SqliteStore {
 
     async fn task_purge(&self, before: Timestamp) -> Result<u64> {
         self.write(move |tx| task::purge(tx, before)).await
+    }
+
+    async fn worker_alive(&self, alive: WorkerAlive) -> Result<()> {
+        let WorkerAlive {
+            owner,
+            until,
+            stall_grace,
+            now,
+        } = alive;
+        let grace = i64::try_from(stall_grace.as_millis()).unwrap_or(i64::MAX);
+        self.write(move |tx| {
+            tx.prepare_cached(sql("worker_forget_silent"))
+                .map_err(db_err)?
+                .execute([now.0])
+                .map_err(db_err)?;
+            tx.prepare_cached(sql("worker_alive"))
+                .map_err(db_err)?
+                .execute(rusqlite::params![owner, until.0, now.0, grace])
+                .map_err(db_err)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn worker_gone(&self, owner: &str) -> Result<()> {
+        let owner = owner.to_string();
+        self.write(move |tx| {
+            tx.prepare_cached(sql("worker_gone"))
+                .map_err(db_err)?
+                .execute([owner])
+                .map_err(db_err)?;
+            Ok(())
+        })
+        .await?;
+        // Its leases may be ready for others now.
+        self.wakeups.work_ready();
+        Ok(())
     }
 
     async fn lease_release(&self, release: LeaseRelease) -> Result<()> {

@@ -54,7 +54,7 @@ pub use queue::{
 pub use sql::NamedQueries;
 pub use store::{
     InstanceClaim, InstanceClaimed, LeaseRelease, QueueClaim, Registered, Store, StoreStats,
-    TaskClaim,
+    TaskClaim, WorkerAlive,
 };
 pub use task::{
     ClaimedTask, NewTask, TaskCompletion, TaskId, TaskOwner, TaskResult, ACTIVITY_QUEUE,

@@ -85,6 +85,19 @@ impl TaskClaim {
     }
 }
 
+/// Parameters of [`Store::worker_alive`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerAlive {
+    /// The process (the owner named in its leases).
+    pub owner: String,
+    /// Alive until then unless it says so again.
+    pub until: Timestamp,
+    /// How long after expiring its leases stay its own while it is alive.
+    pub stall_grace: std::time::Duration,
+    /// The time of the call.
+    pub now: Timestamp,
+}
+
 /// Leases to give back (graceful shutdown).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LeaseRelease {
@@ -220,6 +233,28 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// Database failures.
     async fn task_purge(&self, before: Timestamp) -> Result<u64>;
+
+    /// Records that a process is alive until `alive.until`. While it is, no claim takes over
+    /// a lease it holds that expired less than `alive.stall_grace` ago: its work waits for
+    /// it. So a database stall (a table lock, a slow statement) that keeps it from renewing
+    /// its leases or committing its results costs it no lease and runs nothing twice; a
+    /// process that dies stops saying it is alive, and its work is taken over once both have
+    /// expired; a lease it holds without knowing it (its claim's answer was lost) is taken
+    /// over after the grace. One round trip, on a connection of its own where the backend
+    /// pools them, so a pool stuck behind a lock cannot delay it.
+    ///
+    /// # Errors
+    ///
+    /// Database failures.
+    async fn worker_alive(&self, alive: WorkerAlive) -> Result<()>;
+
+    /// Forgets process `owner` (at shutdown, once it gave its leases back): whatever it still
+    /// holds is taken over as soon as its leases expire. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures.
+    async fn worker_gone(&self, owner: &str) -> Result<()>;
 
     /// Gives leases back so other processes can take the work at once. One round trip.
     ///

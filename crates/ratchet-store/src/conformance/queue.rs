@@ -393,6 +393,93 @@ pub async fn late_completions_after_a_rearm_are_refused(store: &dyn Store) {
     assert_eq!((rec.state, rec.output), (TaskState::Available, None));
 }
 
+/// `owner` is alive until `until`, keeping its expired leases for 10 minutes.
+fn alive(owner: &str, until: Timestamp, now: Timestamp) -> crate::WorkerAlive {
+    crate::WorkerAlive {
+        owner: owner.into(),
+        until,
+        stall_grace: Duration::from_secs(600),
+        now,
+    }
+}
+
+/// An expired lease of a process that says it is alive is not taken over (a database stall
+/// kept it from renewing); once the process stops saying so, or says it is gone, it is.
+pub async fn live_owners_keep_their_expired_leases(store: &dyn Store) {
+    enqueue(store, vec![job(1), job(2)]).await;
+    let held = take(store, "w1", 1, T0).await;
+    assert_eq!(held.len(), 1);
+    let alive_until = T0.plus(Duration::from_secs(120));
+    store
+        .worker_alive(alive("w1", alive_until, T0))
+        .await
+        .unwrap();
+    let later = T0.plus(Duration::from_secs(60));
+    let taken = take(store, "w2", 10, later).await;
+    assert_eq!(
+        taken.iter().map(|t| t.attempt).collect::<Vec<_>>(),
+        [1],
+        "only the free task, not w1's expired lease"
+    );
+    let after = alive_until.plus(Duration::from_secs(1));
+    let taken = take(store, "w3", 10, after).await;
+    assert!(
+        taken.iter().any(|t| (t.id, t.attempt) == (held[0].id, 2)),
+        "w1 stopped saying it is alive: its lease is taken over: {taken:?}"
+    );
+    store
+        .worker_alive(alive("w3", after.plus(Duration::from_secs(600)), after))
+        .await
+        .unwrap();
+    let much_later = after.plus(Duration::from_secs(60));
+    assert!(
+        take(store, "w4", 10, much_later).await.is_empty(),
+        "w3 is alive"
+    );
+    store.worker_gone("w3").await.unwrap();
+    let gone = take(store, "w4", 10, much_later).await;
+    assert_eq!(
+        gone.len(),
+        taken.len(),
+        "w3 is gone: its leases are taken over"
+    );
+    // A lease its live owner has not renewed for longer than its grace (it does not know it
+    // holds it) is taken over too.
+    let forever = much_later.plus(Duration::from_secs(100_000));
+    store
+        .worker_alive(alive("w4", forever, much_later))
+        .await
+        .unwrap();
+    let past_grace = much_later.plus(Duration::from_secs(30 + 601));
+    assert_eq!(
+        take(store, "w5", 10, past_grace).await.len(),
+        gone.len(),
+        "past its grace, a live owner's expired lease is taken over"
+    );
+    // Instances the same way.
+    start(store, "i").await;
+    let c = claim(store, "p1", T0).await;
+    assert_eq!(c.len(), 1);
+    store
+        .worker_alive(alive("p1", alive_until, T0))
+        .await
+        .unwrap();
+    store
+        .signal_raise(
+            vec![crate::NewSignal {
+                instance: "i".into(),
+                name: "s".into(),
+                payload: json!(1),
+                dedup_id: None,
+            }],
+            T0,
+        )
+        .await
+        .unwrap();
+    assert!(claim(store, "p2", later).await.is_empty(), "p1 is alive");
+    assert_eq!(claim(store, "p2", after).await.len(), 1, "p1 is not");
+}
+
 pub async fn paused_queues_start_nothing(store: &dyn Store) {
     enqueue(store, vec![job(1)]).await;
     let pause = |paused| QueueUpdate {

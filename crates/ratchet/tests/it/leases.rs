@@ -444,3 +444,97 @@ crate::on_every_backend!(
     shutdown_releases_running_work,
     a_completion_after_takeover_is_refused
 );
+
+/// A session holds `LOCK TABLE tasks IN ACCESS EXCLUSIVE MODE` for four leases' time while two
+/// runtimes work a queue: their renewals and completions wait behind it, but they keep saying
+/// they are alive on a connection of their own, so no lease is taken over, no task runs twice,
+/// and both resume by themselves when the lock goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_lock_costs_no_lease_and_reruns_nothing() {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    // Calls give up after 2 s, as they would after 30 s by default: the lock outlasts them.
+    let config = ratchet::PostgresConfig {
+        call_timeout: Duration::from_secs(2),
+        ..ratchet::PostgresConfig::default()
+    };
+    let Some(pg) = ratchet_store_postgres::testing::fresh_store_with(config).await else {
+        return;
+    };
+    let schema = pg.config().schema.clone();
+    let store: Arc<dyn Store> = Arc::new(pg);
+    let runs: Arc<Mutex<HashMap<i64, u32>>> = Arc::default();
+    let worker = |runs: Arc<Mutex<HashMap<i64, u32>>>| {
+        move |ctx: TaskContext, ms: u64| {
+            let runs = runs.clone();
+            async move {
+                *runs.lock().unwrap().entry(ctx.id()).or_default() += 1;
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                Ok::<_, TaskError>(ctx.attempt())
+            }
+        }
+    };
+    // A grace longer than the lock; a lease nobody knows it holds (a claim whose answer was
+    // lost to the timeout) is taken over after it.
+    let config = RuntimeConfig {
+        stall_grace: Duration::from_secs(8),
+        ..fast()
+    };
+    let (r1, r2, c1) = (runs.clone(), runs.clone(), config.clone());
+    let a = start(&store, move |b| {
+        b.config(c1).task("work", worker(r1)).queue("default", 8)
+    })
+    .await;
+    let b = start(&store, move |b| {
+        b.config(config)
+            .task("work", worker(r2))
+            .queue("default", 8)
+    })
+    .await;
+    // The first ones run through the lock and past it; the others queue behind them.
+    let requests = (0..300)
+        .map(|i| ratchet::TaskRequest::new("work", if i < 8 { 9_000u64 } else { 100 }).unwrap())
+        .collect();
+    let ids: Vec<ratchet::TaskId> = a
+        .client()
+        .enqueue_many(requests)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.id())
+        .collect();
+    // Once work is under way, lock the table for 6 s: four times the 1.5 s lease.
+    while runs.lock().unwrap().len() < 20 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let url = ratchet_store_postgres::testing::database_url().unwrap();
+    let (mut locker, connection) = ratchet_store_postgres::tokio_postgres::connect(
+        &url,
+        ratchet_store_postgres::tokio_postgres::NoTls,
+    )
+    .await
+    .unwrap();
+    tokio::spawn(connection);
+    let tx = locker.transaction().await.unwrap();
+    tx.batch_execute(&format!(
+        "LOCK TABLE {schema}.tasks IN ACCESS EXCLUSIVE MODE"
+    ))
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    tx.commit().await.unwrap();
+    for id in &ids {
+        let done = a
+            .client()
+            .task_wait(*id, Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert_eq!(done.state, TaskState::Completed, "task {}", id.0);
+    }
+    let runs = runs.lock().unwrap().clone();
+    let twice: Vec<_> = runs.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "tasks run more than once: {twice:?}");
+    assert_eq!(runs.len(), ids.len());
+    a.shutdown().await;
+    b.shutdown().await;
+}
