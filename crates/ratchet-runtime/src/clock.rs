@@ -85,9 +85,7 @@ impl Clock {
         let before = (self.local)();
         let db = store.clock().await?;
         let after = (self.local)();
-        // The database read its clock somewhere in the round trip: assume the middle.
-        let local = before.0 + (after.0 - before.0) / 2;
-        let offset = db.0 - local;
+        let offset = offset_of(before, db, after);
         let previous = self.offset_ms.swap(offset, Ordering::Relaxed);
         if !self.synced.swap(true, Ordering::AcqRel) || (previous - offset).abs() > 1_000 {
             tracing::debug!(
@@ -122,6 +120,14 @@ impl Clock {
     }
 }
 
+/// How far `db` (read by the database during a round trip that began at `before` and ended
+/// at `after` on the local clock) is ahead of the local clock. The database read its clock
+/// somewhere in the round trip: assume the middle.
+fn offset_of(before: Timestamp, db: Timestamp, after: Timestamp) -> i64 {
+    let local = before.0 + (after.0 - before.0) / 2;
+    db.0 - local
+}
+
 /// The clock service: measures the offset at once (retrying until the store answers), then
 /// every `clock_sync`.
 pub(crate) async fn run(shared: Arc<Shared>) {
@@ -136,7 +142,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         };
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
-            _ = shared.closed() => return,
+            _ = shared.lifecycle.closed() => return,
         }
     }
 }
@@ -144,6 +150,17 @@ pub(crate) async fn run(shared: Arc<Shared>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_offset_is_measured_from_the_middle_of_the_round_trip() {
+        // The database's clock reads 10_050 halfway through a 100 ms round trip that began at
+        // 30_000 on a local clock 20 s ahead.
+        assert_eq!(
+            offset_of(Timestamp(30_000), Timestamp(10_050), Timestamp(30_100)),
+            -20_000
+        );
+        assert_eq!(offset_of(Timestamp(5), Timestamp(5), Timestamp(5)), 0);
+    }
 
     #[test]
     fn a_shifted_local_clock_reads_the_offset_corrected_time() {

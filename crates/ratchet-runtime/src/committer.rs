@@ -14,7 +14,6 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
 use crate::runtime::Shared;
-use crate::turn;
 
 /// Where a turn's outcome goes back to its runner.
 type TurnReply = oneshot::Sender<Result<TurnResult, Arc<StoreError>>>;
@@ -133,7 +132,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
             && completions.iter().any(|(_, instance)| {
                 instance
                     .as_deref()
-                    .is_some_and(|i| shared.running.activity_of(i))
+                    .is_some_and(|i| shared.capacity.running.activity_of(i))
             })
         {
             match tokio::time::timeout_at(linger_until, rx.recv()).await {
@@ -257,10 +256,9 @@ async fn flush(
         owner: shared.owner.clone(),
         until,
     };
-    let lock_instances: Vec<String> = if shared.is_closing() {
+    let lock_instances: Vec<String> = if shared.lifecycle.is_closing() {
         Vec::new()
     } else {
-        let cache = shared.cache_lock();
         // Instances cached here that may have new events: those receiving completions, and
         // those whose turn commits now (events may have arrived during the turn). And those
         // continuing as new, whose next execution starts from nothing, so needs no cache.
@@ -272,13 +270,13 @@ async fn flush(
             .iter()
             .filter(|(t, _)| t.continue_as_new.is_some())
             .map(|(t, _)| t.instance.clone());
-        let mut ids: Vec<String> = completions
-            .iter()
-            .filter_map(|(_, i)| i.clone())
-            .chain(running_turns)
-            .filter(|i| cache.contains(i))
-            .chain(continued)
-            .collect();
+        let mut ids = shared.cache.cached_of(
+            completions
+                .iter()
+                .filter_map(|(_, i)| i.clone())
+                .chain(running_turns),
+        );
+        ids.extend(continued);
         ids.sort();
         ids.dedup();
         ids
@@ -288,8 +286,8 @@ async fn flush(
     let batch = CommitBatch {
         turns: turn_items,
         completions: completions.iter().map(|(c, _)| c.clone()).collect(),
-        task_lease: (!shared.is_closing()).then(|| lease.clone()),
-        task_capacity: u32::try_from(shared.activity_room()).unwrap_or(u32::MAX),
+        task_lease: (!shared.lifecycle.is_closing()).then(|| lease.clone()),
+        task_capacity: u32::try_from(shared.capacity.activity_room()).unwrap_or(u32::MAX),
         lock_instances: lock_instances.clone(),
         instance_lease: Some(lease),
         now,
@@ -310,7 +308,7 @@ async fn flush(
     // A retry is due at its backoff time: the dispatcher wakes for it then, not at its poll.
     for ((c, _), result) in completions.iter().zip(&outcome.completions) {
         if let (TaskResult::Retry { at, .. }, CompletionResult::Applied) = (&c.result, result) {
-            shared.timer_committed(*at);
+            shared.wake.timer_committed(*at);
         }
     }
     let stale = outcome
@@ -322,7 +320,7 @@ async fn flush(
         tracing::debug!(stale, "completions refused for a lost lease");
     }
     for claimed in outcome.locked {
-        turn::spawn(shared.clone(), claimed);
+        shared.run_turn(claimed);
     }
     Ok(())
 }

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ratchet_core::Timestamp;
 use ratchet_store::{InstanceClaim, Lease, QueueClaim, TaskClaim, ACTIVITY_QUEUE};
 
 use crate::runtime::Shared;
@@ -12,7 +13,7 @@ use crate::runtime::Shared;
 /// The longest a worker that keeps losing claim races waits before answering another
 /// process's hint (it still answers its own work at once, and polls as usual).
 const MAX_COOLDOWN: Duration = Duration::from_millis(8);
-use crate::{turn, worker};
+use crate::worker;
 
 pub(crate) async fn run(shared: Arc<Shared>) {
     let orchestrations = shared.registry.registered_orchestrations();
@@ -30,10 +31,10 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     // knows its offset from it (the clock service measures it at start).
     tokio::select! {
         _ = shared.clock.synced() => {}
-        _ = shared.closed() => return,
+        _ = shared.lifecycle.closed() => return,
     }
     loop {
-        if shared.is_closing() {
+        if shared.lifecycle.is_closing() {
             return;
         }
         let now = shared.now();
@@ -51,16 +52,16 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             0
         } else {
             shared
-                .orchestration_slots
-                .available_permits()
+                .capacity
+                .orchestration_room()
                 .min(shared.config.commit_batch)
         };
         let mut queues = Vec::new();
         if !activities.is_empty() {
-            queues.push((ACTIVITY_QUEUE.to_string(), shared.activity_room()));
+            queues.push((ACTIVITY_QUEUE.to_string(), shared.capacity.activity_room()));
         }
         for queue in shared.config.queues.keys() {
-            queues.push((queue.clone(), shared.queue_room(queue)));
+            queues.push((queue.clone(), shared.capacity.queue_room(queue)));
         }
         for (_, room) in &mut queues {
             *room = (*room).min(shared.config.commit_batch);
@@ -68,9 +69,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         let full = (!orchestrations.is_empty() && orchestration_room == 0)
             || queues.iter().any(|(_, room)| *room == 0);
         if full {
-            shared
-                .saturated
-                .store(true, std::sync::atomic::Ordering::SeqCst);
+            shared.wake.saturated();
         }
         let task_room: usize = queues.iter().map(|(_, room)| room).sum();
         if orchestration_room + task_room > 0 {
@@ -103,7 +102,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                     });
                     next_due = claimed.next_due;
                     for instance in claimed.instances {
-                        turn::spawn(shared.clone(), instance);
+                        shared.run_turn(instance);
                     }
                     for task in claimed.tasks {
                         worker::spawn(shared.clone(), task);
@@ -141,34 +140,54 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         // committed meanwhile only shortens the sleep, it costs no claim.
         let deadline = tokio::time::Instant::now() + shared.config.poll_interval;
         loop {
-            let local = {
-                let mut next = shared.next_timer.lock().unwrap_or_else(|p| p.into_inner());
-                if next.is_some_and(|t| t <= now) {
-                    *next = None;
-                }
-                *next
-            };
+            let local = shared.wake.next_timer(now);
             let mut until = deadline;
-            if let Some(due) = [next_due, local].into_iter().flatten().min() {
-                let wait = due.since(shared.now()) + Duration::from_millis(1);
+            if let Some(wait) = wait_for([next_due, local], shared.now()) {
                 until = until.min(tokio::time::Instant::now() + wait);
             }
             tokio::select! {
-                _ = shared.wake.notified() => break,
-                _ = shared.remote_work.notified() => {
+                _ = shared.wake.work.notified() => break,
+                _ = shared.wake.remote_work.notified() => {
                     woken_remotely = true;
                     if !cooldown.is_zero() {
                         // Local work still wakes at once.
                         tokio::select! {
                             _ = tokio::time::sleep(cooldown) => {}
-                            _ = shared.wake.notified() => {}
+                            _ = shared.wake.work.notified() => {}
                         }
                     }
                     break;
                 }
-                _ = shared.timer_changed.notified() => continue,
+                _ = shared.wake.timer_changed.notified() => continue,
                 _ = tokio::time::sleep_until(until) => break,
             }
         }
+    }
+}
+
+/// How long to sleep until the nearest of `due` (times on the database's clock), at `now`:
+/// a millisecond past it, so the claim that follows finds it visible.
+fn wait_for(due: [Option<Timestamp>; 2], now: Timestamp) -> Option<Duration> {
+    let nearest = due.into_iter().flatten().min()?;
+    Some(nearest.since(now) + Duration::from_millis(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sleeps_until_just_past_the_nearest_due_time() {
+        let now = Timestamp(10_000);
+        assert_eq!(wait_for([None, None], now), None);
+        assert_eq!(
+            wait_for([Some(Timestamp(10_500)), Some(Timestamp(10_200))], now),
+            Some(Duration::from_millis(201))
+        );
+        assert_eq!(
+            wait_for([Some(Timestamp(9_000)), None], now),
+            Some(Duration::from_millis(1)),
+            "already due: at once"
+        );
     }
 }

@@ -12,7 +12,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let tasks: Vec<(TaskId, Fence)> = shared.running.leases();
+        let tasks: Vec<(TaskId, Fence)> = shared.capacity.running.leases();
         if tasks.is_empty() {
             continue;
         }
@@ -23,13 +23,13 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 for ((id, fence), state) in tasks.iter().zip(states) {
                     match state {
                         LeaseState::Lost => lost.push((*id, *fence)),
-                        LeaseState::CancelRequested => shared.running.cancel(*id),
+                        LeaseState::CancelRequested => shared.capacity.running.cancel(*id),
                         _ => {}
                     }
                 }
                 // An attempt that finished since the snapshot left the table on its own; only
                 // the ones still held here were really taken over.
-                let lost = shared.running.lost(&lost);
+                let lost = shared.capacity.running.lost(&lost);
                 if !lost.is_empty() {
                     tracing::warn!(
                         ?lost,

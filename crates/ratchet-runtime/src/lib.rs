@@ -22,6 +22,8 @@
 
 mod activity;
 mod batcher;
+mod cache;
+mod capacity;
 mod client;
 mod clock;
 mod committer;
@@ -31,6 +33,7 @@ mod error;
 mod events;
 mod heartbeat;
 mod hub;
+mod lifecycle;
 mod liveness;
 mod maintenance;
 mod notifier;
@@ -39,6 +42,7 @@ mod running;
 mod runtime;
 mod task;
 mod turn;
+mod wake;
 mod worker;
 
 pub use activity::ActivityContext;

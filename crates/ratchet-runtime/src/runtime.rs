@@ -1,66 +1,41 @@
-use std::collections::HashMap;
-use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
-use crate::clock::Clock;
-use lru::LruCache;
-use ratchet_core::{Execution, ParentRef};
-use ratchet_store::{Incarnation, LeaseRelease, Store, ACTIVITY_QUEUE};
-use tokio::sync::{watch, Notify, Semaphore};
+use ratchet_store::{ClaimedInstance, LeaseRelease, Store};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use crate::cache::StickyCache;
+use crate::capacity::Capacity;
+use crate::clock::Clock;
 use crate::committer::{self, Committer};
 use crate::hub::Hub;
-use crate::running::Running;
+use crate::lifecycle::Lifecycle;
+use crate::wake::Wake;
 use crate::{
-    dispatcher, heartbeat, maintenance, notifier, Client, Error, Registry, Result, RuntimeConfig,
+    dispatcher, heartbeat, maintenance, notifier, turn, Client, Error, Registry, Result,
+    RuntimeConfig,
 };
 
-/// A live execution kept between turns (the sticky cache).
-pub(crate) struct Cached {
-    pub(crate) exec: Execution,
-    pub(crate) incarnation: Incarnation,
-    pub(crate) execution: u32,
-    pub(crate) version: u32,
-    pub(crate) parent: Option<ParentRef>,
-}
-
-/// State shared by the runtime's services.
+/// What every service of a runtime shares: the store and its clock, the registry and
+/// configuration, and the runtime's parts, each in a file of its own.
 pub(crate) struct Shared {
     pub(crate) store: Arc<dyn Store>,
     /// The database's time as this process knows it (see `clock`).
     pub(crate) clock: Arc<Clock>,
     pub(crate) registry: Arc<Registry>,
     pub(crate) config: RuntimeConfig,
+    /// This process's name in the leases it takes.
     pub(crate) owner: String,
-    cache: Mutex<LruCache<String, Cached>>,
     pub(crate) committer: Committer,
-    pub(crate) orchestration_slots: Arc<Semaphore>,
-    pub(crate) activity_slots: Arc<Semaphore>,
-    /// Slots of each standalone-task queue this process works.
-    pub(crate) queue_slots: HashMap<String, Arc<Semaphore>>,
-    /// Wakes the dispatcher: local work was created, or capacity freed after a full claim.
-    pub(crate) wake: Notify,
-    /// Wakes the dispatcher: the store says work became ready, maybe in another process.
-    pub(crate) remote_work: Notify,
     pub(crate) hub: Arc<Hub>,
     /// Starts, signals and enqueues of this runtime's clients, merged.
     pub(crate) calls: Arc<crate::client::Calls>,
-    /// The earliest timer committed here that the dispatcher may not know about yet.
-    pub(crate) next_timer: Mutex<Option<ratchet_core::Timestamp>>,
-    /// Tells the dispatcher to recompute its sleep (a nearer timer), without a claim.
-    pub(crate) timer_changed: Notify,
-    /// Activity and task attempts held here.
-    pub(crate) running: Running,
-    /// Set when the dispatcher found no free slot: the next unit of work to finish wakes it.
-    pub(crate) saturated: AtomicBool,
-    /// Turns and activities in flight, for graceful shutdown.
-    inflight: AtomicUsize,
-    idle: Notify,
-    closing: AtomicBool,
-    /// Becomes true on shutdown: attempts waiting for a slot give their lease back.
-    closed: watch::Sender<bool>,
+    pub(crate) cache: StickyCache,
+    pub(crate) capacity: Capacity,
+    pub(crate) wake: Wake,
+    pub(crate) lifecycle: Lifecycle,
+    /// Instances leased here by a commit or a start: their turns run at once.
+    pub(crate) locked: mpsc::UnboundedSender<ClaimedInstance>,
 }
 
 impl Shared {
@@ -69,58 +44,17 @@ impl Shared {
         self.clock.now()
     }
 
-    pub(crate) fn cache_lock(&self) -> MutexGuard<'_, LruCache<String, Cached>> {
-        self.cache.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Resolves once shutdown began.
-    pub(crate) async fn closed(&self) {
-        let mut closed = self.closed.subscribe();
-        let _ = closed.wait_for(|c| *c).await;
-    }
-
-    /// The slots of `queue`: activities share one pool, each task queue has its own.
-    pub(crate) fn slots(&self, queue: &str) -> Option<Arc<Semaphore>> {
-        if queue == ACTIVITY_QUEUE {
-            Some(self.activity_slots.clone())
-        } else {
-            self.queue_slots.get(queue).cloned()
-        }
-    }
-
-    /// Records a timer committed by this process so the dispatcher wakes for it on time.
-    pub(crate) fn timer_committed(&self, at: ratchet_core::Timestamp) {
-        let mut next = self.next_timer.lock().unwrap_or_else(|p| p.into_inner());
-        if next.is_none_or(|n| at < n) {
-            *next = Some(at);
-            self.timer_changed.notify_one();
-        }
-    }
-
-    pub(crate) fn is_closing(&self) -> bool {
-        self.closing.load(Ordering::SeqCst)
-    }
-
-    /// Activities this process can start now without queueing.
-    pub(crate) fn activity_room(&self) -> usize {
-        self.config
-            .max_activities
-            .saturating_sub(self.running.activities())
-    }
-
-    /// Tasks of `queue` this process can take now: its slots plus its prefetch buffer, less
-    /// what it holds.
-    pub(crate) fn queue_room(&self, queue: &str) -> usize {
-        let Some(q) = self.config.queues.get(queue) else {
-            return 0;
-        };
-        (q.concurrency + q.prefetch).saturating_sub(self.running.in_queue(queue))
-    }
-
     /// Marks one unit of work in flight until the guard drops.
     pub(crate) fn begin_work(self: &Arc<Self>) -> WorkGuard {
-        self.inflight.fetch_add(1, Ordering::SeqCst);
+        self.lifecycle.work_started();
         WorkGuard(self.clone())
+    }
+
+    /// Runs the turn of an instance leased here (by a commit or a start) as soon as it can.
+    pub(crate) fn run_turn(&self, claimed: ClaimedInstance) {
+        // The receiver lives as long as the runtime's services; after shutdown the instance's
+        // lease simply expires.
+        let _ = self.locked.send(claimed);
     }
 }
 
@@ -128,12 +62,8 @@ pub(crate) struct WorkGuard(Arc<Shared>);
 
 impl Drop for WorkGuard {
     fn drop(&mut self) {
-        if self.0.saturated.swap(false, Ordering::SeqCst) {
-            self.0.wake.notify_one();
-        }
-        if self.0.inflight.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.0.idle.notify_waiters();
-        }
+        self.0.wake.work_finished();
+        self.0.lifecycle.work_done();
     }
 }
 
@@ -173,43 +103,31 @@ impl Runtime {
                 .insert("default".into(), crate::QueueConfig::with_concurrency(64));
         }
         config.validate().map_err(Error::Config)?;
-        let cache_size = NonZeroUsize::new(config.cache_size).unwrap_or(NonZeroUsize::MIN);
         let (committer, rx) = Committer::new();
         let clock = Arc::new(clock);
         let calls = Arc::new(crate::client::Calls::new(store.clone(), clock.clone()));
         crate::events::register_append_activity(&mut registry, calls.clone());
+        let (locked, locked_rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             store,
             clock,
             registry: Arc::new(registry),
             owner: format!("ratchet-{}", uuid::Uuid::new_v4()),
-            cache: Mutex::new(LruCache::new(cache_size)),
             committer,
-            orchestration_slots: Arc::new(Semaphore::new(config.max_orchestrations)),
-            activity_slots: Arc::new(Semaphore::new(config.max_activities)),
-            queue_slots: config
-                .queues
-                .iter()
-                .map(|(name, q)| (name.clone(), Arc::new(Semaphore::new(q.concurrency))))
-                .collect(),
-            wake: Notify::new(),
-            remote_work: Notify::new(),
             hub: Arc::new(Hub::default()),
             calls,
-            next_timer: Mutex::new(None),
-            timer_changed: Notify::new(),
-            running: Running::default(),
-            saturated: AtomicBool::new(false),
-            inflight: AtomicUsize::new(0),
-            idle: Notify::new(),
-            closing: AtomicBool::new(false),
-            closed: watch::channel(false).0,
+            cache: StickyCache::new(config.cache_size),
+            capacity: Capacity::new(&config),
+            wake: Wake::default(),
+            lifecycle: Lifecycle::default(),
+            locked,
             config,
         });
         tracing::info!(owner = %shared.owner, "runtime started");
         let committer = tokio::spawn(committer::run(shared.clone(), rx));
         let mut services = vec![
             tokio::spawn(crate::clock::run(shared.clone())),
+            tokio::spawn(turn::run_locked(shared.clone(), locked_rx)),
             tokio::spawn(dispatcher::run(shared.clone())),
             tokio::spawn(heartbeat::run(shared.clone())),
             tokio::spawn(crate::liveness::run(shared.clone())),
@@ -242,20 +160,19 @@ impl Runtime {
 
     /// Number of live orchestrations in the sticky cache.
     pub fn cached_instances(&self) -> usize {
-        self.shared.cache_lock().len()
+        self.shared.cache.len()
     }
 
     /// Stops claiming work, lets running turns and activities finish for up to
     /// `shutdown_grace`, releases the leases of whatever is still running so other processes
     /// take it at once, and stops. Calling it twice is harmless.
     pub async fn shutdown(&self) {
-        if self.shared.closing.swap(true, Ordering::SeqCst) {
+        if !self.shared.lifecycle.close() {
             return;
         }
-        self.shared.closed.send_replace(true);
-        self.shared.wake.notify_waiters();
+        self.shared.wake.work.notify_waiters();
         // The prefetch buffer goes back at once: other processes can run it now.
-        let unstarted = self.shared.running.take_unstarted();
+        let unstarted = self.shared.capacity.running.take_unstarted();
         if !unstarted.is_empty() {
             let release = LeaseRelease {
                 tasks: unstarted,
@@ -270,18 +187,13 @@ impl Runtime {
         for s in &services {
             s.abort();
         }
-        let drained = tokio::time::timeout(self.shared.config.shutdown_grace, async {
-            loop {
-                let idle = self.shared.idle.notified();
-                if self.shared.inflight.load(Ordering::SeqCst) == 0 {
-                    break;
-                }
-                idle.await;
-            }
-        })
-        .await;
-        if drained.is_err() {
-            let tasks = self.shared.running.leases();
+        let drained = self
+            .shared
+            .lifecycle
+            .drained(self.shared.config.shutdown_grace)
+            .await;
+        if !drained {
+            let tasks = self.shared.capacity.running.leases();
             tracing::warn!(
                 tasks = tasks.len(),
                 "shutdown grace expired; releasing leases of running activities"
@@ -317,8 +229,7 @@ impl Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
-        self.shared.closing.store(true, Ordering::SeqCst);
-        self.shared.closed.send_replace(true);
+        self.shared.lifecycle.close();
         for s in self
             .services
             .get_mut()

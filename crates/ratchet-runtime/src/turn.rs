@@ -11,16 +11,34 @@ use ratchet_store::{
 };
 use serde_json::Value;
 
+use crate::cache::Cached;
 use crate::hub::InstanceOutcome;
-use crate::runtime::{Cached, Shared};
+use crate::runtime::Shared;
 use crate::worker;
+
+/// The turns of instances leased here by a commit or a start (handed over on a channel, so
+/// the committer and the client need not know how a turn runs): each runs on its own task.
+pub(crate) async fn run_locked(
+    shared: Arc<Shared>,
+    mut locked: tokio::sync::mpsc::UnboundedReceiver<ClaimedInstance>,
+) {
+    while let Some(claimed) = locked.recv().await {
+        spawn(shared.clone(), claimed);
+    }
+}
 
 /// Runs a turn for `claimed` on its own task.
 pub(crate) fn spawn(shared: Arc<Shared>, claimed: ClaimedInstance) {
     let guard = shared.begin_work();
     tokio::spawn(async move {
         let _guard = guard;
-        let Ok(_permit) = shared.orchestration_slots.clone().acquire_owned().await else {
+        let Ok(_permit) = shared
+            .capacity
+            .orchestration_slots
+            .clone()
+            .acquire_owned()
+            .await
+        else {
             return;
         };
         run(&shared, claimed).await;
@@ -47,9 +65,9 @@ async fn run(shared: &Arc<Shared>, claimed: ClaimedInstance) {
     let running = !commit.status.is_finished() && commit.continue_as_new.is_none();
     // Cache before committing, so a turn that the same group commit locks for us finds it.
     if running {
-        shared.cache_lock().put(claimed.id.clone(), cached);
+        shared.cache.put(claimed.id.clone(), cached);
     } else {
-        shared.cache_lock().pop(&claimed.id);
+        shared.cache.forget(&claimed.id);
     }
     let first_timer = commit
         .inbox
@@ -64,13 +82,13 @@ async fn run(shared: &Arc<Shared>, claimed: ClaimedInstance) {
     match shared.committer.turn(commit).await {
         Ok(TurnResult::Committed { tasks }) => {
             if let Some(at) = first_timer {
-                shared.timer_committed(at);
+                shared.wake.timer_committed(at);
             }
             for task in tasks {
                 worker::spawn(shared.clone(), task);
             }
             if wakes_others {
-                shared.wake.notify_one();
+                shared.wake.work.notify_one();
             }
             if let Some(outcome) = outcome {
                 shared.hub.publish(&outcome);
@@ -78,11 +96,11 @@ async fn run(shared: &Arc<Shared>, claimed: ClaimedInstance) {
         }
         Ok(_) => {
             tracing::debug!(instance = %claimed.id, "turn refused: the lease was lost");
-            shared.cache_lock().pop(&claimed.id);
+            shared.cache.forget(&claimed.id);
         }
         Err(e) => {
             tracing::warn!(instance = %claimed.id, error = %e, "turn commit failed; the instance will be retried");
-            shared.cache_lock().pop(&claimed.id);
+            shared.cache.forget(&claimed.id);
             release(shared, &claimed).await;
         }
     }
@@ -106,12 +124,7 @@ async fn prepare(
     claimed: &ClaimedInstance,
     _now: Timestamp,
 ) -> Result<Prepared, String> {
-    let hit = shared.cache_lock().pop(&claimed.id).filter(|c| {
-        // The same life of the id, execution and length: nothing was written elsewhere since.
-        c.incarnation == claimed.incarnation
-            && c.execution == claimed.execution
-            && c.exec.history_len() == claimed.history_len as usize
-    });
+    let hit = shared.cache.take_for(claimed);
     let (cached, replay_error) = match hit {
         Some(cached) => (cached, None),
         None => {

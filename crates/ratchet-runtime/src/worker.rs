@@ -17,19 +17,19 @@ use crate::{ActivityContext, TaskContext};
 /// group committer. Until then it waits in the prefetch buffer, its lease renewed like a
 /// running one's; on shutdown it goes back to the queue instead.
 pub(crate) fn spawn(shared: Arc<Shared>, task: ClaimedTask) {
-    let cancelled = shared.running.hold(&task);
+    let cancelled = shared.capacity.running.hold(&task);
     let guard = shared.begin_work();
     tokio::spawn(async move {
         let _guard = guard;
-        let Some(slots) = shared.slots(&task.queue) else {
+        let Some(slots) = shared.capacity.slots(&task.queue) else {
             tracing::warn!(queue = %task.queue, "claimed a task of a queue this process does not work");
             return;
         };
         let permit = tokio::select! {
             permit = slots.acquire_owned() => permit.ok(),
-            _ = shared.closed() => None,
+            _ = shared.lifecycle.closed() => None,
         };
-        if permit.is_none() || !shared.running.start(task.id) {
+        if permit.is_none() || !shared.capacity.running.start(task.id) {
             return;
         }
         let result = match (&task.owner, attempts_spent(&task)) {
@@ -38,7 +38,7 @@ pub(crate) fn spawn(shared: Arc<Shared>, task: ClaimedTask) {
             (None, None) => standalone(&shared, &task, cancelled).await,
         };
         drop(permit);
-        if shared.running.release(task.id) {
+        if shared.capacity.running.release(task.id) {
             let instance = task.owner.as_ref().map(|o| o.instance.clone());
             shared
                 .committer

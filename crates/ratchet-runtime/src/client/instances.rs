@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 
 use super::{validate_id, validate_name, Client};
 use crate::hub::{Heard, InstanceOutcome};
-use crate::{turn, Error, Result};
+use crate::{Error, Result};
 
 /// Options of [`Client::start_with`].
 #[derive(Clone, Debug, Default)]
@@ -105,7 +105,7 @@ impl Client {
                 Some((_, entry)) => {
                     (entry.check)(&input)
                         .map_err(|e| Error::InvalidInput(format!("input of \"{name}\": {e}")))?;
-                    !shared.is_closing()
+                    !shared.lifecycle.is_closing()
                 }
                 None => return Err(Error::UnknownOrchestration(name.to_string())),
             },
@@ -132,9 +132,9 @@ impl Client {
         match outcome {
             Some(CreateOutcome::Created(claimed)) => {
                 if let (Some(shared), Some(claimed)) = (&self.local, claimed) {
-                    turn::spawn(shared.clone(), claimed);
+                    shared.run_turn(claimed);
                 } else if let Some(shared) = &self.local {
-                    shared.wake.notify_one();
+                    shared.wake.work.notify_one();
                 }
             }
             Some(CreateOutcome::Existing(_)) => {}
@@ -211,7 +211,7 @@ impl Client {
 
     fn wake_local(&self) {
         if let Some(shared) = &self.local {
-            shared.wake.notify_one();
+            shared.wake.work.notify_one();
         }
     }
 
@@ -245,7 +245,7 @@ impl Client {
             .await?;
         self.stop_result(id, outcome)?;
         if let Some(shared) = &self.local {
-            shared.cache_lock().pop(id);
+            shared.cache.forget(id);
             let error = ratchet_core::ErrorInfo::new("Terminated", reason);
             let status = ratchet_store::InstanceStatus::Terminated;
             self.hub.publish(&InstanceOutcome {
@@ -255,7 +255,7 @@ impl Client {
                 error: Some(error),
             });
             // A parent waiting for this instance has an event now.
-            shared.wake.notify_one();
+            shared.wake.work.notify_one();
         }
         Ok(())
     }

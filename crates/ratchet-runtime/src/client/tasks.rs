@@ -96,7 +96,7 @@ impl Client {
         let outcomes = self.calls.enqueue(tasks).await?;
         if wakes_here {
             if let Some(shared) = &self.local {
-                shared.wake.notify_one();
+                shared.wake.work.notify_one();
             }
         }
         Ok(outcomes)
@@ -210,7 +210,7 @@ impl Client {
     pub async fn task_retry(&self, id: TaskId) -> Result<()> {
         self.task_act(id, TaskAction::Retry, "retry").await?;
         if let Some(shared) = &self.local {
-            shared.wake.notify_one();
+            shared.wake.work.notify_one();
         }
         Ok(())
     }
@@ -266,7 +266,7 @@ impl Client {
     pub async fn queue_resume(&self, queue: &str) -> Result<()> {
         self.queue_update(queue, Some(false), None).await?;
         if let Some(shared) = &self.local {
-            shared.wake.notify_one();
+            shared.wake.work.notify_one();
         }
         Ok(())
     }
