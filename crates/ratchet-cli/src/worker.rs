@@ -110,6 +110,9 @@ pub(crate) fn register(
             let runs = runs.clone();
             async move {
                 runs.fetch_add(1, Ordering::Relaxed);
+                // One line per attempt started (RATCHET_LOG=ratchet=info): scripts/chaos
+                // counts them to check no attempt budget is exceeded.
+                tracing::info!(task = ctx.id(), attempt = ctx.attempt(), "work started");
                 let started_ms = ratchet::Timestamp::now().as_millis();
                 if work.ms > 0 {
                     tokio::time::sleep(Duration::from_millis(work.ms)).await;
@@ -130,8 +133,14 @@ pub(crate) fn register(
         .orchestration("fanout", fanout)
         .activity(
             "fanout_step",
-            move |_ctx: ActivityContext, (i, ms): (u32, u64)| {
+            move |ctx: ActivityContext, (i, ms): (u32, u64)| {
                 let by = label.to_string();
+                tracing::info!(
+                    instance = %ctx.instance_id(),
+                    step = ctx.step(),
+                    attempt = ctx.attempt(),
+                    "fanout_step started"
+                );
                 async move {
                     if ms > 0 {
                         tokio::time::sleep(Duration::from_millis(ms)).await;
