@@ -57,7 +57,9 @@ enum Command {
     /// Run the sample orchestrations (`order`, `fanout`) until stopped; start several to
     /// share the work of one database.
     Worker(worker::WorkerArgs),
-    /// Create or upgrade the database schema (also done on every start).
+    /// Create or upgrade the database schema (`worker` and `demo` do it too on SQLite; on
+    /// PostgreSQL the demo does, and a worker with `--migrate`). No other command changes the
+    /// schema: they need only the grants of docs/operations.md.
     Migrate,
     /// Inspect and steer orchestration instances.
     #[command(subcommand)]
@@ -199,7 +201,15 @@ async fn main() -> anyhow::Result<()> {
         Command::Events(events::EventCommand::Append(args)) => Some(events::parse_append(args)?),
         _ => None,
     };
-    let (store, about) = open_store(&cli).await?;
+    // Only these change the schema; every other command checks its version and says what to
+    // run when it is behind, so that roles without CREATE can use them.
+    let sqlite = cli.database_url.as_deref().is_none_or(str::is_empty);
+    let migrates = match &cli.command {
+        Command::Migrate | Command::Demo(_) => true,
+        Command::Worker(args) => args.migrates(sqlite),
+        _ => false,
+    };
+    let (store, about) = open_store(&cli, migrates).await?;
     match cli.command {
         Command::Demo(args) => demo::run(store, &about, args).await,
         Command::Worker(args) => worker::run(store, &about, args).await,
@@ -243,10 +253,11 @@ impl OpenStore {
     }
 }
 
-async fn open_store(cli: &Cli) -> anyhow::Result<(OpenStore, String)> {
+async fn open_store(cli: &Cli, migrate: bool) -> anyhow::Result<(OpenStore, String)> {
     if let Some(url) = cli.database_url.as_deref().filter(|u| !u.is_empty()) {
         let mut config = PostgresConfig {
             schema: cli.schema.clone(),
+            migrate,
             ..PostgresConfig::default()
         };
         if cli.no_notify {
@@ -263,9 +274,13 @@ async fn open_store(cli: &Cli) -> anyhow::Result<(OpenStore, String)> {
         _ => "ratchet.db",
     };
     let db = cli.db.clone().unwrap_or_else(|| default_db.to_string());
-    let store = SqliteStore::open(&db)
-        .await
-        .with_context(|| format!("opening the SQLite database {db}"))?;
+    let store = if migrate {
+        SqliteStore::open(&db).await
+    } else {
+        // A mistyped path is an error, not a new empty database.
+        SqliteStore::open_existing(&db).await
+    }
+    .with_context(|| format!("opening the SQLite database {db}"))?;
     Ok((OpenStore::Sqlite(Arc::new(store)), db))
 }
 

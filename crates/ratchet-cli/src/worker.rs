@@ -37,6 +37,20 @@ pub(crate) struct WorkerArgs {
     /// A task queue to work, as NAME=CONCURRENCY; repeat for several (default: default=64).
     #[arg(long = "queue", value_parser = parse_queue)]
     queues: Vec<(String, usize)>,
+    /// Create or upgrade the schema on start (the default on SQLite; on PostgreSQL run
+    /// `ratchet migrate` once, or pass this, which needs CREATE on the database).
+    #[arg(long, conflicts_with = "no_migrate")]
+    migrate: bool,
+    /// Never change the schema on start, also on SQLite.
+    #[arg(long)]
+    no_migrate: bool,
+}
+
+impl WorkerArgs {
+    /// Whether this worker creates or upgrades the schema on start.
+    pub(crate) fn migrates(&self, sqlite: bool) -> bool {
+        self.migrate || (sqlite && !self.no_migrate)
+    }
 }
 
 fn parse_queue(text: &str) -> Result<(String, usize), String> {

@@ -12,7 +12,8 @@
 
 -- Removes every trace of an instance, so its id can start afresh.
 CREATE FUNCTION ratchet.instance_erase(p_id text) RETURNS void
-LANGUAGE sql AS $$
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp AS $$
     DELETE FROM ratchet.instances WHERE id = p_id;
     DELETE FROM ratchet.inbox WHERE instance = p_id;
     DELETE FROM ratchet.history WHERE instance = p_id;
@@ -28,7 +29,8 @@ CREATE FUNCTION ratchet.instance_create(
     n_parent_execution integer[], n_parent_seq integer[], n_if_exists text[], n_started text[],
     OUT outcome text[], OUT status text[], OUT inbox_id bigint[], OUT fence bigint[],
     OUT incarnation bigint[])
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_status text;
     v_fence bigint;
@@ -100,7 +102,8 @@ $$;
 CREATE FUNCTION ratchet.signal_raise(
     p_now bigint, p_notify boolean, s_instance text[], s_dedup text[], s_event text[],
     OUT outcome text[], OUT status text[])
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_status text;
     v_raised boolean := false;
@@ -137,7 +140,8 @@ END $$;
 -- Asks an instance to cancel: a CancelRequested event its next turn sees.
 CREATE FUNCTION ratchet.instance_cancel(
     p_id text, p_event text, p_now bigint, p_notify boolean, OUT outcome text, OUT status text)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     SELECT s.status INTO status FROM ratchet.instances s WHERE s.id = p_id FOR SHARE;
     IF NOT FOUND THEN
@@ -158,7 +162,8 @@ END $$;
 -- parent told, if the parent still runs the execution that started it.
 CREATE FUNCTION ratchet.instance_terminate(
     p_id text, p_error text, p_now bigint, p_notify boolean, OUT outcome text, OUT status text)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_parent text;
     v_parent_execution integer;

@@ -36,7 +36,8 @@ $$;
 CREATE FUNCTION ratchet.task_finish(
     p_ids bigint[], p_states text[], p_outputs text[], p_errors text[], p_now bigint)
 RETURNS void
-LANGUAGE sql AS $$
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp AS $$
     WITH finished AS (
         SELECT * FROM unnest(p_ids, p_states, p_outputs, p_errors) AS f(id, state, output, error)
     ), gone AS (
@@ -59,7 +60,8 @@ CREATE FUNCTION ratchet.task_take(
     p_now bigint, p_owner text, p_until bigint, p_queues text[], p_limits integer[],
     p_names text[])
 RETURNS SETOF ratchet.tasks
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_queue text;
     v_limit integer;
@@ -135,7 +137,8 @@ CREATE FUNCTION ratchet.task_enqueue(
     p_now bigint, p_notify boolean, e_queue text[], e_name text[], e_input text[],
     e_options text[], e_priority integer[], e_visible_at bigint[], e_unique_key text[],
     e_metadata text[], OUT outcome text[], OUT id bigint[])
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_ids bigint[];
     v_inserted bigint[];
@@ -186,7 +189,8 @@ END $$;
 CREATE FUNCTION ratchet.task_act(
     p_ids bigint[], p_action text, p_now bigint, p_notify boolean,
     OUT outcome text[], OUT state text[])
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_task ratchet.tasks;
     v_result ratchet.task_results;

@@ -15,7 +15,8 @@ CREATE FUNCTION ratchet.claim(
     OUT t_id bigint[], OUT t_fence bigint[], OUT t_name text[], OUT t_input text[],
     OUT t_options text[], OUT t_instance text[], OUT t_execution integer[], OUT t_seq integer[],
     OUT t_attempt integer[], OUT t_queue text[], OUT t_metadata text[], OUT next_due bigint)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     -- Polls are few (most work arrives leased with commits); each plans its statements for
     -- the tables as they are now, so none keeps a plan made while they were nearly empty.
@@ -136,7 +137,8 @@ CREATE FUNCTION ratchet.commit_batch(
     OUT l_id text[], OUT l_name text[], OUT l_version integer[], OUT l_execution integer[],
     OUT l_history_len integer[], OUT l_fence bigint[], OUT l_incarnation bigint[],
     OUT e_instance text[], OUT e_id bigint[], OUT e_event text[])
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_touched text[];
     v_finished text[];

@@ -56,7 +56,8 @@ RETURNS bigint LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
 -- A plan made while the table was small would keep a sequential scan as the log grows;
 -- every statement here has an index made for it.
-SET enable_seqscan = off AS $$
+SET enable_seqscan = off
+SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_position bigint;
     v_found bigint;
@@ -101,7 +102,8 @@ LANGUAGE plpgsql
 -- As event_first_match: each call would otherwise plan its statements again, which
 -- tripled the cost of a conditional append (a plain one, 56 µs in the database).
 SET plan_cache_mode = force_generic_plan
-SET enable_seqscan = off AS $$
+SET enable_seqscan = off
+SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_n int := coalesce(array_length(p_count, 1), 0);
     v_size int[] := ARRAY[greatest(v_n, 1)];

@@ -71,6 +71,12 @@ impl PostgresConfig {
                 self.schema
             )));
         }
+        if RESERVED.binary_search(&self.schema.as_str()).is_ok() {
+            return Err(StoreError::Invalid(format!(
+                "schema \"{}\": a word PostgreSQL reserves cannot name a schema unquoted; choose another",
+                self.schema
+            )));
+        }
         if self.pool_size == 0 {
             return Err(StoreError::Invalid("pool_size must be at least 1".into()));
         }
@@ -83,9 +89,119 @@ impl PostgresConfig {
     }
 }
 
+/// PostgreSQL's reserved words and those that cannot name a schema unquoted (categories R and
+/// T of `pg_get_keywords()`), sorted.
+const RESERVED: &[&str] = &[
+    "all",
+    "analyse",
+    "analyze",
+    "and",
+    "any",
+    "array",
+    "as",
+    "asc",
+    "asymmetric",
+    "authorization",
+    "binary",
+    "both",
+    "case",
+    "cast",
+    "check",
+    "collate",
+    "collation",
+    "column",
+    "concurrently",
+    "constraint",
+    "create",
+    "cross",
+    "current_catalog",
+    "current_date",
+    "current_role",
+    "current_schema",
+    "current_time",
+    "current_timestamp",
+    "current_user",
+    "default",
+    "deferrable",
+    "desc",
+    "distinct",
+    "do",
+    "else",
+    "end",
+    "except",
+    "false",
+    "fetch",
+    "for",
+    "foreign",
+    "freeze",
+    "from",
+    "full",
+    "grant",
+    "group",
+    "having",
+    "ilike",
+    "in",
+    "initially",
+    "inner",
+    "intersect",
+    "into",
+    "is",
+    "isnull",
+    "join",
+    "lateral",
+    "leading",
+    "left",
+    "like",
+    "limit",
+    "localtime",
+    "localtimestamp",
+    "natural",
+    "not",
+    "notnull",
+    "null",
+    "offset",
+    "on",
+    "only",
+    "or",
+    "order",
+    "outer",
+    "overlaps",
+    "placing",
+    "primary",
+    "references",
+    "returning",
+    "right",
+    "select",
+    "session_user",
+    "similar",
+    "some",
+    "symmetric",
+    "table",
+    "tablesample",
+    "then",
+    "to",
+    "trailing",
+    "true",
+    "union",
+    "unique",
+    "user",
+    "using",
+    "variadic",
+    "verbose",
+    "when",
+    "where",
+    "window",
+    "with",
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reserved_words_are_sorted_for_binary_search() {
+        assert!(RESERVED.windows(2).all(|w| w[0] < w[1]));
+    }
 
     #[test]
     fn schema_names_are_checked() {
@@ -102,6 +218,9 @@ mod tests {
             "a-b",
             "a.b",
             "x\"; drop table y; --",
+            "select",
+            "user",
+            "table",
             &"a".repeat(49),
         ] {
             assert!(

@@ -271,3 +271,36 @@ mod events {
         assert!(err.to_string().contains("READ COMMITTED"), "{err}");
     }
 }
+
+/// Every function fixes its search path, so a role's search path cannot redirect what it
+/// calls, except the three small SQL functions PostgreSQL inlines into Ratchet's own
+/// statements (a SET clause would stop the inlining that lets their filters reach indexes).
+#[tokio::test]
+async fn every_function_sets_its_search_path() {
+    let Some(url) = database_url() else {
+        return;
+    };
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let schema = store.config().schema.clone();
+    let (client, connection) = ratchet_store_postgres::tokio_postgres::connect(
+        &url,
+        ratchet_store_postgres::tokio_postgres::NoTls,
+    )
+    .await
+    .unwrap();
+    tokio::spawn(connection);
+    let rows = client
+        .query(
+            "SELECT p.proname::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+             WHERE n.nspname = $1
+               AND NOT coalesce(p.proconfig::text[] @> ARRAY['search_path=pg_catalog, pg_temp'], false)
+             ORDER BY 1",
+            &[&schema],
+        )
+        .await
+        .unwrap();
+    let unset: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+    assert_eq!(unset, ["task_records", "task_state", "visible_events"]);
+}

@@ -13,6 +13,41 @@ const MIGRATIONS: &[&str] = &[
 /// The schema version this code creates and understands.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
+/// Refuses a database this code cannot run on, without changing it: one that is newer, or
+/// one that `ratchet migrate` must bring up to date first.
+pub(crate) fn check(conn: &Connection) -> Result<()> {
+    let has_table: bool = conn
+        .query_row(
+            "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'ratchet_schema'",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(db_err)?;
+    let found: i64 = if has_table {
+        conn.query_row(
+            "SELECT coalesce(max(version), 0) FROM ratchet_schema",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(db_err)?
+    } else {
+        0
+    };
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::SchemaTooNew {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    if found < SCHEMA_VERSION {
+        return Err(StoreError::SchemaTooOld {
+            found,
+            required: SCHEMA_VERSION,
+        });
+    }
+    Ok(())
+}
+
 /// Applies missing migrations; refuses a database newer than this code.
 pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
     let tx = conn

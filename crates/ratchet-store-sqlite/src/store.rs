@@ -62,7 +62,31 @@ impl SqliteStore {
     /// [`StoreError::Backend`] when the file cannot be opened, [`StoreError::SchemaTooNew`] when
     /// a newer Ratchet wrote it.
     pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
-        let path = path.as_ref().to_path_buf();
+        Self::open_with(path.as_ref(), true).await
+    }
+
+    /// Opens the existing file at `path` without changing its schema (for commands that only
+    /// read or steer, which should not create a database where a path was mistyped).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::NotFound`] when there is no such file, [`StoreError::SchemaTooOld`] when
+    /// it needs `ratchet migrate`, [`StoreError::SchemaTooNew`] when a newer Ratchet wrote it,
+    /// [`StoreError::Backend`] when it cannot be opened.
+    pub async fn open_existing(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        if !path.exists() {
+            return Err(StoreError::NotFound(format!(
+                "the SQLite database {} (no such file; `ratchet migrate --db {}` creates it)",
+                path.display(),
+                path.display()
+            )));
+        }
+        Self::open_with(path, false).await
+    }
+
+    async fn open_with(path: &Path, migrate: bool) -> Result<Self> {
+        let path = path.to_path_buf();
         let at = path.clone();
         let conn = tokio::task::spawn_blocking(move || -> Result<Connection> {
             let mut conn = Connection::open(&path).map_err(db_err)?;
@@ -78,7 +102,11 @@ impl SqliteStore {
             conn.pragma_update(None, "cache_size", -65_536)
                 .map_err(db_err)?;
             conn.set_prepared_statement_cache_capacity(64);
-            migrate::migrate(&mut conn)?;
+            if migrate {
+                migrate::migrate(&mut conn)?;
+            } else {
+                migrate::check(&conn)?;
+            }
             Ok(conn)
         })
         .await
