@@ -6,7 +6,9 @@
 #   3. a throwaway cluster started from the installed server binaries;
 #   4. as 3, after installing the binaries with apt-get (root only).
 # pg_provision exports DATABASE_URL, RATCHET_REQUIRE_POSTGRES=1 and, only for our own
-# cluster, RATCHET_TEST_PG_RESTART (a sh command line restarting it) and, when pgbouncer is
+# cluster, RATCHET_TEST_PG_RESTART (a sh command line restarting it), RATCHET_TEST_PG_TLS_CA
+# and RATCHET_TEST_PG_TLS_OTHER_CA (the CA that signed the cluster's certificate, and one
+# that did not: the cluster accepts TLS when openssl is installed) and, when pgbouncer is
 # installed (or installable), RATCHET_TEST_PGBOUNCER_URL: a PgBouncer in transaction pooling
 # mode in front of that cluster.
 
@@ -19,8 +21,12 @@ PG_PORT=""    # TCP port of our throwaway cluster
 pg_say() { echo "== postgres: $*"; }
 pg_fail() { echo "== postgres: error: $*" >&2; exit 1; }
 
-# The URL with any password masked, for messages.
-pg_redact() { sed -E 's#(://[^:/@]*):[^@/]*@#\1:***@#' <<<"$1"; }
+# The connection string with any password masked, for messages: in a URL's user info, as a
+# URL's ?password=, or as a key-value password= (quoted or not).
+pg_redact() {
+    sed -E -e 's#(://[^:/@]*):[^@/]*@#\1:***@#' -e 's#([?&]password=)[^&]*#\1***#g' \
+        -e "s#(password *= *)('([^'\\\\]|\\\\.)*'|[^ ]*)#\\1***#g" <<<"$1"
+}
 
 # Quotes one word for POSIX sh: RATCHET_TEST_PG_RESTART runs through `sh -c`.
 pg_shquote() {
@@ -92,6 +98,29 @@ pg_free_port() {
     return 1
 }
 
+# Makes a CA, a server certificate it signs (for 127.0.0.1 and localhost) and a second CA
+# in directory $1, for the cluster's TLS; prints the server options, nothing without openssl.
+pg_make_certs() {
+    local dir=$1
+    command -v openssl >/dev/null 2>&1 || return 0
+    mkdir -p "$dir"
+    (
+        cd "$dir" &&
+            openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=ratchet test CA" \
+                -keyout ca.key -out ca.crt &&
+            openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=another CA" \
+                -keyout other-ca.key -out other-ca.crt &&
+            openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
+                -keyout server.key -out server.csr &&
+            printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >server.ext &&
+            openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
+                -extfile server.ext -out server.crt &&
+            chmod 600 server.key
+    ) >"$dir/openssl.log" 2>&1 || { pg_say "could not make TLS certificates (see $dir/openssl.log)" >&2; return 0; }
+    [[ $EUID -ne 0 ]] || chown -R postgres: "$dir"
+    echo "-c ssl=on -c ssl_cert_file=$dir/server.crt -c ssl_key_file=$dir/server.key"
+}
+
 pg_start_cluster() {
     PG_BIN=$1
     local port opts ctl arg restart initdb_opts=(--auth=trust --username=postgres --encoding=UTF8 --no-locale)
@@ -117,6 +146,15 @@ pg_start_cluster() {
     # Durability is useless for a throwaway cluster; the tests open many connections.
     opts="-p $port -k $PG_TMPDIR -c listen_addresses=127.0.0.1 -c max_connections=300"
     opts+=" -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c shared_buffers=256MB"
+    local tls
+    tls=$(pg_make_certs "$PG_TMPDIR/tls")
+    if [[ -n $tls ]]; then
+        opts+=" $tls"
+        export RATCHET_TEST_PG_TLS_CA=$PG_TMPDIR/tls/ca.crt
+        export RATCHET_TEST_PG_TLS_OTHER_CA=$PG_TMPDIR/tls/other-ca.crt
+    else
+        pg_say "openssl not found; the TLS tests will be skipped"
+    fi
     ctl=("${PG_RUN[@]}" "$PG_BIN/pg_ctl" -D "$PG_TMPDIR/data" -l "$PG_TMPDIR/server.log" -w -t 60 -o "$opts")
     if ! (cd "$PG_TMPDIR" && "${ctl[@]}" start >/dev/null); then
         echo "== postgres: error: the server did not start; last 30 lines of $PG_TMPDIR/server.log:" >&2
@@ -237,6 +275,8 @@ pg_provision() {
     export DATABASE_URL RATCHET_REQUIRE_POSTGRES=1
     if [[ -n $PG_SHARED ]]; then
         unset RATCHET_TEST_PG_RESTART RATCHET_TEST_PGBOUNCER_URL
+        [[ -n ${RATCHET_TEST_PG_TLS_CA:-} ]] ||
+            pg_say "the TLS tests will be skipped: set RATCHET_TEST_PG_TLS_CA to the server's CA file to run them"
         pg_say "the PostgreSQL restart test will be skipped: this server is not ours to restart"
         pg_say "no PgBouncer test: the server is not ours"
     else

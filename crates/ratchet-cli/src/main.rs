@@ -45,6 +45,10 @@ struct Cli {
     /// transaction mode).
     #[arg(long, global = true)]
     no_notify: bool,
+    /// On an error, print every cause and where it happened (with RUST_BACKTRACE=1), not
+    /// just what went wrong.
+    #[arg(short, long, global = true)]
+    verbose: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -173,15 +177,46 @@ enum InstanceCommand {
 static ALLOCATOR: &stats_alloc::StatsAlloc<std::alloc::System> = &stats_alloc::INSTRUMENTED_SYSTEM;
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> std::process::ExitCode {
+    use std::io::IsTerminal as _;
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("RATCHET_LOG")
                 .unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, not in a log file or a pipe.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let matches = Cli::command().get_matches();
+    let verbose = matches.get_flag("verbose");
+    match run(matches).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            if verbose {
+                eprintln!("Error: {e:?}");
+            } else {
+                eprintln!("{}", error_report(&e));
+            }
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// An error as an operator reads it: what went wrong, then each cause that says something
+/// new (a cause whose text its parent's already holds is left out), and no backtrace.
+fn error_report(e: &anyhow::Error) -> String {
+    let mut out = format!("error: {e}");
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(&format!("\n  caused by: {text}"));
+        }
+    }
+    out
+}
+
+async fn run(matches: clap::ArgMatches) -> anyhow::Result<()> {
     let mut cli = Cli::from_arg_matches(&matches)?;
     // A flag beats an environment variable: `--db x.db` runs on SQLite even where
     // DATABASE_URL is set; both as flags is a contradiction.
@@ -263,7 +298,11 @@ async fn open_store(cli: &Cli, migrate: bool) -> anyhow::Result<(OpenStore, Stri
         if cli.no_notify {
             config = config.pgbouncer();
         }
-        let about = format!("PostgreSQL {} (schema {})", redact(url), cli.schema);
+        let about = format!(
+            "PostgreSQL {} (schema {})",
+            ratchet::describe_database_url(url),
+            cli.schema
+        );
         let store = PostgresStore::connect_with(url, config)
             .await
             .with_context(|| format!("connecting to {about}"))?;
@@ -282,21 +321,6 @@ async fn open_store(cli: &Cli, migrate: bool) -> anyhow::Result<(OpenStore, Stri
     }
     .with_context(|| format!("opening the SQLite database {db}"))?;
     Ok((OpenStore::Sqlite(Arc::new(store)), db))
-}
-
-/// A database URL without its password, for messages.
-fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    match rest.split_once('@') {
-        Some((user_info, host)) => {
-            let user = user_info.split(':').next().unwrap_or_default();
-            let hidden = if user_info.contains(':') { ":***" } else { "" };
-            format!("{scheme}://{user}{hidden}@{host}")
-        }
-        None => url.to_string(),
-    }
 }
 
 async fn instances(client: Client, cmd: InstanceCommand) -> anyhow::Result<()> {
@@ -427,4 +451,18 @@ async fn instances(client: Client, cmd: InstanceCommand) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_error_names_each_cause_once() {
+        let e = anyhow::Error::msg("error connecting to server: Connection refused")
+            .context("database error: error connecting to server: Connection refused")
+            .context("connecting to PostgreSQL postgres://u@h/db");
+        assert_eq!(
+            super::error_report(&e),
+            "error: connecting to PostgreSQL postgres://u@h/db\n  caused by: database error: error connecting to server: Connection refused"
+        );
+    }
 }

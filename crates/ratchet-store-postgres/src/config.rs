@@ -25,9 +25,20 @@ pub struct PostgresConfig {
     /// How long to wait for a connection before failing a call (default 10 s).
     pub connect_timeout: Duration,
     /// How long a call may take before it fails (default 30 s), so that a server that stops
-    /// answering cannot stall the runtime. A call that timed out may still have committed:
-    /// the runtime's fences make that safe.
+    /// answering cannot stall the runtime; the statement is then cancelled on the server. A
+    /// call that timed out may still have committed: the runtime's fences make that safe.
     pub call_timeout: Duration,
+    /// The server ends a statement that runs longer (`statement_timeout`; default 30 s).
+    /// `None` leaves the server's setting.
+    pub statement_timeout: Option<Duration>,
+    /// The server ends a statement that waits longer for a lock (`lock_timeout`; default
+    /// 10 s): a table locked by someone else fails the call, which the runtime retries,
+    /// instead of holding one of the pool's connections.
+    pub lock_timeout: Option<Duration>,
+    /// The server closes a session idle this long inside a transaction
+    /// (`idle_in_transaction_session_timeout`; default 60 s), so that a transaction left open
+    /// cannot hold back vacuum.
+    pub idle_in_transaction_timeout: Option<Duration>,
 }
 
 impl Default for PostgresConfig {
@@ -40,6 +51,9 @@ impl Default for PostgresConfig {
             migrate: true,
             connect_timeout: Duration::from_secs(10),
             call_timeout: Duration::from_secs(30),
+            statement_timeout: Some(Duration::from_secs(30)),
+            lock_timeout: Some(Duration::from_secs(10)),
+            idle_in_transaction_timeout: Some(Duration::from_secs(60)),
         }
     }
 }
@@ -47,10 +61,33 @@ impl Default for PostgresConfig {
 impl PostgresConfig {
     /// Polling only and no prepared statements: what works behind PgBouncer in transaction
     /// mode, which keeps no session state between transactions.
+    ///
+    /// PgBouncer refuses the startup options that carry the session timeouts, so they are left
+    /// to the server's or the role's settings (`ALTER ROLE ... SET statement_timeout = ...`;
+    /// see docs/operations.md).
     pub fn pgbouncer(mut self) -> Self {
         self.notify = false;
         self.prepared_statements = false;
+        self.statement_timeout = None;
+        self.lock_timeout = None;
+        self.idle_in_transaction_timeout = None;
         self
+    }
+
+    /// The session timeouts as startup options (`-c name=ms ...`), empty when none is set.
+    pub(crate) fn session_options(&self) -> String {
+        [
+            ("statement_timeout", self.statement_timeout),
+            ("lock_timeout", self.lock_timeout),
+            (
+                "idle_in_transaction_session_timeout",
+                self.idle_in_transaction_timeout,
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| Some(format!("-c {name}={}", value?.as_millis())))
+        .collect::<Vec<_>>()
+        .join(" ")
     }
 
     /// Checks the values.

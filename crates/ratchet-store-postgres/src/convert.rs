@@ -82,8 +82,24 @@ pub(crate) fn db_err(e: tokio_postgres::Error) -> StoreError {
 
 /// Maps a failure to get a pooled connection.
 pub(crate) fn pool_err(e: deadpool_postgres::PoolError) -> StoreError {
+    use deadpool_postgres::{PoolError, TimeoutType};
+    let timed_out = |what: &str| {
+        StoreError::backend(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("{what} within the connect timeout"),
+        ))
+    };
     match e {
-        deadpool_postgres::PoolError::Backend(e) => db_err(e),
+        PoolError::Backend(e) => db_err(e),
+        PoolError::Timeout(TimeoutType::Create) => {
+            timed_out("could not connect to the server: it did not answer")
+        }
+        PoolError::Timeout(TimeoutType::Wait) => {
+            timed_out("no pooled connection came free: all were busy")
+        }
+        PoolError::Timeout(TimeoutType::Recycle) => {
+            timed_out("a pooled connection could not be checked")
+        }
         other => StoreError::backend(other),
     }
 }

@@ -60,9 +60,11 @@ mod store;
 mod task;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod tls;
 
 pub use config::PostgresConfig;
 pub use migrate::SCHEMA_VERSION;
 pub use store::PostgresStore;
+pub use tls::describe;
 /// The driver, for [`PostgresStore::task_enqueue_in`]'s transaction type.
 pub use tokio_postgres;

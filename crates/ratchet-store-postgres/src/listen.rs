@@ -9,7 +9,8 @@ use futures::StreamExt;
 use ratchet_store::WakeupSender;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tokio_postgres::{AsyncMessage, NoTls, Notification};
+use tokio_postgres::{AsyncMessage, Notification};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -17,13 +18,14 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// Starts the listener; it runs until the returned task is aborted.
 pub(crate) fn spawn(
     config: tokio_postgres::Config,
+    tls: MakeRustlsConnect,
     schema: String,
     sender: WakeupSender,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut backoff = FIRST_BACKOFF;
         loop {
-            match listen(&config, &schema, &sender, &mut backoff).await {
+            match listen(&config, &tls, &schema, &sender, &mut backoff).await {
                 Ok(()) => tracing::warn!(schema, "notification connection closed; reconnecting"),
                 Err(e) => {
                     tracing::warn!(schema, error = %e, retry_in = ?backoff, "notification connection failed")
@@ -38,11 +40,12 @@ pub(crate) fn spawn(
 /// One connection's life: connect, LISTEN, forward notifications until it drops.
 async fn listen(
     config: &tokio_postgres::Config,
+    tls: &MakeRustlsConnect,
     schema: &str,
     sender: &WakeupSender,
     backoff: &mut Duration,
 ) -> Result<(), tokio_postgres::Error> {
-    let (client, mut connection) = config.connect(NoTls).await?;
+    let (client, mut connection) = config.connect(tls.clone()).await?;
     let (tx, mut rx) = mpsc::unbounded_channel::<Notification>();
     // The connection delivers notifications only while it is polled, so it gets its own task.
     let driver = tokio::spawn(async move {

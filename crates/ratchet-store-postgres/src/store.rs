@@ -15,11 +15,12 @@ use ratchet_store::{
     TaskRecord, WakeupSender, Wakeups, WorkerAlive,
 };
 use tokio::task::JoinHandle;
-use tokio_postgres::{NoTls, Row};
+use tokio_postgres::Row;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::convert::{db_err, pool_err, Failure, Res};
 use crate::param::{p, Param};
-use crate::{commit, event, instance, listen, migrate, queue, task, PostgresConfig};
+use crate::{commit, event, instance, listen, migrate, queue, task, tls, PostgresConfig};
 
 /// The named statements of this backend, from `sql/*.sql`, for `schema`.
 fn queries(schema: &str) -> NamedQueries {
@@ -53,6 +54,8 @@ impl Drop for AbortOnDrop {
 
 struct Inner {
     pool: Pool,
+    /// The TLS connector of every connection, kept to cancel a statement that overran.
+    tls: MakeRustlsConnect,
     /// One connection of its own for saying this process is alive, so that a pool whose
     /// connections all wait behind a lock cannot keep it from being heard.
     lifeline: Pool,
@@ -174,9 +177,17 @@ impl PostgresStore {
     /// configuration does not migrate on connect.
     pub async fn connect_with(url: &str, config: PostgresConfig) -> Result<Self> {
         config.validate()?;
-        let mut pg: tokio_postgres::Config = url
-            .parse()
-            .map_err(|e| StoreError::Invalid(format!("database URL: {e}")))?;
+        let (mut pg, tls) = tls::parse(url)?;
+        // Every session bounds its statements, its waits for locks and its idle transactions
+        // on the server, so a lock or a stuck client cannot hold a connection for long.
+        let limits = config.session_options();
+        if !limits.is_empty() {
+            let options = match pg.get_options() {
+                Some(given) => format!("{given} {limits}"),
+                None => limits,
+            };
+            pg.options(&options);
+        }
         if pg.get_application_name().is_none() {
             pg.application_name("ratchet");
         }
@@ -190,7 +201,7 @@ impl PostgresStore {
         let pool_of = |size: usize| {
             let manager = Manager::from_config(
                 pg.clone(),
-                NoTls,
+                tls.clone(),
                 ManagerConfig {
                     recycling_method: RecyclingMethod::Fast,
                 },
@@ -216,7 +227,7 @@ impl PostgresStore {
         }
         let (wakeups, listener) = if config.notify {
             let sender = WakeupSender::new();
-            let handle = listen::spawn(pg, config.schema.clone(), sender.clone());
+            let handle = listen::spawn(pg, tls.clone(), config.schema.clone(), sender.clone());
             (Some(sender), Some(AbortOnDrop(handle)))
         } else {
             (None, None)
@@ -224,6 +235,7 @@ impl PostgresStore {
         Ok(Self {
             inner: Arc::new(Inner {
                 pool,
+                tls,
                 lifeline,
                 sql: queries(&config.schema),
                 config,
@@ -345,6 +357,7 @@ impl PostgresStore {
         let mut tries = 0;
         loop {
             let client = self.inner.pool.get().await.map_err(pool_err)?;
+            let cancel = client.cancel_token();
             let conn = Conn {
                 client,
                 store: self.inner.clone(),
@@ -356,10 +369,21 @@ impl PostgresStore {
             let timeout = self.inner.config.call_timeout;
             let outcome = match tokio::time::timeout(timeout, f(conn)).await {
                 Ok(outcome) => outcome,
-                Err(_) => Err(Failure::Store(StoreError::backend(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!("the database did not answer within {timeout:?}"),
-                )))),
+                Err(_) => {
+                    // The connection went back to the pool with the statement still running
+                    // on the server (waiting for a lock, say): cancel it there, so that it
+                    // neither holds the connection nor commits behind the caller's back.
+                    let tls = self.inner.tls.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = cancel.cancel_query(tls).await {
+                            tracing::debug!(error = %e, "could not cancel a statement that overran");
+                        }
+                    });
+                    Err(Failure::Store(StoreError::backend(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("the database did not answer within {timeout:?}"),
+                    ))))
+                }
             };
             match outcome {
                 Ok(value) => {

@@ -304,3 +304,232 @@ async fn every_function_sets_its_search_path() {
     let unset: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
     assert_eq!(unset, ["task_records", "task_state", "visible_events"]);
 }
+
+/// Connections of `schema` (by their application name) waiting on a lock.
+async fn waiting_on_locks(
+    admin: &ratchet_store_postgres::tokio_postgres::Client,
+    app: &str,
+) -> i64 {
+    admin
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE application_name = $1 AND wait_event_type = 'Lock'",
+            &[&app],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// A session holds `LOCK TABLE tasks IN ACCESS EXCLUSIVE MODE`. A call that times out on the
+/// client is cancelled on the server too (no statement of ours is left waiting), and with the
+/// session's lock_timeout the server gives up on the lock by itself.
+#[tokio::test]
+async fn a_call_stuck_behind_a_lock_ends_on_the_server_too() {
+    use std::time::Duration;
+    let Some(url) = database_url() else {
+        return;
+    };
+    let app = format!("ratchet-{}", &fresh_schema()[13..]);
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let url = format!("{url}{sep}application_name={app}");
+    let schema = fresh_schema();
+    let store = |config: PostgresConfig| {
+        let url = url.clone();
+        let schema = schema.clone();
+        async move {
+            PostgresStore::connect_with(&url, PostgresConfig { schema, ..config })
+                .await
+                .unwrap()
+        }
+    };
+    // Only the client's deadline, no server-side limits: the cancel must free the session.
+    let cancelled = store(PostgresConfig {
+        call_timeout: Duration::from_secs(1),
+        statement_timeout: None,
+        lock_timeout: None,
+        ..PostgresConfig::default()
+    })
+    .await;
+    let (mut admin, connection) = ratchet_store_postgres::tokio_postgres::connect(
+        &url,
+        ratchet_store_postgres::tokio_postgres::NoTls,
+    )
+    .await
+    .unwrap();
+    tokio::spawn(connection);
+    let admin_tx = admin.transaction().await.unwrap();
+    admin_tx
+        .batch_execute(&format!(
+            "LOCK TABLE {schema}.tasks IN ACCESS EXCLUSIVE MODE"
+        ))
+        .await
+        .unwrap();
+    let (watcher, connection) = ratchet_store_postgres::tokio_postgres::connect(
+        &database_url().unwrap(),
+        ratchet_store_postgres::tokio_postgres::NoTls,
+    )
+    .await
+    .unwrap();
+    tokio::spawn(connection);
+    let now = ratchet_core::Timestamp::now();
+    let refused = cancelled.task_get(ratchet_store::TaskId(1), now).await;
+    assert!(
+        matches!(&refused, Err(StoreError::Backend(e)) if e.to_string().contains("did not answer")),
+        "{refused:?}"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while waiting_on_locks(&watcher, &app).await > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the timed-out statement still waits on the server"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // With the default session limits, the server itself gives up after lock_timeout.
+    let limited = store(PostgresConfig {
+        lock_timeout: Some(Duration::from_millis(300)),
+        ..PostgresConfig::default()
+    })
+    .await;
+    let refused = limited.task_get(ratchet_store::TaskId(1), now).await;
+    assert!(
+        matches!(&refused, Err(StoreError::Backend(e)) if e.to_string().contains("lock timeout")),
+        "{refused:?}"
+    );
+    admin_tx.rollback().await.unwrap();
+    assert!(limited
+        .task_get(ratchet_store::TaskId(1), now)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(cancelled
+        .task_get(ratchet_store::TaskId(1), now)
+        .await
+        .unwrap()
+        .is_none());
+}
+
+/// TLS with libpq's sslmodes, against a server whose certificate the CA in
+/// `RATCHET_TEST_PG_TLS_CA` signed for 127.0.0.1 and localhost (`./scripts/test` makes one).
+#[tokio::test]
+async fn tls_encrypts_and_checks_what_sslmode_asks() {
+    let Some(url) = database_url() else {
+        return;
+    };
+    let (Ok(ca), Ok(other_ca)) = (
+        std::env::var("RATCHET_TEST_PG_TLS_CA"),
+        std::env::var("RATCHET_TEST_PG_TLS_OTHER_CA"),
+    ) else {
+        eprintln!("skipped: RATCHET_TEST_PG_TLS_CA is not set (./scripts/test sets it for its own server)");
+        return;
+    };
+    let given: ratchet_store_postgres::tokio_postgres::Config = url.parse().unwrap();
+    let port = given.get_ports().first().copied().unwrap_or(5432);
+    let user = given.get_user().unwrap_or("postgres").to_string();
+    let dbname = given.get_dbname().unwrap_or("postgres").to_string();
+    let password = given
+        .get_password()
+        .map(|p| format!(" password='{}'", String::from_utf8_lossy(p)))
+        .unwrap_or_default();
+    // Key-value strings, the host name given apart from the address it resolves to.
+    let conninfo = |host: &str, app: &str, tls: &str| {
+        format!(
+            "host={host} hostaddr=127.0.0.1 port={port} user={user} dbname={dbname}{password} application_name={app} {tls}"
+        )
+    };
+    let connect = |info: String| async move {
+        PostgresStore::connect_with(
+            &info,
+            PostgresConfig {
+                schema: fresh_schema(),
+                ..PostgresConfig::default()
+            },
+        )
+        .await
+    };
+    let app = format!("tls_{}", &fresh_schema()[13..]);
+    let encrypted = connect(conninfo("localhost", &app, "sslmode=require"))
+        .await
+        .unwrap();
+    let (watcher, connection) = ratchet_store_postgres::tokio_postgres::connect(
+        &url,
+        ratchet_store_postgres::tokio_postgres::NoTls,
+    )
+    .await
+    .unwrap();
+    tokio::spawn(connection);
+    let ssl: bool = watcher
+        .query_one(
+            "SELECT bool_and(s.ssl) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
+             WHERE a.application_name = $1",
+            &[&app],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(ssl, "every connection of the store is encrypted");
+    drop(encrypted);
+    let verified = format!("sslmode=verify-full sslrootcert={ca}");
+    connect(conninfo("localhost", &app, &verified))
+        .await
+        .unwrap();
+    connect(conninfo("127.0.0.1", &app, &verified))
+        .await
+        .unwrap();
+    let refused = |r: Result<PostgresStore, StoreError>| match r {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("connected"),
+    };
+    let wrong_ca = refused(
+        connect(conninfo(
+            "localhost",
+            &app,
+            &format!("sslmode=verify-full sslrootcert={other_ca}"),
+        ))
+        .await,
+    );
+    assert!(
+        wrong_ca.to_lowercase().contains("certificate"),
+        "{wrong_ca}"
+    );
+    let wrong_host = refused(connect(conninfo("wrong.invalid", &app, &verified)).await);
+    assert!(
+        wrong_host.to_lowercase().contains("certificate"),
+        "{wrong_host}"
+    );
+    // verify-ca checks the chain, not the name.
+    connect(conninfo(
+        "wrong.invalid",
+        &app,
+        &format!("sslmode=verify-ca sslrootcert={ca}"),
+    ))
+    .await
+    .unwrap();
+}
+
+/// A server that accepts the connection and never answers: connecting fails after the
+/// connect timeout, and says so.
+#[tokio::test]
+async fn a_server_that_never_answers_is_a_connect_timeout() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let refused = PostgresStore::connect_with(
+        &format!("postgres://app:s3cret@127.0.0.1:{port}/db"),
+        PostgresConfig {
+            connect_timeout: std::time::Duration::from_millis(500),
+            ..PostgresConfig::default()
+        },
+    )
+    .await;
+    let Err(e) = refused else {
+        panic!("connected to a silent server")
+    };
+    let message = e.to_string();
+    assert!(
+        message.contains("did not answer within the connect timeout"),
+        "{message}"
+    );
+    assert!(!message.contains("s3cret"));
+    drop(silent);
+}

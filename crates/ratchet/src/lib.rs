@@ -120,7 +120,9 @@ pub use ratchet_store::{
     InstanceStatus, NewEvent, Position, QueryItem, QueueLimits, QueueStats, Store, StoreError,
     StoreStats, StoredEvent, TaskActionOutcome, TaskFilter, TaskId, TaskRecord, TaskState,
 };
-pub use ratchet_store_postgres::{PostgresConfig, PostgresStore};
+pub use ratchet_store_postgres::{
+    describe as describe_database_url, PostgresConfig, PostgresStore,
+};
 pub use ratchet_store_sqlite::{SqliteStore, SCHEMA_VERSION};
 use serde::de::DeserializeOwned;
 use serde::Serialize;

@@ -168,3 +168,33 @@ async fn a_read_only_role_and_a_worker_role_do_what_their_grants_allow() {
     .await
     .unwrap();
 }
+
+/// A password never reaches the screen, whichever way the connection string gives it; a
+/// failure is told once per cause, and without a backtrace unless asked for (`-v`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_are_never_printed_and_causes_are_told_once() {
+    for url in [
+        "postgres://app:s3cret@127.0.0.1:1/db",
+        "postgres://app@127.0.0.1:1/db?password=s3cret",
+        "host=127.0.0.1 port=1 user=app password=s3cret dbname=db",
+        "host=127.0.0.1 port=1 user=app password='s3cret word' dbname=db",
+    ] {
+        let args = vec!["--database-url".to_string(), url.to_string()];
+        let out = ratchet(&args)
+            .args(["instances", "list"])
+            .env("RUST_BACKTRACE", "1")
+            .output()
+            .unwrap();
+        let printed = text(&out);
+        assert!(!out.status.success());
+        assert!(!printed.contains("s3cret"), "{url}: {printed}");
+        assert!(printed.contains("postgres://app@127.0.0.1:1/db"), "{printed}");
+        assert_eq!(printed.matches("Connection refused").count(), 1, "{printed}");
+        assert!(!printed.contains("backtrace"), "{printed}");
+        let verbose = ratchet(&args)
+            .args(["-v", "instances", "list"])
+            .output()
+            .unwrap();
+        assert!(!text(&verbose).contains("s3cret"), "{}", text(&verbose));
+    }
+}
