@@ -3,7 +3,8 @@
 //! Write an orchestration as a plain `async fn`; Ratchet records every step in history, so a
 //! crash at any point loses nothing and repeats no step at the orchestration level. It runs on
 //! an embedded SQLite file for development and on PostgreSQL in production
-//! ([`Builder::sqlite`], [`Builder::postgres`]).
+//! ([`Builder::sqlite`], [`Builder::postgres`]). Each backend is a cargo feature, both on by
+//! default: `default-features = false, features = ["postgres"]` builds without SQLite.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -102,6 +103,7 @@
 #![deny(missing_docs)]
 
 use std::future::Future;
+#[cfg(feature = "sqlite")]
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -120,9 +122,11 @@ pub use ratchet_store::{
     InstanceStatus, NewEvent, Position, QueryItem, QueueLimits, QueueStats, Store, StoreError,
     StoreStats, StoredEvent, TaskActionOutcome, TaskFilter, TaskId, TaskRecord, TaskState,
 };
+#[cfg(feature = "postgres")]
 pub use ratchet_store_postgres::{
     describe as describe_database_url, PostgresConfig, PostgresStore,
 };
+#[cfg(feature = "sqlite")]
 pub use ratchet_store_sqlite::{SqliteStore, SCHEMA_VERSION};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -167,13 +171,16 @@ pub struct Builder {
     config: RuntimeConfig,
     queues: Vec<(String, QueueConfig)>,
     store: Option<Arc<dyn Store>>,
+    #[cfg(feature = "sqlite")]
     sqlite: Option<PathBuf>,
+    #[cfg(feature = "postgres")]
     postgres: Option<(String, PostgresConfig)>,
     clock: Option<Clock>,
 }
 
 impl Builder {
     /// Uses the embedded SQLite file at `path` (created if missing).
+    #[cfg(feature = "sqlite")]
     pub fn sqlite(mut self, path: impl Into<PathBuf>) -> Self {
         self.sqlite = Some(path.into());
         self
@@ -181,11 +188,13 @@ impl Builder {
 
     /// Uses PostgreSQL at `url` (`postgres://user:password@host:port/db`), in the schema
     /// `ratchet`, created or upgraded on start.
+    #[cfg(feature = "postgres")]
     pub fn postgres(self, url: impl Into<String>) -> Self {
         self.postgres_with(url, PostgresConfig::default())
     }
 
     /// Uses PostgreSQL at `url` with `config` (schema, pool size, notifications, ...).
+    #[cfg(feature = "postgres")]
     pub fn postgres_with(mut self, url: impl Into<String>, config: PostgresConfig) -> Self {
         self.postgres = Some((url.into(), config));
         self
@@ -271,16 +280,20 @@ impl Builder {
     }
 
     async fn open(&mut self) -> Result<Arc<dyn Store>> {
-        match (self.store.take(), self.sqlite.take(), self.postgres.take()) {
-            (Some(store), _, _) => Ok(store),
-            (None, Some(path), _) => Ok(Arc::new(SqliteStore::open(path).await?)),
-            (None, None, Some((url, config))) => {
-                Ok(Arc::new(PostgresStore::connect_with(&url, config).await?))
-            }
-            (None, None, None) => Err(Error::Config(
-                "choose a store: .sqlite(path), .postgres(url) or .store(store)".into(),
-            )),
+        if let Some(store) = self.store.take() {
+            return Ok(store);
         }
+        #[cfg(feature = "sqlite")]
+        if let Some(path) = self.sqlite.take() {
+            return Ok(Arc::new(SqliteStore::open(path).await?));
+        }
+        #[cfg(feature = "postgres")]
+        if let Some((url, config)) = self.postgres.take() {
+            return Ok(Arc::new(PostgresStore::connect_with(&url, config).await?));
+        }
+        Err(Error::Config(
+            "choose a store: .sqlite(path), .postgres(url) or .store(store)".into(),
+        ))
     }
 
     /// Opens the store and returns a client that runs nothing here: for a process that only

@@ -188,8 +188,15 @@ async fn secrets_are_never_printed_and_causes_are_told_once() {
         let printed = text(&out);
         assert!(!out.status.success());
         assert!(!printed.contains("s3cret"), "{url}: {printed}");
-        assert!(printed.contains("postgres://app@127.0.0.1:1/db"), "{printed}");
-        assert_eq!(printed.matches("Connection refused").count(), 1, "{printed}");
+        assert!(
+            printed.contains("postgres://app@127.0.0.1:1/db"),
+            "{printed}"
+        );
+        assert_eq!(
+            printed.matches("Connection refused").count(),
+            1,
+            "{printed}"
+        );
         assert!(!printed.contains("backtrace"), "{printed}");
         let verbose = ratchet(&args)
             .args(["-v", "instances", "list"])
