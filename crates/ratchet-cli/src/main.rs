@@ -11,9 +11,9 @@ macro_rules! out {
     }};
 }
 
-mod bench;
 mod demo;
 mod events;
+mod input;
 mod tasks;
 mod worker;
 
@@ -79,9 +79,14 @@ enum Command {
     #[command(subcommand)]
     Events(events::EventCommand),
     /// Measure: the published scenarios of the systems Ratchet replaces (fanout, signals,
-    /// tasks), on SQLite or PostgreSQL, optionally through a simulated distant database.
-    #[command(subcommand)]
-    Bench(bench::BenchCommand),
+    /// tasks, events), on SQLite or PostgreSQL, optionally through a simulated distant
+    /// database (`ratchet bench --help`). Runs the `ratchet-bench` binary built beside this one.
+    #[command(disable_help_flag = true)]
+    Bench {
+        /// The bench command and its options.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -100,23 +105,32 @@ enum InstanceCommand {
         /// At most this many.
         #[arg(long, default_value_t = 50)]
         limit: u32,
+        /// One JSON object per line instead of a table.
+        #[arg(long)]
+        json: bool,
     },
     /// Show one instance as JSON: status, input, output, error, custom status.
     Show {
         /// Instance id.
         id: String,
+        /// On one line (JSON lines) instead of indented.
+        #[arg(long)]
+        json: bool,
     },
     /// Print an instance's history, one event per line.
     History {
         /// Instance id.
         id: String,
+        /// One JSON object per line: execution, seq and the event.
+        #[arg(long)]
+        json: bool,
     },
     /// Start an instance of an orchestration that a worker runs (e.g. `fanout` with
     /// `{"activities":5,"activity_ms":10}`).
     Start {
         /// Orchestration name.
         name: String,
-        /// Input as JSON.
+        /// Input as JSON; `@path` reads it from a file, `-` from standard input.
         #[arg(long, default_value = "null")]
         input: String,
         /// Instance id (default: a new UUID).
@@ -132,7 +146,7 @@ enum InstanceCommand {
         id: String,
         /// Signal name.
         name: String,
-        /// Payload as JSON.
+        /// Payload as JSON; `@path` reads it from a file, `-` from standard input.
         #[arg(long, default_value = "null")]
         payload: String,
         /// Raise at most once per this id.
@@ -170,11 +184,6 @@ enum InstanceCommand {
         timeout_secs: u64,
     },
 }
-
-/// The system allocator, counting: `ratchet bench` reports bytes allocated per operation. The
-/// cost is a few uncontended atomic additions per allocation.
-#[global_allocator]
-static ALLOCATOR: &stats_alloc::StatsAlloc<std::alloc::System> = &stats_alloc::INSTRUMENTED_SYSTEM;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
@@ -227,9 +236,8 @@ async fn run(matches: clap::ArgMatches) -> anyhow::Result<()> {
         }
         cli.database_url = None;
     }
-    if let Command::Bench(cmd) = cli.command {
-        // A bench makes its own databases: a fresh file or schema per run.
-        return bench::run(cmd, cli.database_url.as_deref()).await;
+    if let Command::Bench { args } = &cli.command {
+        return run_bench(args, cli.database_url.as_deref());
     }
     // Bad events are refused before the database is opened (or created).
     let append = match &cli.command {
@@ -262,7 +270,38 @@ async fn run(matches: clap::ArgMatches) -> anyhow::Result<()> {
         Command::Events(cmd) => {
             events::run(Client::new(store.into_dyn()).events(), cmd, append).await
         }
-        Command::Bench(_) => Ok(()),
+        Command::Bench { .. } => Ok(()),
+    }
+}
+
+/// Runs the `ratchet-bench` binary that sits beside this one with `args`: the benchmark and
+/// the counting allocator it needs stay out of this binary, which workers run.
+fn run_bench(args: &[String], database_url: Option<&str>) -> anyhow::Result<()> {
+    let name = format!("ratchet-bench{}", std::env::consts::EXE_SUFFIX);
+    let path = std::env::current_exe()
+        .context("finding this program")?
+        .with_file_name(&name);
+    if !path.exists() {
+        bail!(
+            "{} is missing: build it with `cargo build --release -p ratchet-cli`",
+            path.display()
+        );
+    }
+    let mut bench = std::process::Command::new(&path);
+    bench.args(args);
+    // A bench makes its own databases: a fresh file or schema per run, on this server.
+    match database_url {
+        Some(url) => bench.env("DATABASE_URL", url),
+        None => bench.env_remove("DATABASE_URL"),
+    };
+    let status = bench
+        .status()
+        .with_context(|| format!("running {}", path.display()))?;
+    match status.code() {
+        Some(0) => Ok(()),
+        // It said what went wrong itself.
+        Some(code) => std::process::exit(code),
+        None => bail!("{} was stopped by a signal", path.display()),
     }
 }
 
@@ -323,6 +362,17 @@ async fn open_store(cli: &Cli, migrate: bool) -> anyhow::Result<(OpenStore, Stri
     Ok((OpenStore::Sqlite(Arc::new(store)), db))
 }
 
+/// An instance as one JSON object, its times in RFC 3339.
+fn instance_json(r: &ratchet::InstanceRecord) -> serde_json::Value {
+    serde_json::json!({
+        "id": r.id, "name": r.name, "version": r.version, "status": r.status.to_string(),
+        "execution": r.execution, "input": r.input, "output": r.output, "error": r.error,
+        "custom_status": r.custom_status, "parent": r.parent, "history_len": r.history_len,
+        "created_at": input::rfc3339(r.created_at), "updated_at": input::rfc3339(r.updated_at),
+        "finished_at": r.finished_at.map(input::rfc3339),
+    })
+}
+
 async fn instances(client: Client, cmd: InstanceCommand) -> anyhow::Result<()> {
     match cmd {
         InstanceCommand::List {
@@ -330,6 +380,7 @@ async fn instances(client: Client, cmd: InstanceCommand) -> anyhow::Result<()> {
             name,
             since_secs,
             limit,
+            json,
         } => {
             let statuses = status
                 .iter()
@@ -346,8 +397,14 @@ async fn instances(client: Client, cmd: InstanceCommand) -> anyhow::Result<()> {
                 limit: Some(limit),
             };
             let list = client.list(filter).await?;
+            if json {
+                for r in &list {
+                    out!("{}", instance_json(r));
+                }
+                return Ok(());
+            }
             out!(
-                "{:<38} {:<16} {:<15} {:>4} {:>8}",
+                "{:<38} {:<16} {:<15} {:>4} {:>8}  created",
                 "id",
                 "name",
                 "status",
@@ -356,33 +413,39 @@ async fn instances(client: Client, cmd: InstanceCommand) -> anyhow::Result<()> {
             );
             for r in list {
                 out!(
-                    "{:<38} {:<16} {:<15} {:>4} {:>8}",
+                    "{:<38} {:<16} {:<15} {:>4} {:>8}  {}",
                     r.id,
                     r.name,
                     r.status.to_string(),
                     r.execution,
-                    r.history_len
+                    r.history_len,
+                    input::rfc3339(r.created_at)
                 );
             }
         }
-        InstanceCommand::Show { id } => {
-            let r = client.status(&id).await?;
-            let json = serde_json::json!({
-                "id": r.id, "name": r.name, "version": r.version, "status": r.status.to_string(),
-                "execution": r.execution, "input": r.input, "output": r.output, "error": r.error,
-                "custom_status": r.custom_status, "parent": r.parent, "history_len": r.history_len,
-                "created_at_ms": r.created_at.as_millis(), "finished_at_ms": r.finished_at.map(|t| t.as_millis()),
-            });
-            out!("{}", serde_json::to_string_pretty(&json)?);
+        InstanceCommand::Show { id, json } => {
+            let r = instance_json(&client.status(&id).await?);
+            if json {
+                out!("{r}");
+            } else {
+                out!("{}", serde_json::to_string_pretty(&r)?);
+            }
         }
-        InstanceCommand::History { id } => {
+        InstanceCommand::History { id, json } => {
             for h in client.history(&id).await? {
-                out!(
-                    "{:>3} {:>4}  {}",
-                    h.execution,
-                    h.seq,
-                    serde_json::to_string(&h.event)?
-                );
+                if json {
+                    out!(
+                        "{}",
+                        serde_json::json!({"execution": h.execution, "seq": h.seq, "event": h.event})
+                    );
+                } else {
+                    out!(
+                        "{:>3} {:>4}  {}",
+                        h.execution,
+                        h.seq,
+                        serde_json::to_string(&h.event)?
+                    );
+                }
             }
         }
         InstanceCommand::Start {
@@ -391,8 +454,7 @@ async fn instances(client: Client, cmd: InstanceCommand) -> anyhow::Result<()> {
             id,
             use_existing,
         } => {
-            let input: serde_json::Value =
-                serde_json::from_str(&input).context("--input must be JSON")?;
+            let input = input::json(&input, "--input")?;
             let options = StartOptions {
                 id,
                 if_exists: if use_existing {
@@ -416,8 +478,7 @@ async fn instances(client: Client, cmd: InstanceCommand) -> anyhow::Result<()> {
             payload,
             dedup,
         } => {
-            let payload: serde_json::Value =
-                serde_json::from_str(&payload).context("--payload must be JSON")?;
+            let payload = input::json(&payload, "--payload")?;
             let raised = match dedup {
                 Some(d) => client.signal_once(&id, &name, payload, &d).await?,
                 None => client.signal(&id, &name, payload).await.map(|()| true)?,

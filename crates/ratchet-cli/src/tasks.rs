@@ -3,6 +3,8 @@
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+
+use crate::input::rfc3339;
 use clap::Subcommand;
 use ratchet::{
     Client, EnqueueOutcome, QueueLimits, TaskFilter, TaskId, TaskOptions, TaskRecord, TaskRequest,
@@ -25,17 +27,23 @@ pub(crate) enum TaskCommand {
         /// At most this many.
         #[arg(long, default_value_t = 50)]
         limit: u32,
+        /// One JSON object per line instead of a table.
+        #[arg(long)]
+        json: bool,
     },
     /// Show one task as JSON: state, attempts, input, output, last error.
     Show {
         /// Task id.
         id: i64,
+        /// On one line (JSON lines) instead of indented.
+        #[arg(long)]
+        json: bool,
     },
     /// Enqueue a task (a worker with a handler of that name runs it).
     Enqueue {
         /// Task name.
         name: String,
-        /// Input as JSON.
+        /// Input as JSON; `@path` reads it from a file, `-` from standard input.
         #[arg(long, default_value = "null")]
         input: String,
         /// Queue.
@@ -47,18 +55,18 @@ pub(crate) enum TaskCommand {
         /// Run no earlier than this many milliseconds from now.
         #[arg(long, default_value_t = 0)]
         delay_ms: u64,
-        /// Attempts in all.
-        #[arg(long)]
+        /// Attempts in all (at least 1).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
         max_attempts: Option<u32>,
         /// While a task with this key is unfinished, enqueueing it again does nothing. With
         /// --count, the key of task i is KEY-i.
         #[arg(long)]
         unique_key: Option<String>,
-        /// Metadata as JSON.
+        /// Metadata as JSON (`@path` and `-` as for --input).
         #[arg(long)]
         metadata: Option<String>,
-        /// Enqueue this many copies in one call.
-        #[arg(long, default_value_t = 1)]
+        /// Enqueue this many copies, in calls of up to 5,000 (a progress bar on a terminal).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
         count: u32,
     },
     /// Wait for a task to finish and print it.
@@ -92,7 +100,11 @@ pub(crate) enum TaskCommand {
 #[derive(Subcommand, Debug)]
 pub(crate) enum QueueCommand {
     /// Every queue with its settings and its tasks by state.
-    List,
+    List {
+        /// One JSON object per line instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Start no task of the queue anywhere until it is resumed.
     Pause {
         /// Queue name.
@@ -119,8 +131,18 @@ pub(crate) enum QueueCommand {
     },
 }
 
-fn json(text: &str, flag: &str) -> anyhow::Result<serde_json::Value> {
-    serde_json::from_str(text).with_context(|| format!("{flag} must be JSON"))
+/// Tasks per enqueue call of `tasks enqueue --count`: memory stays bounded however many.
+const ENQUEUE_BATCH: u32 = 5_000;
+
+/// A task as one JSON object, its times in RFC 3339.
+fn record(t: &TaskRecord) -> serde_json::Value {
+    serde_json::json!({
+        "id": t.id.0, "queue": t.queue, "name": t.name, "state": t.state.to_string(),
+        "priority": t.priority, "attempt": t.attempt, "max_attempts": t.max_attempts,
+        "input": t.input, "output": t.output, "error": t.error, "unique_key": t.unique_key,
+        "metadata": t.metadata, "created_at": rfc3339(t.created_at),
+        "run_at": rfc3339(t.visible_at), "finished_at": t.finished_at.map(rfc3339),
+    })
 }
 
 fn line(t: &TaskRecord) -> String {
@@ -143,6 +165,7 @@ pub(crate) async fn tasks(client: Client, cmd: TaskCommand) -> anyhow::Result<()
             state,
             name,
             limit,
+            json,
         } => {
             let states = state
                 .iter()
@@ -155,6 +178,13 @@ pub(crate) async fn tasks(client: Client, cmd: TaskCommand) -> anyhow::Result<()
                 name,
                 limit: Some(limit),
             };
+            let tasks = client.tasks(filter).await?;
+            if json {
+                for t in &tasks {
+                    out!("{}", record(t));
+                }
+                return Ok(());
+            }
             out!(
                 "{:>10} {:<14} {:<20} {:<10} {:>7} last error",
                 "id",
@@ -163,11 +193,11 @@ pub(crate) async fn tasks(client: Client, cmd: TaskCommand) -> anyhow::Result<()
                 "state",
                 "attempt"
             );
-            for t in client.tasks(filter).await? {
-                out!("{}", line(&t));
+            for t in &tasks {
+                out!("{}", line(t));
             }
         }
-        TaskCommand::Show { id } => show(&client.task(TaskId(id)).await?)?,
+        TaskCommand::Show { id, json } => show(&client.task(TaskId(id)).await?, json)?,
         TaskCommand::Enqueue {
             name,
             input,
@@ -179,7 +209,7 @@ pub(crate) async fn tasks(client: Client, cmd: TaskCommand) -> anyhow::Result<()
             metadata,
             count,
         } => {
-            let input = json(&input, "--input")?;
+            let input = crate::input::json(&input, "--input")?;
             let mut options = TaskOptions::default()
                 .queue(queue)
                 .priority(priority)
@@ -188,42 +218,56 @@ pub(crate) async fn tasks(client: Client, cmd: TaskCommand) -> anyhow::Result<()
                 options = options.max_attempts(n);
             }
             if let Some(metadata) = metadata {
-                options = options.metadata(json(&metadata, "--metadata")?);
+                options = options.metadata(crate::input::json(&metadata, "--metadata")?);
             }
-            let requests = (0..count.max(1))
-                .map(|i| {
-                    let mut options = options.clone();
-                    options.unique_key = match (&unique_key, count) {
-                        (Some(key), 0 | 1) => Some(key.clone()),
-                        (Some(key), _) => Some(format!("{key}-{i}")),
-                        (None, _) => None,
-                    };
-                    Ok(TaskRequest::new(&name, &input)?.options(options))
-                })
-                .collect::<ratchet::Result<Vec<_>>>()?;
-            let outcomes = client.enqueue_many(requests).await?;
-            let enqueued = outcomes
-                .iter()
-                .filter(|o| matches!(o, EnqueueOutcome::Enqueued(_)))
-                .count();
-            if count <= 1 {
+            let request = |i: u32| -> ratchet::Result<TaskRequest> {
+                let mut options = options.clone();
+                options.unique_key = match (&unique_key, count) {
+                    (Some(key), 1) => Some(key.clone()),
+                    (Some(key), _) => Some(format!("{key}-{i}")),
+                    (None, _) => None,
+                };
+                Ok(TaskRequest::new(&name, &input)?.options(options))
+            };
+            if count == 1 {
+                let outcomes = client.enqueue_many(vec![request(0)?]).await?;
                 match outcomes.first() {
                     Some(EnqueueOutcome::Enqueued(id)) => out!("{}", id.0),
                     Some(o) => out!("duplicate: task {} holds the unique key", o.id().0),
                     None => bail!("the store returned no outcome"),
                 }
-            } else {
-                out!(
-                    "enqueued {enqueued}, {} duplicate(s)",
-                    outcomes.len() - enqueued
-                );
+                return Ok(());
             }
+            // In bounded calls: a million tasks never sit in memory at once. Each call is
+            // all or nothing; a failure leaves the earlier calls' tasks enqueued, and says so.
+            let progress = indicatif::ProgressBar::new(u64::from(count));
+            let (mut enqueued, mut duplicates) = (0_u64, 0_u64);
+            let mut next = 0;
+            while next < count {
+                let end = count.min(next + ENQUEUE_BATCH);
+                let requests = (next..end)
+                    .map(request)
+                    .collect::<ratchet::Result<Vec<_>>>()?;
+                let outcomes = client.enqueue_many(requests).await.with_context(|| {
+                    format!("enqueueing tasks {next}..{end} of {count} ({enqueued} were enqueued before)")
+                })?;
+                for outcome in &outcomes {
+                    match outcome {
+                        EnqueueOutcome::Enqueued(_) => enqueued += 1,
+                        _ => duplicates += 1,
+                    }
+                }
+                progress.inc(u64::from(end - next));
+                next = end;
+            }
+            progress.finish_and_clear();
+            out!("enqueued {enqueued}, {duplicates} duplicate(s)");
         }
         TaskCommand::Wait { id, timeout_secs } => {
             let t = client
                 .task_wait(TaskId(id), Duration::from_secs(timeout_secs))
                 .await?;
-            show(&t)?;
+            show(&t, false)?;
             if t.state != TaskState::Completed {
                 bail!("task {id} ended {}", t.state);
             }
@@ -257,21 +301,36 @@ pub(crate) async fn tasks(client: Client, cmd: TaskCommand) -> anyhow::Result<()
     Ok(())
 }
 
-fn show(t: &TaskRecord) -> anyhow::Result<()> {
-    let json = serde_json::json!({
-        "id": t.id.0, "queue": t.queue, "name": t.name, "state": t.state.to_string(),
-        "priority": t.priority, "attempt": t.attempt, "max_attempts": t.max_attempts,
-        "input": t.input, "output": t.output, "error": t.error, "unique_key": t.unique_key,
-        "metadata": t.metadata, "created_at_ms": t.created_at.as_millis(),
-        "run_at_ms": t.visible_at.as_millis(), "finished_at_ms": t.finished_at.map(|f| f.as_millis()),
-    });
-    out!("{}", serde_json::to_string_pretty(&json)?);
+fn show(t: &TaskRecord, one_line: bool) -> anyhow::Result<()> {
+    if one_line {
+        out!("{}", record(t));
+    } else {
+        out!("{}", serde_json::to_string_pretty(&record(t))?);
+    }
     Ok(())
 }
 
 pub(crate) async fn queues(client: Client, cmd: QueueCommand) -> anyhow::Result<()> {
     match cmd {
-        QueueCommand::List => {
+        QueueCommand::List { json } => {
+            if json {
+                for q in client.queues().await? {
+                    let counts: serde_json::Map<String, serde_json::Value> = TaskState::ALL
+                        .iter()
+                        .map(|s| (s.to_string(), q.count(*s).into()))
+                        .collect();
+                    out!(
+                        "{}",
+                        serde_json::json!({
+                            "queue": q.queue, "paused": q.paused,
+                            "rate_per_second": q.limits.rate_per_second,
+                            "burst": q.limits.burst, "concurrency": q.limits.concurrency,
+                            "tasks": counts,
+                        })
+                    );
+                }
+                return Ok(());
+            }
             out!(
                 "{:<16} {:<7} {:>9} {:>9} {:>8} {:>9} {:>9} {:>6} {:>9}  limits",
                 "queue",

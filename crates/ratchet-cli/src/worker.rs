@@ -20,10 +20,10 @@ pub(crate) struct WorkerArgs {
     #[arg(long)]
     label: Option<String>,
     /// Lease length in milliseconds: a crashed worker's work is taken over this long after.
-    #[arg(long, default_value_t = 15_000)]
+    #[arg(long, default_value_t = 15_000, value_parser = clap::value_parser!(u64).range(100..))]
     lease_ms: u64,
     /// How often to look for work when nothing woke the worker, in milliseconds.
-    #[arg(long, default_value_t = 1_000)]
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
     poll_ms: u64,
     /// Activities run at once.
     #[arg(long, default_value_t = 256)]
@@ -174,11 +174,11 @@ pub(crate) async fn run(
     let label = args
         .label
         .unwrap_or_else(|| format!("pid-{}", std::process::id()));
-    let lease = Duration::from_millis(args.lease_ms.max(100));
+    let lease = Duration::from_millis(args.lease_ms);
     let config = RuntimeConfig {
         lease,
         heartbeat: lease / 3,
-        poll_interval: Duration::from_millis(args.poll_ms.max(1)),
+        poll_interval: Duration::from_millis(args.poll_ms),
         max_activities: args.max_activities,
         max_orchestrations: args.max_orchestrations,
         retention: args
@@ -192,12 +192,22 @@ pub(crate) async fn run(
         label.clone(),
         runs.clone(),
     );
-    for (name, concurrency) in &args.queues {
+    let queues = if args.queues.is_empty() {
+        vec![("default".to_string(), 64)]
+    } else {
+        args.queues
+    };
+    for (name, concurrency) in &queues {
         builder = builder.queue(name, *concurrency);
     }
     let ratchet = builder.start().await.context("starting the runtime")?;
+    let serves = queues
+        .iter()
+        .map(|(name, n)| format!("{name} ({n} at once)"))
+        .collect::<Vec<_>>()
+        .join(", ");
     out!(
-        "worker {label} ({}) ready on {about}: orchestrations order, fanout; task work; Ctrl-C to stop",
+        "worker {label} ({}) ready on {about}: orchestrations order, fanout; task work on queue(s) {serves}; Ctrl-C to stop",
         ratchet.runtime().owner()
     );
     wait_for_stop().await;

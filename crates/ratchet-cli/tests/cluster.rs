@@ -165,9 +165,12 @@ async fn the_demo_runs_behind_pgbouncer_in_transaction_mode() {
 
 /// Task leases held by `owner`, read straight from the database.
 async fn leases_held_by(args: &[String], owner: &str) -> i64 {
-    let (client, connection) = tokio_postgres::connect(&args[1], tokio_postgres::NoTls)
-        .await
-        .unwrap();
+    let (client, connection) = ratchet_store_postgres::tokio_postgres::connect(
+        &args[1],
+        ratchet_store_postgres::tokio_postgres::NoTls,
+    )
+    .await
+    .unwrap();
     tokio::spawn(connection);
     let sql = format!(
         "SELECT count(*) FROM {}.tasks WHERE lease_owner = $1",

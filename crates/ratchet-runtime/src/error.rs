@@ -7,6 +7,9 @@ pub enum Error {
     /// No instance has this id.
     #[error("instance \"{0}\" not found")]
     NotFound(String),
+    /// No task has this id (or it finished and was purged).
+    #[error("task {0} not found")]
+    TaskNotFound(i64),
     /// The id is taken and the start did not ask to reuse it.
     #[error("instance \"{id}\" already exists with status {status}")]
     AlreadyExists {
@@ -24,10 +27,10 @@ pub enum Error {
         status: InstanceStatus,
     },
     /// No orchestration of this name is registered.
-    #[error("no orchestration named \"{0}\" is registered")]
+    #[error("no orchestration named \"{}\" is registered", shown(.0))]
     UnknownOrchestration(String),
     /// No task of this name is registered with the client's registry.
-    #[error("no task named \"{0}\" is registered")]
+    #[error("no task named \"{}\" is registered", shown(.0))]
     UnknownTask(String),
     /// The task is not in a state that allows this (retrying a running task, ...).
     #[error("cannot {action} task {id}: it is {state}")]
@@ -55,6 +58,9 @@ pub enum Error {
     /// Waiting for the instance took longer than the timeout.
     #[error("timed out waiting for instance \"{0}\"")]
     Timeout(String),
+    /// Waiting for the task took longer than the timeout.
+    #[error("timed out waiting for task {0}")]
+    TaskTimeout(i64),
     /// The instance ended without completing.
     #[error("instance \"{id}\" ended with status {status}{}", error.as_ref().map(|e| format!(": {e}")).unwrap_or_default())]
     Failed {
@@ -93,3 +99,31 @@ pub enum Error {
 
 /// Result of client and runtime calls.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A name as an error message shows it: whole when short, else its start and its length, so
+/// that a megabyte of input is not echoed back.
+pub(crate) fn shown(name: &str) -> String {
+    const MOST: usize = 64;
+    if name.len() <= MOST {
+        return name.to_string();
+    }
+    let cut = (0..=MOST)
+        .rev()
+        .find(|&i| name.is_char_boundary(i))
+        .unwrap_or(0);
+    format!("{}... ({} bytes)", &name[..cut], name.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_names_are_not_echoed_whole() {
+        assert_eq!(shown("send_email"), "send_email");
+        let long = "é".repeat(1000);
+        let message = Error::UnknownTask(long.clone()).to_string();
+        assert!(message.len() < 120, "{message}");
+        assert!(message.contains("(2000 bytes)"), "{message}");
+    }
+}

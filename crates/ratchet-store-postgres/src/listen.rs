@@ -26,7 +26,8 @@ pub(crate) fn spawn(
         let mut backoff = FIRST_BACKOFF;
         loop {
             match listen(&config, &tls, &schema, &sender, &mut backoff).await {
-                Ok(()) => tracing::warn!(schema, "notification connection closed; reconnecting"),
+                // A close that reconnects at once is no news; a reconnect that fails warns.
+                Ok(()) => tracing::debug!(schema, "notification connection closed; reconnecting"),
                 Err(e) => {
                     tracing::warn!(schema, error = %e, retry_in = ?backoff, "notification connection failed")
                 }

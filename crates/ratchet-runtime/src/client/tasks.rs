@@ -147,12 +147,12 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::NotFound`], or a store error.
+    /// [`Error::TaskNotFound`], or a store error.
     pub async fn task(&self, id: TaskId) -> Result<TaskRecord> {
         self.store
             .task_get(id, self.calls.now().await)
             .await?
-            .ok_or_else(|| Error::NotFound(format!("task {}", id.0)))
+            .ok_or_else(|| Error::TaskNotFound(id.0))
     }
 
     /// Lists standalone tasks, newest first.
@@ -169,7 +169,7 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::NotFound`], [`Error::Timeout`], or the store error of the last look.
+    /// [`Error::TaskNotFound`], [`Error::TaskTimeout`], or the store error of the last look.
     pub async fn task_wait(&self, id: TaskId, timeout: Duration) -> Result<TaskRecord> {
         let deadline = tokio::time::Instant::now() + timeout;
         let poll = self.poll_interval.min(Duration::from_millis(100));
@@ -185,7 +185,7 @@ impl Client {
                 Err(e) => return Err(e),
             }
             if tokio::time::Instant::now() >= deadline {
-                return Err(Error::Timeout(format!("task {}", id.0)));
+                return Err(Error::TaskTimeout(id.0));
             }
             tokio::time::sleep_until((tokio::time::Instant::now() + poll).min(deadline)).await;
         }
@@ -196,7 +196,7 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::NotFound`], [`Error::TaskRefused`] for a finished task, or a store error.
+    /// [`Error::TaskNotFound`], [`Error::TaskRefused`] for a finished task, or a store error.
     pub async fn task_cancel(&self, id: TaskId) -> Result<TaskActionOutcome> {
         self.task_act(id, TaskAction::Cancel, "cancel").await
     }
@@ -205,7 +205,7 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::NotFound`], [`Error::TaskRefused`] for a task that is not dead or cancelled,
+    /// [`Error::TaskNotFound`], [`Error::TaskRefused`] for a task that is not dead or cancelled,
     /// or a store error.
     pub async fn task_retry(&self, id: TaskId) -> Result<()> {
         self.task_act(id, TaskAction::Retry, "retry").await?;
@@ -219,7 +219,7 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::NotFound`], [`Error::TaskRefused`] for an unfinished task, or a store error.
+    /// [`Error::TaskNotFound`], [`Error::TaskRefused`] for an unfinished task, or a store error.
     pub async fn task_discard(&self, id: TaskId) -> Result<()> {
         self.task_act(id, TaskAction::Discard, "discard").await?;
         Ok(())
@@ -237,7 +237,7 @@ impl Client {
             .await?
             .pop();
         match outcome {
-            Some(TaskActionOutcome::NotFound) => Err(Error::NotFound(format!("task {}", id.0))),
+            Some(TaskActionOutcome::NotFound) => Err(Error::TaskNotFound(id.0)),
             Some(TaskActionOutcome::Refused(state)) => Err(Error::TaskRefused {
                 id: id.0,
                 action: verb,

@@ -218,7 +218,7 @@ async fn retries_then_dead_letters_then_retry_by_hand(store: Arc<dyn Store>) {
         })
     ));
     c.task_discard(fatal).await.unwrap();
-    assert!(matches!(c.task(fatal).await, Err(Error::NotFound(_))));
+    assert!(matches!(c.task(fatal).await, Err(Error::TaskNotFound(_))));
     r.shutdown().await;
 }
 
@@ -595,7 +595,7 @@ async fn finished_tasks_leave_after_retention(store: Arc<dyn Store>) {
     let c = r.client();
     let id = c.enqueue("double", 1).await.unwrap().id();
     let deadline = tokio::time::Instant::now() + WAIT;
-    while !matches!(c.task(id).await, Err(Error::NotFound(_))) {
+    while !matches!(c.task(id).await, Err(Error::TaskNotFound(_))) {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the result was never purged"
@@ -756,7 +756,7 @@ async fn tasks_enqueue_in_the_callers_postgres_transaction() {
     }
     assert!(matches!(
         r.client().task(ids[0]).await,
-        Err(Error::NotFound(_))
+        Err(Error::TaskNotFound(_))
     ));
     let done = r.client().task_wait(ids[1], WAIT).await.unwrap();
     assert_eq!(done.output, Some(json!(8)), "committed, then run");

@@ -1,5 +1,22 @@
 //! `ratchet bench`: the published scenarios of the systems Ratchet replaces, run against
 //! Ratchet on either backend, optionally through a proxy that simulates a distant database.
+//!
+//! A crate of its own, out of the operator's path: the `ratchet-bench` binary (which
+//! `ratchet bench` runs) is the only process that installs the counting allocator its
+//! bytes-per-operation figures need, so `ratchet worker` and every other command allocate
+//! without it. It is an application, not an API, and keeps `anyhow` for its errors.
+#![deny(missing_docs)]
+
+/// Prints a line; a closed stdout (`ratchet bench ... | head`) ends the program quietly
+/// instead of panicking.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if writeln!(std::io::stdout(), $($arg)*).is_err() {
+            std::process::exit(0);
+        }
+    }};
+}
 
 mod env;
 mod events;
@@ -26,7 +43,7 @@ pub(crate) use measure::{Correctness, Latencies, Report};
 
 /// `ratchet bench ...`
 #[derive(Subcommand, Debug)]
-pub(crate) enum BenchCommand {
+enum BenchCommand {
     /// Closed loop of fan-out orchestrations: each schedules N activities and joins them.
     Fanout(fanout::FanoutArgs),
     /// Instances that wait for a signal and complete: serial, parallel, ladder, burst, soak.
@@ -40,7 +57,28 @@ pub(crate) enum BenchCommand {
     Report(report::ReportArgs),
 }
 
-pub(crate) async fn run(cmd: BenchCommand, database_url: Option<&str>) -> anyhow::Result<()> {
+/// Measure Ratchet: the published scenarios of the systems it replaces, on SQLite or
+/// PostgreSQL, optionally through a simulated distant database.
+#[derive(clap::Parser, Debug)]
+#[command(name = "ratchet bench", bin_name = "ratchet bench", version)]
+pub struct Cli {
+    /// The PostgreSQL server for `--backend postgres` (each run makes a schema of its own).
+    #[arg(long, global = true, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: Option<String>,
+    #[command(subcommand)]
+    command: BenchCommand,
+}
+
+/// Runs the bench command of `cli`.
+///
+/// # Errors
+///
+/// A run that could not be set up, or that had failures.
+pub async fn main(cli: Cli) -> anyhow::Result<()> {
+    run(cli.command, cli.database_url.as_deref()).await
+}
+
+async fn run(cmd: BenchCommand, database_url: Option<&str>) -> anyhow::Result<()> {
     let reports = match cmd {
         BenchCommand::Fanout(args) => vec![fanout::run(args, database_url).await?],
         BenchCommand::Signals(args) => vec![signals::run(args, database_url).await?],

@@ -128,7 +128,8 @@ pub(crate) fn resident_bytes() -> u64 {
 /// Allocations made by the whole process so far (every thread): the difference of two
 /// snapshots is what a stretch of work allocated.
 pub(crate) fn allocations() -> stats_alloc::Stats {
-    crate::ALLOCATOR.stats()
+    // Counts only where the binary made it the global allocator (ratchet-bench does).
+    stats_alloc::INSTRUMENTED_SYSTEM.stats()
 }
 
 /// One step of a scenario that varies its load (a ladder rung, a soak interval).

@@ -1,0 +1,61 @@
+//! What the commands read and print: JSON given inline, from a file (`@path`) or from standard
+//! input (`-`), and times as RFC 3339.
+
+use std::io::Read as _;
+
+use anyhow::Context;
+use ratchet::Timestamp;
+
+/// The JSON of an option: the text itself, `@path` for a file's contents, or `-` for standard
+/// input (for inputs too large for a command line).
+pub(crate) fn json(text: &str, flag: &str) -> anyhow::Result<serde_json::Value> {
+    let read;
+    let text = if text == "-" {
+        let mut all = String::new();
+        std::io::stdin()
+            .read_to_string(&mut all)
+            .with_context(|| format!("{flag} -: reading standard input"))?;
+        read = all;
+        read.as_str()
+    } else if let Some(path) = text.strip_prefix('@') {
+        read = std::fs::read_to_string(path).with_context(|| format!("{flag} @{path}"))?;
+        read.as_str()
+    } else {
+        text
+    };
+    serde_json::from_str(text).with_context(|| format!("{flag} must be JSON"))
+}
+
+/// A time as RFC 3339 in UTC, to the millisecond (`2026-11-24T00:51:02.123Z`).
+pub(crate) fn rfc3339(t: Timestamp) -> String {
+    let at = std::time::UNIX_EPOCH
+        + std::time::Duration::from_millis(u64::try_from(t.as_millis()).unwrap_or(0));
+    humantime::format_rfc3339_millis(at).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_comes_inline_or_from_a_file() {
+        assert_eq!(json("{\"a\":1}", "--input").unwrap()["a"], 1);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("in.json");
+        std::fs::write(&path, "[1,2,3]").unwrap();
+        let read = json(&format!("@{}", path.display()), "--input").unwrap();
+        assert_eq!(read, serde_json::json!([1, 2, 3]));
+        let missing = json("@/nonexistent/in.json", "--input").unwrap_err();
+        assert!(format!("{missing:#}").contains("/nonexistent/in.json"));
+        assert!(json("{", "--input").is_err());
+    }
+
+    #[test]
+    fn times_are_rfc3339() {
+        assert_eq!(rfc3339(Timestamp(0)), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            rfc3339(Timestamp(1_795_000_000_123)),
+            "2026-11-18T11:06:40.123Z"
+        );
+    }
+}
