@@ -8,6 +8,8 @@ mod common;
 // Beside this file, not in tests/, where it would be a test binary of its own.
 #[path = "task_queue/access.rs"]
 mod access;
+#[path = "task_queue/cli.rs"]
+mod cli;
 #[path = "task_queue/events.rs"]
 mod events;
 
