@@ -1,8 +1,6 @@
 //! `ratchet events ...`: append events (with or without a condition), read them by query, and
 //! follow them live.
 
-use std::io::Read as _;
-
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use futures::StreamExt as _;
@@ -76,14 +74,14 @@ pub(crate) struct AppendArgs {
     /// A `key:value` tag of the event (repeat for more).
     #[arg(long = "tag", value_name = "KEY:VALUE", conflicts_with = "json")]
     tags: Vec<String>,
-    /// The event's payload as JSON.
+    /// The event's payload as JSON (`@path` and `-` read it from a file or stdin).
     #[arg(long, default_value = "null", conflicts_with = "json")]
     payload: String,
     /// The event's metadata as JSON.
     #[arg(long, conflicts_with = "json")]
     metadata: Option<String>,
     /// The events as a JSON array, `[{"type": .., "tags": [..], "payload": .., "metadata": ..}]`
-    /// (a single object is one event), or `-` to read it from stdin.
+    /// (a single object is one event); `@path` reads it from a file, `-` from stdin.
     #[arg(long, value_name = "JSON|-", conflicts_with = "kind")]
     json: Option<String>,
     /// Fail if an event matching this query exists after --after: JSON of a query, a list of
@@ -162,9 +160,7 @@ struct ItemInput {
     tags: Vec<String>,
 }
 
-fn json(text: &str, flag: &str) -> anyhow::Result<serde_json::Value> {
-    serde_json::from_str(text).with_context(|| format!("{flag} must be JSON"))
-}
+use crate::input::json;
 
 fn parse_query(text: &str, flag: &str) -> anyhow::Result<EventQuery> {
     let items: Vec<ItemInput> = serde_json::from_str(text).with_context(|| {
@@ -192,15 +188,7 @@ fn one_item(types: &[String], tags: &[String]) -> EventQuery {
 pub(crate) fn parse_append(args: &AppendArgs) -> anyhow::Result<EventAppend> {
     let events: Vec<NewEvent> = match (&args.json, &args.kind) {
         (Some(text), _) => {
-            let text = if text == "-" {
-                let mut buf = String::new();
-                std::io::stdin()
-                    .read_to_string(&mut buf)
-                    .context("reading the events from stdin")?;
-                buf
-            } else {
-                text.clone()
-            };
+            let text = crate::input::text(text, "--json")?;
             let shape = "--json must be a JSON array of events: \
                  [{\"type\": \"..\", \"tags\": [\"key:value\"], \"payload\": .., \"metadata\": ..}]";
             let value: serde_json::Value = serde_json::from_str(&text).context(shape)?;

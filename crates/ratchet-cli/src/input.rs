@@ -6,24 +6,25 @@ use std::io::Read as _;
 use anyhow::Context;
 use ratchet::Timestamp;
 
-/// The JSON of an option: the text itself, `@path` for a file's contents, or `-` for standard
-/// input (for inputs too large for a command line).
-pub(crate) fn json(text: &str, flag: &str) -> anyhow::Result<serde_json::Value> {
-    let read;
-    let text = if text == "-" {
+/// The text of an option: the text itself, `@path` for a file's contents, or `-` for
+/// standard input (for inputs too large for a command line).
+pub(crate) fn text(text: &str, flag: &str) -> anyhow::Result<String> {
+    if text == "-" {
         let mut all = String::new();
         std::io::stdin()
             .read_to_string(&mut all)
             .with_context(|| format!("{flag} -: reading standard input"))?;
-        read = all;
-        read.as_str()
+        Ok(all)
     } else if let Some(path) = text.strip_prefix('@') {
-        read = std::fs::read_to_string(path).with_context(|| format!("{flag} @{path}"))?;
-        read.as_str()
+        std::fs::read_to_string(path).with_context(|| format!("{flag} @{path}"))
     } else {
-        text
-    };
-    serde_json::from_str(text).with_context(|| format!("{flag} must be JSON"))
+        Ok(text.to_string())
+    }
+}
+
+/// The JSON of an option, given as [`text`] takes it.
+pub(crate) fn json(given: &str, flag: &str) -> anyhow::Result<serde_json::Value> {
+    serde_json::from_str(&text(given, flag)?).with_context(|| format!("{flag} must be JSON"))
 }
 
 /// A time as RFC 3339 in UTC, to the millisecond (`2026-11-24T00:51:02.123Z`).
