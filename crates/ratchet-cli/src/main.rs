@@ -14,6 +14,7 @@ macro_rules! out {
 mod demo;
 mod events;
 mod input;
+mod logging;
 mod tasks;
 mod worker;
 
@@ -187,16 +188,7 @@ enum InstanceCommand {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    use std::io::IsTerminal as _;
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("RATCHET_LOG")
-                .unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        // Colour codes only for a person at a terminal, not in a log file or a pipe.
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+    logging::init();
     let matches = Cli::command().get_matches();
     let verbose = matches.get_flag("verbose");
     match run(matches).await {

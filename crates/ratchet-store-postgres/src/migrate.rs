@@ -61,19 +61,7 @@ pub(crate) async fn version(client: &Object, schema: &str) -> Res<i64> {
 /// Refuses a schema this code cannot run on, without changing it.
 pub(crate) async fn check(client: &Object, schema: &str) -> Result<()> {
     let found = version(client, schema).await.map_err(Failure::into_store)?;
-    if found > SCHEMA_VERSION {
-        return Err(StoreError::SchemaTooNew {
-            found,
-            supported: SCHEMA_VERSION,
-        });
-    }
-    if found < SCHEMA_VERSION {
-        return Err(StoreError::SchemaTooOld {
-            found,
-            required: SCHEMA_VERSION,
-        });
-    }
-    Ok(())
+    StoreError::check_schema(found, SCHEMA_VERSION)
 }
 
 /// Applies the missing migrations in one transaction; refuses a schema newer than this code.

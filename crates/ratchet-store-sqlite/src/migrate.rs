@@ -33,19 +33,7 @@ pub(crate) fn check(conn: &Connection) -> Result<()> {
     } else {
         0
     };
-    if found > SCHEMA_VERSION {
-        return Err(StoreError::SchemaTooNew {
-            found,
-            supported: SCHEMA_VERSION,
-        });
-    }
-    if found < SCHEMA_VERSION {
-        return Err(StoreError::SchemaTooOld {
-            found,
-            required: SCHEMA_VERSION,
-        });
-    }
-    Ok(())
+    StoreError::check_schema(found, SCHEMA_VERSION)
 }
 
 /// Applies missing migrations; refuses a database newer than this code.

@@ -47,6 +47,26 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Refuses a schema at version `found` for code that runs on version `code`: newer
+    /// ([`StoreError::SchemaTooNew`]) or older ([`StoreError::SchemaTooOld`]).
+    ///
+    /// # Errors
+    ///
+    /// As above; `Ok` when they are equal.
+    pub fn check_schema(found: i64, code: i64) -> Result<(), StoreError> {
+        match found.cmp(&code) {
+            std::cmp::Ordering::Greater => Err(StoreError::SchemaTooNew {
+                found,
+                supported: code,
+            }),
+            std::cmp::Ordering::Less => Err(StoreError::SchemaTooOld {
+                found,
+                required: code,
+            }),
+            std::cmp::Ordering::Equal => Ok(()),
+        }
+    }
+
     /// Wraps a driver error.
     pub fn backend(e: impl std::error::Error + Send + Sync + 'static) -> Self {
         Self::Backend(Box::new(e))

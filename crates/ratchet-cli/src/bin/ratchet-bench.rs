@@ -4,21 +4,16 @@
 
 use clap::Parser;
 
+#[path = "../logging.rs"]
+mod logging;
+
 /// The system allocator, counting: a few uncontended atomic additions per allocation.
 #[global_allocator]
 static ALLOCATOR: &stats_alloc::StatsAlloc<std::alloc::System> = &stats_alloc::INSTRUMENTED_SYSTEM;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    use std::io::IsTerminal as _;
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("RATCHET_LOG")
-                .unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+    logging::init();
     match ratchet_bench::main(ratchet_bench::Cli::parse()).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
