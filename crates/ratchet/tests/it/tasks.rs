@@ -138,7 +138,11 @@ async fn priorities_and_delays_order_the_work(store: Arc<dyn Store>) {
     // The delayed task outranks the others once visible; when it runs among them depends on
     // how fast a loaded machine runs them, so only the others' order is fixed.
     let ready: Vec<_> = ran.iter().copied().filter(|n| *n != 0).collect();
-    assert_eq!(ready, vec![3, 2, 4, 1], "priority first, then time: {ran:?}");
+    assert_eq!(
+        ready,
+        vec![3, 2, 4, 1],
+        "priority first, then time: {ran:?}"
+    );
     assert_eq!(ran.len(), 5, "{ran:?}");
     assert!(
         last.finished_at.unwrap().0 >= last.created_at.0 + 700,
