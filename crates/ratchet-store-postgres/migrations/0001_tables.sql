@@ -92,7 +92,11 @@ CREATE TABLE ratchet.tasks (
     created_at       bigint NOT NULL
 ) WITH (fillfactor = 80);
 CREATE INDEX tasks_ready ON ratchet.tasks (queue, priority, ready_at, id);
-CREATE INDEX tasks_due ON ratchet.tasks (ready_at);
+-- When the next delayed task (or retry) becomes ready. Only unleased rows: a leased row's
+-- ready_at is its lease expiry, and a finished one leaves a dead entry there, ahead of now,
+-- which a scan for "the next time after now" would walk through entry by entry (expiries
+-- are found by the poll instead).
+CREATE INDEX tasks_delayed ON ratchet.tasks (ready_at) WHERE lease_owner IS NULL;
 CREATE INDEX tasks_by_instance ON ratchet.tasks (instance) WHERE instance IS NOT NULL;
 CREATE INDEX tasks_leased ON ratchet.tasks (queue, lease_until) WHERE lease_until IS NOT NULL;
 -- The few a client asked to cancel while they ran, so a claim finds them without a scan.

@@ -4,7 +4,9 @@
 -- One poll: leases up to p_limit instances that have visible inbox events and no live lease
 -- (runnable by the caller: its names, and its versions once an instance pinned one), ready
 -- tasks from each of p_task_queues up to its limit, and says when the next inbox event or
--- task becomes ready, or the next token of a rate-limited queue that has work waiting.
+-- delayed task becomes ready, or the next token of a rate-limited queue that has work
+-- waiting. (An expired lease is found by the next poll: looking for the next expiry would
+-- walk the dead entries finished tasks leave ahead of now.)
 CREATE FUNCTION ratchet.claim(
     p_now bigint, p_owner text, p_until bigint, p_limit integer,
     p_reg_name text[], p_reg_version integer[], p_task_queues text[], p_task_limits integer[],
@@ -81,15 +83,19 @@ BEGIN
                            coalesce(p_task_limits, '{}'), coalesce(p_task_names, '{}')) AS t;
 
     SELECT least((SELECT min(visible_at) FROM ratchet.inbox WHERE visible_at > p_now),
-                 (SELECT min(ready_at) FROM ratchet.tasks WHERE ready_at > p_now),
+                 (SELECT min(ready_at) FROM ratchet.tasks
+                  WHERE lease_owner IS NULL AND ready_at > p_now),
                  (SELECT min(p_now + ceil((1 - q.tokens) * 1000 / q.rate_per_second))::bigint
                   FROM ratchet.queues q
                   WHERE q.name = ANY (p_task_queues) AND q.rate_per_second > 0
                     AND q.refilled_at = p_now AND q.tokens < 1 AND NOT q.paused
-                    AND EXISTS (SELECT 1 FROM ratchet.tasks t
-                                WHERE t.queue = q.name AND t.ready_at <= p_now
-                                  AND t.name = ANY (p_task_names)
-                                  AND NOT t.cancel_requested)))
+                    -- A scalar subquery, not EXISTS: the planner may turn EXISTS into a join
+                    -- that reads every ready task first (the whole backlog, on every poll)
+                    -- instead of looking for one in the few rate-limited queues.
+                    AND (SELECT true FROM ratchet.tasks t
+                         WHERE t.queue = q.name AND t.ready_at <= p_now
+                           AND t.name = ANY (p_task_names) AND NOT t.cancel_requested
+                         LIMIT 1)))
     INTO next_due;
 END $$;
 

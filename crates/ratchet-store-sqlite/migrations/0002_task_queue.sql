@@ -47,7 +47,8 @@ DROP TABLE tasks;
 ALTER TABLE tasks_new RENAME TO tasks;
 
 CREATE INDEX tasks_ready ON tasks (queue, priority, ready_at, id);
-CREATE INDEX tasks_by_ready_at ON tasks (ready_at);
+-- When the next delayed task (or retry) becomes ready; leased rows wait for the poll.
+CREATE INDEX tasks_delayed ON tasks (ready_at) WHERE lease_owner IS NULL;
 CREATE INDEX tasks_by_instance ON tasks (instance) WHERE instance IS NOT NULL;
 -- Every claim looks for cancelled tasks whose worker is gone: this keeps that look from
 -- walking the queue's whole backlog.

@@ -14,11 +14,12 @@ DELETE FROM inbox WHERE instance = ?1;
 DELETE FROM inbox WHERE instance = ?1 AND kind NOT IN ('SignalReceived', 'CancelRequested');
 
 -- name: inbox_next_due
--- The next time an inbox event becomes visible, a task ready or a task lease expires.
+-- The next time an inbox event becomes visible or a delayed task ready (an expired lease is
+-- found by the next poll, as on PostgreSQL).
 SELECT min(t) FROM (
     SELECT min(visible_at) AS t FROM inbox WHERE visible_at > ?1
     UNION ALL
-    SELECT min(ready_at) AS t FROM tasks WHERE ready_at > ?1
+    SELECT min(ready_at) AS t FROM tasks WHERE lease_owner IS NULL AND ready_at > ?1
 );
 
 -- name: signal_dedup_insert
