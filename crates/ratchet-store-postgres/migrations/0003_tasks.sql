@@ -70,6 +70,8 @@ DECLARE
     v_capacity double precision;
     v_tokens double precision;
     v_taken integer;
+    v_got integer;
+    v_priority smallint;
 BEGIN
     FOR v_queue, v_limit IN SELECT * FROM unnest(p_queues, p_limits) LOOP
         CONTINUE WHEN v_limit IS NULL OR v_limit <= 0;
@@ -93,11 +95,16 @@ BEGIN
             END IF;
         END IF;
         v_taken := 0;
-        IF v_limit > 0 THEN
+        -- One priority at a time, lowest first: within a priority the index is ordered by
+        -- ready_at, so each scan stops at the first task not ready yet, instead of reading
+        -- every delayed or leased task of a higher-ranked priority on the way to the next.
+        v_priority := (SELECT min(t.priority) FROM ratchet.tasks t WHERE t.queue = v_queue);
+        WHILE v_taken < v_limit AND v_priority IS NOT NULL LOOP
             RETURN QUERY
             WITH ready AS (
                 SELECT t.id FROM ratchet.tasks t
-                WHERE t.queue = v_queue AND t.ready_at <= p_now AND t.name = ANY (p_names)
+                WHERE t.queue = v_queue AND t.priority = v_priority AND t.ready_at <= p_now
+                  AND t.name = ANY (p_names)
                   AND NOT t.cancel_requested
                   -- An expired lease is taken over only once its process no longer says it
                   -- is alive (a stall, not a crash, kept it from renewing).
@@ -105,8 +112,8 @@ BEGIN
                       SELECT 1 FROM ratchet.workers w
                       WHERE w.id = t.lease_owner AND w.alive_until >= p_now
                         AND t.lease_until >= p_now - w.stall_grace))
-                ORDER BY t.priority, t.ready_at, t.id
-                LIMIT v_limit
+                ORDER BY t.ready_at, t.id
+                LIMIT v_limit - v_taken
                 FOR NO KEY UPDATE SKIP LOCKED)
             -- Taking over an expired lease starts a new attempt: the lost one counts.
             UPDATE ratchet.tasks t
@@ -115,8 +122,11 @@ BEGIN
                 attempt = t.attempt + CASE WHEN t.lease_owner IS NULL THEN 0 ELSE 1 END
             FROM ready WHERE t.id = ready.id
             RETURNING t.*;
-            GET DIAGNOSTICS v_taken = ROW_COUNT;
-        END IF;
+            GET DIAGNOSTICS v_got = ROW_COUNT;
+            v_taken := v_taken + v_got;
+            v_priority := (SELECT min(t.priority) FROM ratchet.tasks t
+                           WHERE t.queue = v_queue AND t.priority > v_priority);
+        END LOOP;
         IF v_has_settings AND v_settings.rate_per_second IS NOT NULL THEN
             UPDATE ratchet.queues SET tokens = v_tokens - v_taken, refilled_at = p_now
             WHERE name = v_queue;

@@ -533,3 +533,106 @@ async fn a_server_that_never_answers_is_a_connect_timeout() {
     assert!(!message.contains("s3cret"));
     drop(silent);
 }
+
+/// A claim's cost does not grow with the tasks that are not ready: with 100,000 delayed tasks
+/// in the queue (at three priorities) and 10 ready, taking them reads a bounded number of
+/// buffers (counted by `EXPLAIN (ANALYZE, BUFFERS)`, not timed).
+#[tokio::test]
+async fn a_claim_reads_what_is_ready_not_the_whole_queue() {
+    use ratchet_core::{TaskOptions, Timestamp};
+    use ratchet_store::NewTask;
+    let Some(url) = database_url() else {
+        return;
+    };
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let schema = store.config().schema.clone();
+    let now = Timestamp(1_000_000_000_000);
+    let later = Timestamp(now.0 + 3_600_000);
+    let task = |at: Timestamp, priority: i16| {
+        NewTask::standalone(
+            "job".into(),
+            serde_json::json!(null),
+            &TaskOptions::default()
+                .queue("q")
+                .priority(priority)
+                .run_at(at),
+            now,
+        )
+    };
+    for _ in 0..10 {
+        let delayed: Vec<NewTask> = (0..10_000).map(|i| task(later, (i % 3) as i16)).collect();
+        store.task_enqueue(delayed, now).await.unwrap();
+    }
+    let ready: Vec<NewTask> = (0..10).map(|i| task(now, (i % 3) as i16)).collect();
+    store.task_enqueue(ready, now).await.unwrap();
+    let (client, connection) = ratchet_store_postgres::tokio_postgres::connect(
+        &url,
+        ratchet_store_postgres::tokio_postgres::NoTls,
+    )
+    .await
+    .unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute(&format!("ANALYZE {schema}.tasks"))
+        .await
+        .unwrap();
+    // A first claim (of one task) compiles the function and plans its statements, which
+    // reads the catalog; the one measured is the next.
+    client
+        .query(
+            &format!(
+                "SELECT * FROM {schema}.task_take({}, 'w', {}, ARRAY['q'], ARRAY[1], ARRAY['job'])",
+                now.0,
+                now.0 + 30_000
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    let plan: Vec<String> = client
+        .query(
+            &format!(
+                "EXPLAIN (ANALYZE, BUFFERS)
+                 SELECT * FROM {schema}.task_take({}, 'w', {}, ARRAY['q'], ARRAY[100], ARRAY['job'])",
+                now.0,
+                now.0 + 30_000
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    // The top node: "Function Scan on task_take ... rows=10 ...", then its buffers, nested
+    // statements included: "Buffers: shared hit=N read=M ...".
+    let number_after = |line: &str, key: &str| -> i64 {
+        line.split(key)
+            .nth(1)
+            .map(|rest| {
+                rest.chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect::<String>()
+            })
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    let taken = number_after(plan[0].split("actual").nth(1).unwrap_or_default(), "rows=");
+    let buffers_line = plan
+        .iter()
+        .find(|l| l.contains("Buffers:"))
+        .cloned()
+        .unwrap_or_default();
+    let buffers = number_after(&buffers_line, "hit=") + number_after(&buffers_line, "read=");
+    eprintln!(
+        "claim of {taken} read {buffers} buffers: {}",
+        plan.join("\n")
+    );
+    assert_eq!(taken, 9, "the nine ready tasks left: {}", plan.join("\n"));
+    assert!(
+        buffers < 300,
+        "a claim of 9 ready tasks among 100,000 delayed ones read {buffers} buffers"
+    );
+}
