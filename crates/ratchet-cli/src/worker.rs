@@ -22,6 +22,12 @@ pub(crate) struct WorkerArgs {
     /// Lease length in milliseconds: a crashed worker's work is taken over this long after.
     #[arg(long, default_value_t = 15_000, value_parser = clap::value_parser!(u64).range(100..))]
     lease_ms: u64,
+    /// How long after expiring this worker's leases stay its own while it is alive, in
+    /// milliseconds: a database stall shorter than this runs nothing twice, and a lease it
+    /// holds without knowing (a claim whose answer a dropped connection lost) is taken over
+    /// after the lease plus this.
+    #[arg(long, default_value_t = 60_000)]
+    stall_grace_ms: u64,
     /// How often to look for work when nothing woke the worker, in milliseconds.
     #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
     poll_ms: u64,
@@ -179,6 +185,7 @@ pub(crate) async fn run(
         lease,
         heartbeat: lease / 3,
         poll_interval: Duration::from_millis(args.poll_ms),
+        stall_grace: Duration::from_millis(args.stall_grace_ms),
         max_activities: args.max_activities,
         max_orchestrations: args.max_orchestrations,
         retention: args

@@ -24,7 +24,9 @@ async fn workers_ride_out_a_postgres_restart() {
     let Some((args, pg)) = postgres().await else {
         return;
     };
-    let lease = ["--lease-ms", "2000"];
+    // A claim or commit whose answer the restart loses leaves leases a live worker holds
+    // without knowing; they are taken over after the lease plus the stall grace.
+    let lease = ["--lease-ms", "2000", "--stall-grace-ms", "5000"];
     let _workers = [
         Worker::start(&args, "a", &lease),
         Worker::start(&args, "b", &lease),

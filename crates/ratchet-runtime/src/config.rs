@@ -91,7 +91,7 @@ impl Default for RuntimeConfig {
             queues: BTreeMap::new(),
             task_retention: Some(Duration::from_secs(7 * 24 * 60 * 60)),
             clock_sync: Duration::from_secs(30),
-            stall_grace: Duration::from_secs(120),
+            stall_grace: Duration::from_secs(60),
         }
     }
 }
