@@ -128,9 +128,14 @@ async fn priorities_and_delays_order_the_work(store: Arc<dyn Store>) {
         .await
         .unwrap()
         .id();
-    for (n, priority) in [(1, 5), (2, 0), (3, -1), (4, 0)] {
-        c.enqueue_with("log", n, on(priority)).await.unwrap();
-    }
+    // In one call, so that they share one time: a claim woken by an earlier, separate
+    // enqueue could run after the resume with a time before the later ones, and rightly take
+    // what it could see.
+    let requests = [(1, 5), (2, 0), (3, -1), (4, 0)]
+        .into_iter()
+        .map(|(n, priority)| TaskRequest::new("log", n).unwrap().options(on(priority)))
+        .collect();
+    c.enqueue_many(requests).await.unwrap();
     assert_eq!(c.task(delayed).await.unwrap().state, TaskState::Scheduled);
     c.queue_resume("one").await.unwrap();
     let last = c.task_wait(delayed, WAIT).await.unwrap();
