@@ -24,11 +24,22 @@ pub(crate) fn spawn(
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut backoff = FIRST_BACKOFF;
+        let mut failures = 0_u32;
         loop {
             match listen(&config, &tls, &schema, &sender, &mut backoff).await {
-                // A close that reconnects at once is no news; a reconnect that fails warns.
-                Ok(()) => tracing::debug!(schema, "notification connection closed; reconnecting"),
+                // A close that reconnects at once is no news.
+                Ok(()) => {
+                    failures = 0;
+                    tracing::debug!(schema, "notification connection closed; reconnecting");
+                }
+                // One failure is a blip, or a short-lived process ending while it connects;
+                // a reconnect that fails again is worth a warning.
+                Err(e) if failures == 0 => {
+                    failures += 1;
+                    tracing::debug!(schema, error = %e, retry_in = ?backoff, "notification connection failed")
+                }
                 Err(e) => {
+                    failures += 1;
                     tracing::warn!(schema, error = %e, retry_in = ?backoff, "notification connection failed")
                 }
             }
