@@ -16,6 +16,23 @@ pub fn ratchet(store_args: &[String]) -> Command {
     cmd
 }
 
+/// Runs `ratchet` on the given store arguments with `command`, to the end.
+pub fn run(store_args: &[String], command: &[&str]) -> std::process::Output {
+    ratchet(store_args)
+        .args(command)
+        .output()
+        .expect("run ratchet")
+}
+
+/// What a finished command printed, stdout then stderr.
+pub fn text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// The `--database-url`/`--schema` arguments of a fresh PostgreSQL schema, with a store on
 /// it; `None` skips the test when no server is configured.
 pub async fn postgres() -> Option<(Vec<String>, Arc<PostgresStore>)> {

@@ -3,21 +3,7 @@
 //! worker role with the grants of docs/operations.md can use Ratchet, and a mistyped SQLite
 //! path is an error rather than a new database.
 
-use std::process::Output;
-
-use super::common::{ratchet, Worker};
-
-fn run(args: &[String], command: &[&str]) -> Output {
-    ratchet(args).args(command).output().expect("run ratchet")
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+use super::common::{ratchet, run, text, Worker};
 
 /// A client on the test server, to create roles and look at schemas.
 async fn admin(url: &str) -> ratchet_store_postgres::tokio_postgres::Client {

@@ -3,17 +3,9 @@
 //! quiet, colourless logs.
 
 use std::io::Write as _;
-use std::process::{Output, Stdio};
+use std::process::Stdio;
 
-use super::common::{ratchet, Worker};
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+use super::common::{ratchet, run, text, Worker};
 
 /// A migrated SQLite file in a directory kept for the test.
 fn sqlite() -> (Vec<String>, tempfile::TempDir) {
@@ -25,10 +17,6 @@ fn sqlite() -> (Vec<String>, tempfile::TempDir) {
     let out = ratchet(&args).arg("migrate").output().unwrap();
     assert!(out.status.success(), "{}", text(&out));
     (args, dir)
-}
-
-fn run(args: &[String], command: &[&str]) -> Output {
-    ratchet(args).args(command).output().unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
