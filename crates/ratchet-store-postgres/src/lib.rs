@@ -50,7 +50,6 @@
 mod commit;
 mod config;
 mod convert;
-mod cursor;
 mod event;
 mod instance;
 mod listen;
