@@ -184,10 +184,7 @@ async fn secrets_are_never_printed_and_causes_are_told_once() {
             "{printed}"
         );
         assert!(!printed.contains("backtrace"), "{printed}");
-        let verbose = ratchet(&args)
-            .args(["-v", "instances", "list"])
-            .output()
-            .unwrap();
+        let verbose = run(&args, &["-v", "instances", "list"]);
         assert!(!text(&verbose).contains("s3cret"), "{}", text(&verbose));
     }
 }

@@ -14,7 +14,7 @@ fn sqlite() -> (Vec<String>, tempfile::TempDir) {
         "--db".to_string(),
         dir.path().join("cli.db").display().to_string(),
     ];
-    let out = ratchet(&args).arg("migrate").output().unwrap();
+    let out = run(&args, &["migrate"]);
     assert!(out.status.success(), "{}", text(&out));
     (args, dir)
 }
