@@ -162,6 +162,16 @@ impl BenchEnv {
         }
     }
 
+    /// Holds a snapshot until the returned session is dropped, as a long report, a backup or a
+    /// forgotten `psql` in a transaction would: a REPEATABLE READ transaction that has read,
+    /// so nothing deleted after it can be vacuumed away. PostgreSQL only.
+    pub(crate) async fn hold_snapshot(&self) -> anyhow::Result<tokio_postgres::Client> {
+        let Some((_, direct, _)) = &self.postgres else {
+            bail!("--hold-snapshot needs --backend postgres");
+        };
+        super::pgstats::hold_snapshot(direct).await
+    }
+
     /// Drops the database unless `--keep`.
     pub(crate) async fn close(mut self) -> anyhow::Result<()> {
         if let (Some((_, direct, schema)), false) = (&self.postgres, self.common.keep) {

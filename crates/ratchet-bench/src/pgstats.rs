@@ -47,6 +47,16 @@ async fn connect(url: &str) -> anyhow::Result<Client> {
     Ok(client)
 }
 
+/// A session in a REPEATABLE READ transaction that has taken its snapshot.
+pub(crate) async fn hold_snapshot(url: &str) -> anyhow::Result<Client> {
+    let client = connect(url).await?;
+    client
+        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM pg_class")
+        .await
+        .context("holding a snapshot")?;
+    Ok(client)
+}
+
 async fn snapshot(client: &Client) -> anyhow::Result<Snapshot> {
     let row = client
         .query_one(

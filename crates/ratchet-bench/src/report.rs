@@ -61,8 +61,30 @@ pub(crate) fn run(args: ReportArgs) -> anyhow::Result<()> {
     let lines = rtt_lines(&fanouts);
     if lines.values().any(|points| points.len() > 1) {
         let file = "throughput-vs-rtt.svg";
-        rtt_chart(&args.out.join(file), lines)?;
+        let chart = LineChart {
+            caption: "Fan-out throughput against database round trip",
+            x_desc: "round trip to the database, ms",
+            y_desc: "orchestrations / s",
+            log_x: false,
+        };
+        chart.draw(&args.out.join(file), lines)?;
         let _ = write!(md, "\n![throughput against round trip]({file})\n");
+    }
+    let drains: Vec<&Median> = medians
+        .iter()
+        .filter(|m| is_single_drain(&m.run.1))
+        .collect();
+    let lines = backlog_lines(&drains);
+    if lines.values().any(|points| points.len() > 1) {
+        let file = "throughput-vs-backlog.svg";
+        let chart = LineChart {
+            caption: "Task drain throughput against backlog",
+            x_desc: "tasks queued when the drain starts (log scale)",
+            y_desc: "tasks / s",
+            log_x: true,
+        };
+        chart.draw(&args.out.join(file), lines)?;
+        let _ = write!(md, "\n![throughput against backlog]({file})\n");
     }
     let every: Vec<Median> = runs.iter().map(|run| Median { run, of: 1 }).collect();
     md += "\n## Every run\n\n";
@@ -248,56 +270,111 @@ fn rtt_lines(runs: &[&Median<'_>]) -> BTreeMap<String, Vec<(f64, f64)>> {
     lines
 }
 
-/// Draws the lines of [`rtt_lines`]; some line should have two points.
-fn rtt_chart(path: &Path, by_backend: BTreeMap<String, Vec<(f64, f64)>>) -> anyhow::Result<()> {
-    let max_rtt = by_backend
-        .values()
-        .flatten()
-        .map(|p| p.0)
-        .fold(1.0_f64, f64::max);
-    let max_tp = by_backend
-        .values()
-        .flatten()
-        .map(|p| p.1)
-        .fold(1.0_f64, f64::max);
-    let root = SVGBackend::new(path, (800, 480)).into_drawing_area();
-    root.fill(&WHITE).map_err(draw)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            "Fan-out throughput against database round trip",
-            ("sans-serif", 20),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(0.0..max_rtt * 1.1, 0.0..max_tp * 1.15)
-        .map_err(draw)?;
-    chart
-        .configure_mesh()
-        .x_desc("round trip to the database, ms")
-        .y_desc("orchestrations / s")
-        .draw()
-        .map_err(draw)?;
-    for (i, (backend, mut points)) in by_backend.into_iter().enumerate() {
-        points.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let color = Palette99::pick(i).to_rgba();
-        chart
-            .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
-            .map_err(draw)?
-            .label(backend)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
-        chart
-            .draw_series(points.iter().map(|p| Circle::new(*p, 4, color.filled())))
-            .map_err(draw)?;
+/// A drain of one backlog (not rounds of them).
+fn is_single_drain(r: &Report) -> bool {
+    r.scenario == "tasks"
+        && r.mode.as_deref() == Some("drain")
+        && r.params
+            .get("rounds")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(1)
+            == 1
+}
+
+/// Drain throughput by backlog, one line per backend and worker count.
+fn backlog_lines(runs: &[&Median<'_>]) -> BTreeMap<String, Vec<(f64, f64)>> {
+    let mut lines: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    for m in runs {
+        let r = &m.run.1;
+        let Some(count) = r.params.get("count").and_then(serde_json::Value::as_f64) else {
+            continue;
+        };
+        let workers = r.params.get("workers").map(|v| v.to_string());
+        let line = format!("{}, {} workers", r.backend, workers.unwrap_or_default());
+        lines
+            .entry(line)
+            .or_default()
+            .push((count, r.throughput_per_s));
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(draw)?;
-    root.present().map_err(draw)?;
-    Ok(())
+    lines
+}
+
+/// A chart of lines of (x, y) points, one per legend entry.
+struct LineChart {
+    caption: &'static str,
+    x_desc: &'static str,
+    y_desc: &'static str,
+    /// Powers of ten along x, evenly spaced.
+    log_x: bool,
+}
+
+impl LineChart {
+    /// Draws `lines` to `path`; some line should have two points.
+    fn draw(&self, path: &Path, lines: BTreeMap<String, Vec<(f64, f64)>>) -> anyhow::Result<()> {
+        let x_of = |x: f64| if self.log_x { x.max(1.0).log10() } else { x };
+        let by_backend: BTreeMap<String, Vec<(f64, f64)>> = lines
+            .into_iter()
+            .map(|(k, points)| (k, points.into_iter().map(|(x, y)| (x_of(x), y)).collect()))
+            .collect();
+        let x_label = |x: &f64| {
+            if self.log_x {
+                format!("{}", 10f64.powf(*x).round())
+            } else {
+                format!("{x}")
+            }
+        };
+        let (min_x, max_x) = by_backend
+            .values()
+            .flatten()
+            .map(|p| p.0)
+            .fold((f64::MAX, 1.0_f64), |(lo, hi), x| (lo.min(x), hi.max(x)));
+        let x_range = if self.log_x {
+            (min_x.floor() - 0.2)..(max_x.ceil() + 0.2)
+        } else {
+            0.0..max_x * 1.1
+        };
+        let max_tp = by_backend
+            .values()
+            .flatten()
+            .map(|p| p.1)
+            .fold(1.0_f64, f64::max);
+        let root = SVGBackend::new(path, (800, 480)).into_drawing_area();
+        root.fill(&WHITE).map_err(draw)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(self.caption, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(x_range, 0.0..max_tp * 1.15)
+            .map_err(draw)?;
+        chart
+            .configure_mesh()
+            .x_desc(self.x_desc)
+            .y_desc(self.y_desc)
+            .x_label_formatter(&x_label)
+            .draw()
+            .map_err(draw)?;
+        for (i, (backend, mut points)) in by_backend.into_iter().enumerate() {
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let color = Palette99::pick(i).to_rgba();
+            chart
+                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+                .map_err(draw)?
+                .label(backend)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+            chart
+                .draw_series(points.iter().map(|p| Circle::new(*p, 4, color.filled())))
+                .map_err(draw)?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(draw)?;
+        root.present().map_err(draw)?;
+        Ok(())
+    }
 }
 
 /// Drawing errors carry the backend's error type; this keeps only the message.

@@ -52,6 +52,14 @@ pub(crate) struct TaskArgs {
     /// How long to enqueue (steady).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     duration: Duration,
+    /// Drain --count tasks this many times back to back, on the same tables and workers
+    /// (drain). Each later round is enqueued to become ready at once when it is all in.
+    #[arg(long, default_value_t = 1)]
+    rounds: u64,
+    /// Hold a snapshot for the whole drain, as a long transaction elsewhere would: nothing
+    /// deleted meanwhile can be vacuumed (postgres only).
+    #[arg(long)]
+    hold_snapshot: bool,
 }
 
 /// Runs the workers; the handler records when each task started.
@@ -178,6 +186,8 @@ pub(crate) async fn run(args: TaskArgs, database_url: Option<&str>) -> anyhow::R
     report.param("concurrency", args.concurrency);
     report.param("rate", args.rate);
     report.param("duration_s", args.duration.as_secs_f64());
+    report.param("rounds", args.rounds);
+    report.param("hold_snapshot", args.hold_snapshot);
     env.finish(&mut report).await?;
     super::finish(&mut report, &args.common)?;
     Ok(report)
@@ -196,46 +206,84 @@ async fn counts(client: &Client) -> anyhow::Result<(u64, u64, u64)> {
     }))
 }
 
-async fn drain(env: &mut BenchEnv, client: &Client, args: &TaskArgs) -> anyhow::Result<Report> {
-    let enqueue_started = Instant::now();
+/// Enqueues `count` tasks in calls of `batch`, ready at `at` (now when `None`).
+async fn fill(client: &Client, args: &TaskArgs, at: Option<Timestamp>) -> anyhow::Result<()> {
     let mut left = args.count;
     while left > 0 {
         let n = left.min(args.batch as u64);
+        let options = match at {
+            Some(at) => bench_options().run_at(at),
+            None => bench_options(),
+        };
         let batch = (0..n)
-            .map(|_| Ok(TaskRequest::new("bench_noop", 0i64)?.options(bench_options())))
+            .map(|_| Ok(TaskRequest::new("bench_noop", 0i64)?.options(options.clone())))
             .collect::<ratchet::Result<Vec<_>>>()?;
         client.enqueue_many(batch).await?;
         left -= n;
     }
-    let enqueue_seconds = enqueue_started.elapsed().as_secs_f64();
+    Ok(())
+}
+
+async fn drain(env: &mut BenchEnv, client: &Client, args: &TaskArgs) -> anyhow::Result<Report> {
+    if args.rounds == 0 {
+        bail!("--rounds must be positive");
+    }
+    let _snapshot = match args.hold_snapshot {
+        true => Some(env.hold_snapshot().await?),
+        false => None,
+    };
+    let total = args.count * args.rounds;
+    let enqueue_started = Instant::now();
+    fill(client, args, None).await?;
+    let mut enqueue_seconds = enqueue_started.elapsed().as_secs_f64();
 
     env.begin_stats().await?;
     let progress = Progress::timed(
         args.common.quiet,
         "drain",
-        Duration::from_secs_f64((args.count as f64 / 20_000.0).max(1.0)),
+        Duration::from_secs_f64((total as f64 / 20_000.0).max(1.0)),
     );
     let workers = Workers::start(env, args).await?;
     let before = workers.stats();
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs(60 + args.count / 500);
+    let deadline = Instant::now() + Duration::from_secs(60 + total / 500);
     let mut timed_out = false;
-    while workers.ran.load(Ordering::Relaxed) < args.count {
-        progress
-            .counter()
-            .store(workers.ran.load(Ordering::Relaxed), Ordering::Relaxed);
-        if Instant::now() > deadline {
-            timed_out = true;
+    let mut seconds = 0.0;
+    let mut round_rates = Vec::new();
+    for round in 0..args.rounds {
+        let mut started = Instant::now();
+        if round > 0 {
+            // The round becomes ready at once, after it is all enqueued: time the drain alone.
+            let lead = Duration::from_secs_f64(1.5 * enqueue_seconds / round as f64 + 0.5);
+            let at = Timestamp::now().plus(lead);
+            let filling = Instant::now();
+            fill(client, args, Some(at)).await?;
+            enqueue_seconds += filling.elapsed().as_secs_f64();
+            started = filling + lead;
+            tokio::time::sleep_until(started).await;
+        }
+        let target = args.count * (round + 1);
+        while workers.ran.load(Ordering::Relaxed) < target {
+            progress
+                .counter()
+                .store(workers.ran.load(Ordering::Relaxed), Ordering::Relaxed);
+            if Instant::now() > deadline {
+                timed_out = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let took = started.elapsed().as_secs_f64();
+        seconds += took;
+        round_rates.push(args.count as f64 / took.max(f64::EPSILON));
+        if timed_out {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    let seconds = started.elapsed().as_secs_f64();
     progress.finish();
     // Let the last completions commit.
     let settle = Instant::now() + Duration::from_secs(30);
     let (mut completed, mut dead, mut waiting) = counts(client).await?;
-    while completed + dead < args.count && Instant::now() < settle {
+    while completed + dead < total && Instant::now() < settle {
         tokio::time::sleep(Duration::from_millis(50)).await;
         (completed, dead, waiting) = counts(client).await?;
     }
@@ -243,7 +291,7 @@ async fn drain(env: &mut BenchEnv, client: &Client, args: &TaskArgs) -> anyhow::
     let ran = workers.ran.load(Ordering::Relaxed);
     workers.stop().await;
 
-    let units = args.count.max(1) as f64;
+    let units = total.max(1) as f64;
     let mut report = Report {
         units: ran,
         seconds,
@@ -254,14 +302,24 @@ async fn drain(env: &mut BenchEnv, client: &Client, args: &TaskArgs) -> anyhow::
     };
     report
         .figures
-        .insert("enqueued/s".into(), args.count as f64 / enqueue_seconds);
+        .insert("enqueued/s".into(), total as f64 / enqueue_seconds);
+    report
+        .figures
+        .insert("enqueue seconds".into(), enqueue_seconds);
+    if args.rounds > 1 {
+        for (i, rate) in round_rates.iter().enumerate() {
+            report
+                .figures
+                .insert(format!("round {:02} tasks/s", i + 1), *rate);
+        }
+    }
     report.correctness.failed = dead;
     report.correctness.timed_out = u64::from(timed_out);
     report.correctness.stuck = waiting;
     report.correctness.stale_refused = after.stale_refused - before.stale_refused;
-    if ran > args.count {
+    if ran > total {
         // A task ran twice without a failure in between.
-        report.correctness.failed += ran - args.count;
+        report.correctness.failed += ran - total;
     }
     Ok(report)
 }

@@ -177,6 +177,7 @@ impl Runtime {
             let release = LeaseRelease {
                 tasks: unstarted,
                 instances: Vec::new(),
+                now: self.shared.now(),
             };
             if let Err(e) = self.shared.store.lease_release(release).await {
                 tracing::warn!(error = %e, "could not give prefetched tasks back; their leases expire on their own");
@@ -204,6 +205,7 @@ impl Runtime {
                 .lease_release(LeaseRelease {
                     tasks,
                     instances: Vec::new(),
+                    now: self.shared.now(),
                 })
                 .await
             {

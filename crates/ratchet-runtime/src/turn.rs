@@ -110,6 +110,7 @@ async fn release(shared: &Arc<Shared>, claimed: &ClaimedInstance) {
     let release = LeaseRelease {
         instances: vec![(claimed.id.clone(), claimed.fence)],
         tasks: Vec::new(),
+        now: shared.now(),
     };
     if let Err(e) = shared.store.lease_release(release).await {
         tracing::debug!(error = %e, "lease release failed; it expires on its own");

@@ -56,10 +56,19 @@ $$;
 -- its concurrency, no more than its rate limiter's whole tokens. Claimers of a queue with
 -- settings take turns on its row; other queues' claimers never wait for each other.
 -- Shared by the poll and the task claim.
+--
+-- Each (queue, priority) scan starts at its bound in p_from_* when it has one: the caller's
+-- claim cursor, behind which everything was taken when it last looked (see the store's
+-- cursor.rs); without one it reads from the start. c_* says where each scan got to: the
+-- last task it took, or (p_now, max) when it read everything ready.
 CREATE FUNCTION ratchet.task_take(
     p_now bigint, p_owner text, p_until bigint, p_queues text[], p_limits integer[],
-    p_names text[])
-RETURNS SETOF ratchet.tasks
+    p_names text[], p_from_queue text[] DEFAULT '{}', p_from_priority smallint[] DEFAULT '{}',
+    p_from_ready bigint[] DEFAULT '{}', p_from_id bigint[] DEFAULT '{}',
+    OUT t_id bigint[], OUT t_fence bigint[], OUT t_name text[], OUT t_input text[],
+    OUT t_options text[], OUT t_instance text[], OUT t_execution integer[],
+    OUT t_seq integer[], OUT t_attempt integer[], OUT t_queue text[], OUT t_metadata text[],
+    OUT c_queue text[], OUT c_priority smallint[], OUT c_ready bigint[], OUT c_id bigint[])
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -70,9 +79,15 @@ DECLARE
     v_capacity double precision;
     v_tokens double precision;
     v_taken integer;
-    v_got integer;
     v_priority smallint;
+    v_from_ready bigint;
+    v_from_id bigint;
+    v_rows ratchet.tasks[] := '{}';
+    v_batch ratchet.tasks[];
+    v_last_ready bigint;
+    v_last_id bigint;
 BEGIN
+    c_queue := '{}'; c_priority := '{}'; c_ready := '{}'; c_id := '{}';
     FOR v_queue, v_limit IN SELECT * FROM unnest(p_queues, p_limits) LOOP
         CONTINUE WHEN v_limit IS NULL OR v_limit <= 0;
         SELECT * INTO v_settings FROM ratchet.queues WHERE name = v_queue FOR UPDATE;
@@ -98,12 +113,18 @@ BEGIN
         -- One priority at a time, lowest first: within a priority the index is ordered by
         -- ready_at, so each scan stops at the first task not ready yet, instead of reading
         -- every delayed or leased task of a higher-ranked priority on the way to the next.
-        v_priority := (SELECT min(t.priority) FROM ratchet.tasks t WHERE t.queue = v_queue);
-        WHILE v_taken < v_limit AND v_priority IS NOT NULL LOOP
-            RETURN QUERY
+        FOR v_priority IN SELECT qp.priority FROM ratchet.queue_priorities qp
+                          WHERE qp.queue = v_queue ORDER BY qp.priority LOOP
+            EXIT WHEN v_taken >= v_limit;
+            SELECT f.ready, f.id INTO v_from_ready, v_from_id
+            FROM unnest(p_from_queue, p_from_priority, p_from_ready, p_from_id)
+                 AS f(queue, priority, ready, id)
+            WHERE f.queue = v_queue AND f.priority = v_priority;
             WITH ready AS (
-                SELECT t.id FROM ratchet.tasks t
+                SELECT t.id, t.ready_at FROM ratchet.tasks t
                 WHERE t.queue = v_queue AND t.priority = v_priority AND t.ready_at <= p_now
+                  AND (t.ready_at, t.id) >= (coalesce(v_from_ready, -9223372036854775808),
+                                             coalesce(v_from_id, -9223372036854775808))
                   AND t.name = ANY (p_names)
                   AND NOT t.cancel_requested
                   -- An expired lease is taken over only once its process no longer says it
@@ -114,24 +135,51 @@ BEGIN
                         AND t.lease_until >= p_now - w.stall_grace))
                 ORDER BY t.ready_at, t.id
                 LIMIT v_limit - v_taken
-                FOR NO KEY UPDATE SKIP LOCKED)
-            -- Taking over an expired lease starts a new attempt: the lost one counts.
-            UPDATE ratchet.tasks t
-            SET lease_owner = p_owner, lease_until = p_until, ready_at = p_until,
-                fence = t.fence + 1,
-                attempt = t.attempt + CASE WHEN t.lease_owner IS NULL THEN 0 ELSE 1 END
-            FROM ready WHERE t.id = ready.id
-            RETURNING t.*;
-            GET DIAGNOSTICS v_got = ROW_COUNT;
-            v_taken := v_taken + v_got;
-            v_priority := (SELECT min(t.priority) FROM ratchet.tasks t
-                           WHERE t.queue = v_queue AND t.priority > v_priority);
+                FOR NO KEY UPDATE SKIP LOCKED),
+            taken AS (
+                -- Taking over an expired lease starts a new attempt: the lost one counts.
+                UPDATE ratchet.tasks t
+                SET lease_owner = p_owner, lease_until = p_until, ready_at = p_until,
+                    fence = t.fence + 1,
+                    attempt = t.attempt + CASE WHEN t.lease_owner IS NULL THEN 0 ELSE 1 END
+                FROM ready WHERE t.id = ready.id
+                RETURNING t AS task, ready.ready_at, ready.id)
+            SELECT coalesce(array_agg(task), '{}'),
+                   (array_agg(ready_at ORDER BY ready_at DESC, id DESC))[1],
+                   (array_agg(id ORDER BY ready_at DESC, id DESC))[1]
+            INTO v_batch, v_last_ready, v_last_id
+            FROM taken;
+            v_rows := v_rows || v_batch;
+            c_queue := c_queue || v_queue;
+            c_priority := c_priority || v_priority;
+            IF cardinality(v_batch) < v_limit - v_taken THEN
+                c_ready := c_ready || p_now;
+                c_id := c_id || 9223372036854775807;
+            ELSE
+                c_ready := c_ready || v_last_ready;
+                c_id := c_id || v_last_id;
+            END IF;
+            v_taken := v_taken + cardinality(v_batch);
         END LOOP;
         IF v_has_settings AND v_settings.rate_per_second IS NOT NULL THEN
             UPDATE ratchet.queues SET tokens = v_tokens - v_taken, refilled_at = p_now
             WHERE name = v_queue;
         END IF;
     END LOOP;
+    SELECT coalesce(array_agg(r.id ORDER BY r.priority, r.visible_at, r.id), '{}'),
+           coalesce(array_agg(r.fence ORDER BY r.priority, r.visible_at, r.id), '{}'),
+           coalesce(array_agg(r.name ORDER BY r.priority, r.visible_at, r.id), '{}'),
+           coalesce(array_agg(r.input ORDER BY r.priority, r.visible_at, r.id), '{}'),
+           coalesce(array_agg(r.options ORDER BY r.priority, r.visible_at, r.id), '{}'),
+           coalesce(array_agg(r.instance ORDER BY r.priority, r.visible_at, r.id), '{}'),
+           coalesce(array_agg(r.execution ORDER BY r.priority, r.visible_at, r.id), '{}'),
+           coalesce(array_agg(r.seq ORDER BY r.priority, r.visible_at, r.id), '{}'),
+           coalesce(array_agg(r.attempt ORDER BY r.priority, r.visible_at, r.id), '{}'),
+           coalesce(array_agg(r.queue ORDER BY r.priority, r.visible_at, r.id), '{}'),
+           coalesce(array_agg(r.metadata ORDER BY r.priority, r.visible_at, r.id), '{}')
+    INTO t_id, t_fence, t_name, t_input, t_options, t_instance, t_execution, t_seq, t_attempt,
+         t_queue, t_metadata
+    FROM unnest(v_rows) AS r;
     -- A task asked to cancel whose worker is gone (its lease ran out) is cancelled now.
     PERFORM ratchet.task_finish(array_agg(t.id), array_agg('Cancelled'::text),
                                 array_agg(NULL::text), array_agg(NULL::text), p_now)
@@ -158,12 +206,17 @@ BEGIN
     SELECT coalesce(array_agg(nextval(pg_get_serial_sequence('ratchet.tasks', 'id'))), '{}')
     INTO v_ids
     FROM generate_series(1, coalesce(array_length(e_queue, 1), 0));
+    INSERT INTO ratchet.queue_priorities (queue, priority)
+    SELECT DISTINCT q, p FROM unnest(e_queue, e_priority) AS e(q, p)
+    ON CONFLICT DO NOTHING;
     WITH inserted AS (
         INSERT INTO ratchet.tasks AS t (id, queue, name, input, options, priority, visible_at,
                                         ready_at, unique_key, metadata, created_at)
         OVERRIDING SYSTEM VALUE
+        -- Ready no earlier than now, even when asked to run at a time already past: claims
+        -- look for fresh work a little behind the newest they took, not further.
         SELECT v_ids[e.n], e.queue, e.name, e.input, e.options, e.priority, e.visible_at,
-               e.visible_at, e.unique_key, e.metadata, p_now
+               greatest(e.visible_at, p_now), e.unique_key, e.metadata, p_now
         FROM unnest(e_queue, e_name, e_input, e_options, e_priority, e_visible_at,
                     e_unique_key, e_metadata)
              WITH ORDINALITY AS e(queue, name, input, options, priority, visible_at,

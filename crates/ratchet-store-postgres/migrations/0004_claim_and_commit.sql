@@ -10,13 +10,16 @@
 CREATE FUNCTION ratchet.claim(
     p_now bigint, p_owner text, p_until bigint, p_limit integer,
     p_reg_name text[], p_reg_version integer[], p_task_queues text[], p_task_limits integer[],
-    p_task_names text[],
+    p_task_names text[], p_task_from_queue text[], p_task_from_priority smallint[],
+    p_task_from_ready bigint[], p_task_from_id bigint[],
     OUT i_id text[], OUT i_name text[], OUT i_version integer[], OUT i_execution integer[],
     OUT i_history_len integer[], OUT i_fence bigint[], OUT i_incarnation bigint[],
     OUT e_instance text[], OUT e_id bigint[], OUT e_event text[],
     OUT t_id bigint[], OUT t_fence bigint[], OUT t_name text[], OUT t_input text[],
     OUT t_options text[], OUT t_instance text[], OUT t_execution integer[], OUT t_seq integer[],
-    OUT t_attempt integer[], OUT t_queue text[], OUT t_metadata text[], OUT next_due bigint)
+    OUT t_attempt integer[], OUT t_queue text[], OUT t_metadata text[],
+    OUT c_queue text[], OUT c_priority smallint[], OUT c_ready bigint[], OUT c_id bigint[],
+    OUT next_due bigint)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
@@ -66,21 +69,12 @@ BEGIN
         WHERE i.id = ANY (i_id) AND i.id <> ALL (e_instance) AND i.lease_owner = p_owner;
     END IF;
 
-    SELECT coalesce(array_agg(t.id ORDER BY t.priority, t.visible_at, t.id), '{}'),
-           coalesce(array_agg(t.fence ORDER BY t.priority, t.visible_at, t.id), '{}'),
-           coalesce(array_agg(t.name ORDER BY t.priority, t.visible_at, t.id), '{}'),
-           coalesce(array_agg(t.input ORDER BY t.priority, t.visible_at, t.id), '{}'),
-           coalesce(array_agg(t.options ORDER BY t.priority, t.visible_at, t.id), '{}'),
-           coalesce(array_agg(t.instance ORDER BY t.priority, t.visible_at, t.id), '{}'),
-           coalesce(array_agg(t.execution ORDER BY t.priority, t.visible_at, t.id), '{}'),
-           coalesce(array_agg(t.seq ORDER BY t.priority, t.visible_at, t.id), '{}'),
-           coalesce(array_agg(t.attempt ORDER BY t.priority, t.visible_at, t.id), '{}'),
-           coalesce(array_agg(t.queue ORDER BY t.priority, t.visible_at, t.id), '{}'),
-           coalesce(array_agg(t.metadata ORDER BY t.priority, t.visible_at, t.id), '{}')
-    INTO t_id, t_fence, t_name, t_input, t_options, t_instance, t_execution, t_seq, t_attempt,
-         t_queue, t_metadata
+    SELECT * INTO t_id, t_fence, t_name, t_input, t_options, t_instance, t_execution, t_seq,
+                  t_attempt, t_queue, t_metadata, c_queue, c_priority, c_ready, c_id
     FROM ratchet.task_take(p_now, p_owner, p_until, coalesce(p_task_queues, '{}'),
-                           coalesce(p_task_limits, '{}'), coalesce(p_task_names, '{}')) AS t;
+                           coalesce(p_task_limits, '{}'), coalesce(p_task_names, '{}'),
+                           coalesce(p_task_from_queue, '{}'), coalesce(p_task_from_priority, '{}'),
+                           coalesce(p_task_from_ready, '{}'), coalesce(p_task_from_id, '{}'));
 
     SELECT least((SELECT min(visible_at) FROM ratchet.inbox WHERE visible_at > p_now),
                  (SELECT min(ready_at) FROM ratchet.tasks
@@ -248,8 +242,13 @@ BEGIN
     END IF;
 
     IF cardinality(k_turn) > 0 THEN
+        INSERT INTO ratchet.queue_priorities (queue, priority)
+        SELECT DISTINCT q, p FROM unnest(k_queue, k_priority) AS k(q, p)
+        ON CONFLICT DO NOTHING;
         -- Tasks: activities, the first p_task_capacity of them leased to the committer, and
         -- standalone tasks for their queues (one whose unique key is held is not enqueued).
+        -- Ready no earlier than now: claims look for fresh work only a little behind the
+        -- newest they took.
         WITH scheduled AS (
             SELECT k.*, row_number() OVER (PARTITION BY k.standalone ORDER BY k.n) AS rank
             FROM unnest(k_turn, k_queue, k_name, k_input, k_options, k_seq, k_visible_at,
@@ -270,7 +269,7 @@ BEGIN
                    CASE WHEN s.standalone THEN NULL ELSE t_execution[s.turn] END,
                    CASE WHEN s.standalone THEN NULL ELSE s.seq END,
                    s.priority, s.visible_at,
-                   CASE WHEN s.leased THEN p_task_until ELSE s.visible_at END,
+                   CASE WHEN s.leased THEN p_task_until ELSE greatest(s.visible_at, p_now) END,
                    CASE WHEN s.leased THEN p_task_owner END,
                    CASE WHEN s.leased THEN p_task_until END,
                    CASE WHEN s.leased THEN 1 ELSE 0 END,

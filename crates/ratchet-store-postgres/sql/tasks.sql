@@ -1,10 +1,9 @@
 -- Statements on tasks. `ratchet.` is replaced with the configured schema.
 
 -- name: task_claim
-SELECT id, fence, queue, name, input, options, instance, execution, seq, attempt, metadata
-FROM ratchet.task_take(p_now => $1, p_owner => $2, p_until => $3, p_queues => $4,
-                       p_limits => $5, p_names => $6)
-ORDER BY priority, visible_at, id;
+SELECT * FROM ratchet.task_take(
+    p_now => $1, p_owner => $2, p_until => $3, p_queues => $4, p_limits => $5, p_names => $6,
+    p_from_queue => $7, p_from_priority => $8, p_from_ready => $9, p_from_id => $10);
 
 -- name: task_heartbeat
 WITH beat AS (
@@ -51,9 +50,10 @@ WITH gone AS (DELETE FROM ratchet.task_results WHERE finished_at < $1 RETURNING 
 SELECT count(*) AS purged FROM gone;
 
 -- name: task_release
--- The fence moves on: the released lease can write nothing more.
-UPDATE ratchet.tasks t SET lease_owner = NULL, lease_until = NULL, ready_at = t.visible_at,
-    fence = t.fence + 1
+-- The fence moves on: the released lease can write nothing more. Ready from the release (or
+-- its visible time), where claims looking for fresh work find it.
+UPDATE ratchet.tasks t SET lease_owner = NULL, lease_until = NULL,
+    ready_at = greatest(t.visible_at, $3), fence = t.fence + 1
 FROM unnest($1::bigint[], $2::bigint[]) AS r(id, fence)
 WHERE t.id = r.id AND t.fence = r.fence AND t.id = ANY ($1::bigint[]);
 

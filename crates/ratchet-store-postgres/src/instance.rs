@@ -149,6 +149,7 @@ pub(crate) async fn claim(c: &Conn, claim: &InstanceClaim) -> Res<InstanceClaime
         Some(t) => crate::task::queue_arrays(t),
         None => Default::default(),
     };
+    let from = c.cursors().bounds(claim.now.0, &task_queues, &task_names);
     // Instances and tasks share one lease in a poll.
     let row = c
         .one(
@@ -163,9 +164,14 @@ pub(crate) async fn claim(c: &Conn, claim: &InstanceClaim) -> Res<InstanceClaime
                 p(&task_queues),
                 p(&task_limits),
                 p(&task_names),
+                p(&from.queues),
+                p(&from.priorities),
+                p(&from.ready),
+                p(&from.ids),
             ],
         )
         .await?;
+    crate::task::advance_cursors(c, &task_names, &row)?;
     let mut events = events_by_instance(&row)?;
     let ids: Vec<String> = col(&row, "i_id")?;
     let names: Vec<String> = col(&row, "i_name")?;

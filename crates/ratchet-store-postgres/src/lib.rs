@@ -50,6 +50,7 @@
 mod commit;
 mod config;
 mod convert;
+mod cursor;
 mod event;
 mod instance;
 mod listen;

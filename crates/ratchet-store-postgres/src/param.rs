@@ -33,6 +33,7 @@ typed!(
     Option<&str> => TEXT,
     Option<Vec<String>> => TEXT_ARRAY,
     Vec<bool> => BOOL_ARRAY,
+    Vec<i16> => INT2_ARRAY,
     Vec<i32> => INT4_ARRAY,
     Vec<i64> => INT8_ARRAY,
     Vec<String> => TEXT_ARRAY,

@@ -19,6 +19,7 @@ use tokio_postgres::Row;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::convert::{db_err, pool_err, Failure, Res};
+use crate::cursor::ClaimCursors;
 use crate::param::{p, Param};
 use crate::{commit, event, instance, listen, migrate, queue, task, tls, PostgresConfig};
 
@@ -62,6 +63,8 @@ struct Inner {
     sql: NamedQueries,
     config: PostgresConfig,
     counters: Counters,
+    /// Where this process's claims start reading each queue.
+    cursors: std::sync::Mutex<ClaimCursors>,
     wakeups: Option<WakeupSender>,
     _listener: Option<AbortOnDrop>,
 }
@@ -81,6 +84,14 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
+    /// This process's claim cursors (a poisoned lock still holds valid hints).
+    pub(crate) fn cursors(&self) -> std::sync::MutexGuard<'_, ClaimCursors> {
+        self.store
+            .cursors
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Runs the statement `name`: one round trip (two the first time a connection prepares it).
     pub(crate) async fn query(&self, name: &str, params: &[Param<'_>]) -> Res<Vec<Row>> {
         self.query_sql(self.store.sql.get(name), params).await
@@ -240,6 +251,7 @@ impl PostgresStore {
                 sql: queries(&config.schema),
                 config,
                 counters: Counters::default(),
+                cursors: std::sync::Mutex::default(),
                 wakeups,
                 _listener: listener,
             }),
@@ -354,9 +366,21 @@ impl PostgresStore {
         commits: u64,
         f: impl Fn(Conn) -> BoxFuture<'a, Res<T>>,
     ) -> Result<T> {
+        let timeout = self.inner.config.call_timeout;
+        self.call_on(&self.inner.pool, timeout, commits, f).await
+    }
+
+    /// [`PostgresStore::call`] on a connection of `pool`, giving up after `timeout`.
+    async fn call_on<'a, T>(
+        &'a self,
+        pool: &Pool,
+        timeout: Duration,
+        commits: u64,
+        f: impl Fn(Conn) -> BoxFuture<'a, Res<T>>,
+    ) -> Result<T> {
         let mut tries = 0;
         loop {
-            let client = self.inner.pool.get().await.map_err(pool_err)?;
+            let client = pool.get().await.map_err(pool_err)?;
             let cancel = client.cancel_token();
             let conn = Conn {
                 client,
@@ -366,7 +390,6 @@ impl PostgresStore {
                 .counters
                 .round_trips
                 .fetch_add(1, Ordering::Relaxed);
-            let timeout = self.inner.config.call_timeout;
             let outcome = match tokio::time::timeout(timeout, f(conn)).await {
                 Ok(outcome) => outcome,
                 Err(_) => {
@@ -610,46 +633,32 @@ impl Store for PostgresStore {
 
     async fn worker_alive(&self, alive: WorkerAlive) -> Result<()> {
         let grace = i64::try_from(alive.stall_grace.as_millis()).unwrap_or(i64::MAX);
+        let alive = &alive;
         // On the lifeline, not the pool; bounded by the connect timeout, so a stuck server
         // cannot hold the caller's loop for long.
         let timeout = self.inner.config.connect_timeout;
-        let said = async {
-            let client = self.inner.lifeline.get().await.map_err(pool_err)?;
-            let conn = Conn {
-                client,
-                store: self.inner.clone(),
-            };
-            conn.query(
-                "worker_alive",
-                &[
+        self.call_on(&self.inner.lifeline, timeout, 1, |c| {
+            Box::pin(async move {
+                let said = [
                     p(&alive.owner),
                     p(&alive.until.0),
                     p(&alive.now.0),
                     p(&grace),
-                ],
-            )
-            .await
-            .map_err(Failure::into_store)
-        };
-        self.inner
-            .counters
-            .round_trips
-            .fetch_add(1, Ordering::Relaxed);
-        match tokio::time::timeout(timeout, said).await {
-            Ok(result) => result.map(drop),
-            Err(_) => Err(StoreError::backend(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!("the database did not answer within {timeout:?}"),
-            ))),
-        }
+                ];
+                c.query("worker_alive", &said).await.map(drop)
+            })
+        })
+        .await
     }
 
     async fn worker_gone(&self, owner: &str) -> Result<()> {
         self.call(1, |c| {
             Box::pin(async move {
                 c.then_notify(true, c.query("worker_gone", &[p(&owner)]))
-                    .await
-                    .map(drop)
+                    .await?;
+                // Its expired leases, behind this process's claim cursors, are free now.
+                c.cursors().forget();
+                Ok(())
             })
         })
         .await

@@ -56,24 +56,6 @@ impl TaskColumns {
         })
     }
 
-    fn of_rows(rows: &[Row]) -> Res<Self> {
-        let mut c = Self::default();
-        for r in rows {
-            c.ids.push(col(r, "id")?);
-            c.fences.push(col(r, "fence")?);
-            c.queues.push(col(r, "queue")?);
-            c.names.push(col(r, "name")?);
-            c.inputs.push(col(r, "input")?);
-            c.options.push(col(r, "options")?);
-            c.instances.push(col(r, "instance")?);
-            c.executions.push(col(r, "execution")?);
-            c.seqs.push(col(r, "seq")?);
-            c.attempts.push(col(r, "attempt")?);
-            c.metadata.push(col(r, "metadata")?);
-        }
-        Ok(c)
-    }
-
     pub(crate) fn into_tasks(self) -> Res<Vec<ClaimedTask>> {
         let mut tasks = Vec::with_capacity(self.ids.len());
         for (i, id) in self.ids.iter().enumerate() {
@@ -109,8 +91,9 @@ impl TaskColumns {
 
 pub(crate) async fn claim(c: &Conn, claim: &TaskClaim) -> Res<Vec<ClaimedTask>> {
     let (queues, limits, names) = queue_arrays(claim);
-    let rows = c
-        .query(
+    let from = c.cursors().bounds(claim.now.0, &queues, &names);
+    let row = c
+        .one(
             "task_claim",
             &[
                 p(&claim.now.0),
@@ -119,10 +102,30 @@ pub(crate) async fn claim(c: &Conn, claim: &TaskClaim) -> Res<Vec<ClaimedTask>> 
                 p(&queues),
                 p(&limits),
                 p(&names),
+                p(&from.queues),
+                p(&from.priorities),
+                p(&from.ready),
+                p(&from.ids),
             ],
         )
         .await?;
-    TaskColumns::of_rows(&rows)?.into_tasks()
+    advance_cursors(c, &names, &row)?;
+    TaskColumns::of_claim(&row)?.into_tasks()
+}
+
+/// Moves this process's claim cursors to where a claim's scans got (its `c_*` columns).
+pub(crate) fn advance_cursors(c: &Conn, names: &[String], row: &Row) -> Res<()> {
+    let queues: Vec<String> = col(row, "c_queue")?;
+    let priorities: Vec<i16> = col(row, "c_priority")?;
+    let ready: Vec<i64> = col(row, "c_ready")?;
+    let ids: Vec<i64> = col(row, "c_id")?;
+    let reached = queues
+        .iter()
+        .zip(priorities)
+        .zip(ready.into_iter().zip(ids))
+        .map(|((q, priority), (ready, id))| (q.as_str(), priority, ready, id));
+    c.cursors().advance(names, reached);
+    Ok(())
 }
 
 pub(crate) async fn heartbeat(
@@ -170,8 +173,11 @@ pub(crate) async fn release(c: &Conn, release: &LeaseRelease) -> Res<()> {
         if task_ids.is_empty() {
             return Ok(Vec::new());
         }
-        c.query("task_release", &[p(&task_ids), p(&task_fences)])
-            .await
+        c.query(
+            "task_release",
+            &[p(&task_ids), p(&task_fences), p(&release.now.0)],
+        )
+        .await
     };
     let notify = async {
         if !c.notify() || release_statements(release) == 0 {

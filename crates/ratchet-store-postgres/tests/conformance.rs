@@ -7,6 +7,19 @@ use ratchet_store_postgres::{PostgresConfig, PostgresStore, SCHEMA_VERSION};
 
 ratchet_store::conformance_suite!(optional: fresh_store());
 
+/// A plain session on the test server at `url`, to set things up or look at what the store
+/// did.
+async fn session(url: &str) -> ratchet_store_postgres::tokio_postgres::Client {
+    let (client, connection) = ratchet_store_postgres::tokio_postgres::connect(
+        url,
+        ratchet_store_postgres::tokio_postgres::NoTls,
+    )
+    .await
+    .unwrap();
+    tokio::spawn(connection);
+    client
+}
+
 #[tokio::test]
 async fn every_statement_prepares() {
     let Some(store) = fresh_store().await else {
@@ -50,10 +63,7 @@ async fn migrating_twice_is_a_no_op_and_a_newer_schema_is_refused() {
     .await
     .unwrap();
 
-    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let client = session(&url).await;
     client
         .batch_execute(&format!(
             "INSERT INTO {}.ratchet_schema (version) VALUES (99)",
@@ -135,12 +145,7 @@ mod events {
     }
 
     async fn client() -> tokio_postgres::Client {
-        let url = ratchet_store_postgres::testing::database_url().unwrap();
-        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        tokio::spawn(connection);
-        client
+        super::session(&ratchet_store_postgres::testing::database_url().unwrap()).await
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -284,13 +289,7 @@ async fn every_function_sets_its_search_path() {
         return;
     };
     let schema = store.config().schema.clone();
-    let (client, connection) = ratchet_store_postgres::tokio_postgres::connect(
-        &url,
-        ratchet_store_postgres::tokio_postgres::NoTls,
-    )
-    .await
-    .unwrap();
-    tokio::spawn(connection);
+    let client = session(&url).await;
     let rows = client
         .query(
             "SELECT p.proname::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
@@ -351,13 +350,7 @@ async fn a_call_stuck_behind_a_lock_ends_on_the_server_too() {
         ..PostgresConfig::default()
     })
     .await;
-    let (mut admin, connection) = ratchet_store_postgres::tokio_postgres::connect(
-        &url,
-        ratchet_store_postgres::tokio_postgres::NoTls,
-    )
-    .await
-    .unwrap();
-    tokio::spawn(connection);
+    let mut admin = session(&url).await;
     let admin_tx = admin.transaction().await.unwrap();
     admin_tx
         .batch_execute(&format!(
@@ -365,13 +358,7 @@ async fn a_call_stuck_behind_a_lock_ends_on_the_server_too() {
         ))
         .await
         .unwrap();
-    let (watcher, connection) = ratchet_store_postgres::tokio_postgres::connect(
-        &database_url().unwrap(),
-        ratchet_store_postgres::tokio_postgres::NoTls,
-    )
-    .await
-    .unwrap();
-    tokio::spawn(connection);
+    let watcher = session(&database_url().unwrap()).await;
     let now = ratchet_core::Timestamp::now();
     let refused = cancelled.task_get(ratchet_store::TaskId(1), now).await;
     assert!(
@@ -452,13 +439,7 @@ async fn tls_encrypts_and_checks_what_sslmode_asks() {
     let encrypted = connect(conninfo("localhost", &app, "sslmode=require"))
         .await
         .unwrap();
-    let (watcher, connection) = ratchet_store_postgres::tokio_postgres::connect(
-        &url,
-        ratchet_store_postgres::tokio_postgres::NoTls,
-    )
-    .await
-    .unwrap();
-    tokio::spawn(connection);
+    let watcher = session(&url).await;
     let ssl: bool = watcher
         .query_one(
             "SELECT bool_and(s.ssl) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
@@ -567,13 +548,7 @@ async fn a_claim_reads_what_is_ready_not_the_whole_queue() {
     }
     let ready: Vec<NewTask> = (0..10).map(|i| task(now, (i % 3) as i16)).collect();
     store.task_enqueue(ready, now).await.unwrap();
-    let (client, connection) = ratchet_store_postgres::tokio_postgres::connect(
-        &url,
-        ratchet_store_postgres::tokio_postgres::NoTls,
-    )
-    .await
-    .unwrap();
-    tokio::spawn(connection);
+    let client = session(&url).await;
     client
         .batch_execute(&format!("ANALYZE {schema}.tasks"))
         .await
@@ -606,8 +581,7 @@ async fn a_claim_reads_what_is_ready_not_the_whole_queue() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    // The top node: "Function Scan on task_take ... rows=10 ...", then its buffers, nested
-    // statements included: "Buffers: shared hit=N read=M ...".
+    // The top node's buffers, nested statements included: "Buffers: shared hit=N read=M ...".
     let number_after = |line: &str, key: &str| -> i64 {
         line.split(key)
             .nth(1)
@@ -619,7 +593,16 @@ async fn a_claim_reads_what_is_ready_not_the_whole_queue() {
             .and_then(|n| n.parse().ok())
             .unwrap_or(0)
     };
-    let taken = number_after(plan[0].split("actual").nth(1).unwrap_or_default(), "rows=");
+    let leased: i64 = client
+        .query_one(
+            &format!("SELECT count(*) FROM {schema}.tasks WHERE lease_owner = 'w'"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    // The first claim took one; the measured one, the nine left.
+    let taken = leased - 1;
     let buffers_line = plan
         .iter()
         .find(|l| l.contains("Buffers:"))
@@ -635,4 +618,136 @@ async fn a_claim_reads_what_is_ready_not_the_whole_queue() {
         buffers < 300,
         "a claim of 9 ready tasks among 100,000 delayed ones read {buffers} buffers"
     );
+}
+
+/// A claim's cost does not grow with the tasks taken while another transaction holds an old
+/// snapshot (so vacuum can remove none of the entries they left): started at the claim
+/// cursor the earlier claim reported, taking 10 new tasks after 20,000 taken ones reads a
+/// bounded number of buffers, where reading from the start walks the 20,000 (counted by
+/// `EXPLAIN (ANALYZE, BUFFERS)`, not timed).
+#[tokio::test]
+async fn a_claim_under_a_held_snapshot_starts_past_what_it_took() {
+    use ratchet_core::{TaskOptions, Timestamp};
+    use ratchet_store::NewTask;
+    let Some(url) = database_url() else {
+        return;
+    };
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let schema = store.config().schema.clone();
+    let holder = session(&url).await;
+    holder
+        .batch_execute(&format!(
+            "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM {schema}.tasks"
+        ))
+        .await
+        .unwrap();
+    let now = Timestamp(1_000_000_000_000);
+    let task = |at: Timestamp| {
+        NewTask::standalone(
+            "job".into(),
+            serde_json::json!(null),
+            &TaskOptions::default().queue("q"),
+            at,
+        )
+    };
+    for _ in 0..4 {
+        let batch: Vec<NewTask> = (0..5_000).map(|_| task(now)).collect();
+        store.task_enqueue(batch, now).await.unwrap();
+    }
+    let client = session(&url).await;
+    let take = |at: i64, limit: i32, from: &str| {
+        format!(
+            "SELECT * FROM {schema}.task_take({at}, 'w', {}, ARRAY['q'], ARRAY[{limit}],
+                 ARRAY['job']{from})",
+            at + 600_000
+        )
+    };
+    let first = client
+        .query_one(&take(now.0, 30_000, ""), &[])
+        .await
+        .unwrap();
+    let taken: Vec<i64> = first.get("t_id");
+    let reached: (Vec<i64>, Vec<i64>) = (first.get("c_ready"), first.get("c_id"));
+    assert_eq!(taken.len(), 20_000);
+    assert_eq!(
+        reached,
+        (vec![now.0], vec![i64::MAX]),
+        "it read all that was ready"
+    );
+
+    let later = Timestamp(now.0 + 5_000);
+    let fresh: Vec<NewTask> = (0..10).map(|_| task(later)).collect();
+    store.task_enqueue(fresh, later).await.unwrap();
+    // As the store would: the position reached, or a second behind the claim, if earlier.
+    let bound = format!(
+        ", ARRAY['q'], ARRAY[0::smallint], ARRAY[{}::bigint], ARRAY[{}::bigint]",
+        now.0.min(later.0 - 1_000),
+        i64::MAX
+    );
+    let buffers_of = |plan: &[String]| -> i64 {
+        let line = plan
+            .iter()
+            .find(|l| l.contains("Buffers:"))
+            .cloned()
+            .unwrap_or_default();
+        let after = |key: &str| -> i64 {
+            line.split(key)
+                .nth(1)
+                .map(|r| {
+                    r.chars()
+                        .take_while(char::is_ascii_digit)
+                        .collect::<String>()
+                })
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0)
+        };
+        after("hit=") + after("read=")
+    };
+    let explain = |sql: String| {
+        let client = &client;
+        async move {
+            client
+                .query(&format!("EXPLAIN (ANALYZE, BUFFERS) {sql}"), &[])
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| r.get::<_, String>(0))
+                .collect::<Vec<_>>()
+        }
+    };
+    // Warm the function's plans, then measure from the start (rolled back) and from the bound.
+    client.batch_execute("BEGIN").await.unwrap();
+    client.query(&take(later.0, 1, ""), &[]).await.unwrap();
+    client.query(&take(later.0, 1, &bound), &[]).await.unwrap();
+    client.batch_execute("ROLLBACK").await.unwrap();
+    client.batch_execute("BEGIN").await.unwrap();
+    let from_start = buffers_of(&explain(take(later.0, 100, "")).await);
+    client.batch_execute("ROLLBACK").await.unwrap();
+    let plan = explain(take(later.0, 100, &bound)).await;
+    let from_cursor = buffers_of(&plan);
+    let row = client
+        .query_one(
+            &format!("SELECT count(*) FROM {schema}.tasks WHERE lease_owner IS NULL"),
+            &[],
+        )
+        .await
+        .unwrap();
+    let left: i64 = row.get(0);
+    eprintln!(
+        "from the start: {from_start} buffers; from the cursor: {from_cursor}: {}",
+        plan.join("\n")
+    );
+    assert_eq!(left, 0, "the bounded claim took the 10 new tasks");
+    assert!(
+        from_start > 5 * from_cursor,
+        "reading from the start walks the 20,000 taken tasks: {from_start} buffers, against \
+         {from_cursor} from the cursor"
+    );
+    assert!(
+        from_cursor < 300,
+        "a claim from its cursor read {from_cursor} buffers past 20,000 taken tasks"
+    );
+    drop(holder);
 }

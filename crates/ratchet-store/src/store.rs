@@ -105,6 +105,9 @@ pub struct LeaseRelease {
     pub instances: Vec<(String, Fence)>,
     /// Tasks and the fences of their leases.
     pub tasks: Vec<(TaskId, Fence)>,
+    /// When they are given back: a released task is ready again from then (or from its own
+    /// visible time, if later), so that claims looking for fresh work find it.
+    pub now: Timestamp,
 }
 
 /// Counters a store keeps about its own traffic.

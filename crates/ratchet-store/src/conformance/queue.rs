@@ -361,6 +361,7 @@ pub async fn late_completions_after_a_rearm_are_refused(store: &dyn Store) {
         .lease_release(LeaseRelease {
             instances: vec![],
             tasks: vec![(held[1].id, held[1].fence)],
+            now: later,
         })
         .await
         .unwrap();

@@ -198,6 +198,7 @@ pub async fn heartbeat_and_release(store: &dyn Store) {
         .lease_release(LeaseRelease {
             tasks: vec![(t[0].id, t[0].fence)],
             instances: vec![],
+            now: mid,
         })
         .await
         .unwrap();
@@ -223,6 +224,7 @@ pub async fn heartbeat_and_release(store: &dyn Store) {
     let release = LeaseRelease {
         instances: vec![(c.id.clone(), c.fence)],
         tasks: vec![(taken[0].id, taken[0].fence)],
+        now: mid,
     };
     store.lease_release(release.clone()).await.unwrap();
     // Again, now that its statements are prepared: releasing twice is harmless, and both
