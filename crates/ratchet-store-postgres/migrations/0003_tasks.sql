@@ -242,7 +242,7 @@ BEGIN
     FROM unnest(v_ids, e_unique_key) WITH ORDINALITY AS e(task, unique_key, n)
     LEFT JOIN unnest(v_inserted) AS i(id) ON i.id = e.task;
     IF p_notify AND v_ready THEN
-        PERFORM pg_notify('ratchet.work', '');
+        PERFORM pg_notify('ratchet.work', p_now::text);
     END IF;
 END $$;
 
@@ -306,6 +306,6 @@ BEGIN
         END IF;
     END LOOP;
     IF p_notify AND v_ready THEN
-        PERFORM pg_notify('ratchet.work', '');
+        PERFORM pg_notify('ratchet.work', p_now::text);
     END IF;
 END $$;

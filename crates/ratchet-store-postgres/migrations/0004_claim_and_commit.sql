@@ -464,7 +464,7 @@ BEGIN
     -- Others need to hear only of work this batch did not lease to the committer.
     IF p_notify AND (v_unleased_tasks OR v_new_children
                      OR EXISTS (SELECT 1 FROM unnest(v_woken) AS w WHERE w <> ALL (l_id))) THEN
-        PERFORM pg_notify('ratchet.work', '');
+        PERFORM pg_notify('ratchet.work', p_now::text);
     END IF;
 END $$;
 

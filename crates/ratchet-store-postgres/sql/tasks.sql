@@ -58,4 +58,5 @@ FROM unnest($1::bigint[], $2::bigint[]) AS r(id, fence)
 WHERE t.id = r.id AND t.fence = r.fence AND t.id = ANY ($1::bigint[]);
 
 -- name: work_notify
-SELECT pg_notify('ratchet.work', '');
+-- The payload, when not empty, is the earliest ready time of the tasks it announces.
+SELECT pg_notify('ratchet.work', $1::text);

@@ -17,12 +17,19 @@
 //! - rows passed over for a while: the expired lease of a process that still says it is
 //!   alive (taken over only after its stall grace), a row locked by a cancel, a claim that
 //!   rolled back. Every [`RESCAN_MS`] the claim reads from the start instead (and at once
-//!   in the process that says another is gone).
+//!   in every process when one says another is gone);
+//! - work whose transaction committed more than [`WINDOW_MS`] after its ready time (a large
+//!   enqueue): its notification names that time, and [`ClaimCursors::pull_back`] moves the
+//!   cursors there.
+//!
+//! A read from the start, or a pull back, starts a new epoch of that cursor: claims that
+//! began before it cannot move it forward again past what the new epoch has not read.
 //!
 //! The positions are only a hint for where to start: losing them (a restart, another
 //! process) costs one read from the start, never a task.
 
 use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// How far behind the claim's time a bounded claim still looks.
 pub(crate) const WINDOW_MS: i64 = 1_000;
@@ -31,13 +38,15 @@ pub(crate) const WINDOW_MS: i64 = 1_000;
 pub(crate) const RESCAN_MS: i64 = 10_000;
 
 /// The (ready_at, id) bound of each (queue, priority) scan of one claim, as the arrays the
-/// SQL takes; empty arrays read everything from the start.
+/// SQL takes; a (queue, priority) without one is read from its start.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct Bounds {
     pub(crate) queues: Vec<String>,
     pub(crate) priorities: Vec<i16>,
     pub(crate) ready: Vec<i64>,
     pub(crate) ids: Vec<i64>,
+    /// The epoch of each queue's cursor when these bounds were taken.
+    epochs: HashMap<String, u64>,
 }
 
 /// The cursors of one queue for one set of task names.
@@ -45,7 +54,10 @@ pub(crate) struct Bounds {
 struct QueueCursor {
     /// When the last claim read this queue from its start.
     full_scan_at: Option<i64>,
-    /// The newest (ready_at, id) taken, per priority.
+    /// Bumped by every read from the start and pull back.
+    epoch: u64,
+    /// The newest (ready_at, id) reached in this epoch, per priority; a priority without
+    /// one is read from its start.
     taken: HashMap<i16, (i64, i64)>,
 }
 
@@ -54,6 +66,8 @@ struct QueueCursor {
 #[derive(Debug, Default)]
 pub(crate) struct ClaimCursors {
     queues: HashMap<(Vec<String>, String), QueueCursor>,
+    /// The last epoch handed out: epochs are never reused, even across [`Self::forget`].
+    epochs: u64,
 }
 
 impl ClaimCursors {
@@ -72,8 +86,11 @@ impl ClaimCursors {
                 .is_some_and(|at| at <= now && now - at < RESCAN_MS);
             if !fresh {
                 cursor.full_scan_at = Some(now);
-                continue;
+                cursor.taken.clear();
+                self.epochs += 1;
+                cursor.epoch = self.epochs;
             }
+            bounds.epochs.insert(queue.clone(), cursor.epoch);
             for (priority, &taken) in &cursor.taken {
                 let (ready, id) = taken.min((now.saturating_sub(WINDOW_MS), i64::MIN));
                 bounds.queues.push(queue.clone());
@@ -91,23 +108,49 @@ impl ClaimCursors {
         self.queues.clear();
     }
 
-    /// Moves the cursors past the tasks a claim by `names` took: `(queue, priority,
-    /// visible_at, id)` each. A task's visible time is at or before the position the claim
-    /// found it at (a lease taken over sat at its expiry), so the cursor never passes a task
-    /// the claim did not reach.
+    /// Moves every cursor back to `ready_at`: work ready from then on was committed (a
+    /// notification says so), perhaps behind where claims have got.
+    pub(crate) fn pull_back(&mut self, ready_at: i64) {
+        for cursor in self.queues.values_mut() {
+            let mut moved = false;
+            for position in cursor.taken.values_mut() {
+                if *position > (ready_at, i64::MIN) {
+                    *position = (ready_at, i64::MIN);
+                    moved = true;
+                }
+            }
+            if moved {
+                self.epochs += 1;
+                cursor.epoch = self.epochs;
+            }
+        }
+    }
+
+    /// Moves the cursors to where the scans of a claim by `names` that started at `from`
+    /// got: `(queue, priority, ready_at, id)` each, everything before it taken or passed
+    /// over. A claim that started in an older epoch moves nothing.
     pub(crate) fn advance<'a>(
         &mut self,
         names: &[String],
-        taken: impl IntoIterator<Item = (&'a str, i16, i64, i64)>,
+        from: &Bounds,
+        reached: impl IntoIterator<Item = (&'a str, i16, i64, i64)>,
     ) {
-        for (queue, priority, visible_at, id) in taken {
+        for (queue, priority, ready_at, id) in reached {
             let Some(cursor) = self.queues.get_mut(&(names.to_vec(), queue.to_string())) else {
                 continue;
             };
-            let position = cursor.taken.entry(priority).or_insert((visible_at, id));
-            *position = (*position).max((visible_at, id));
+            if from.epochs.get(queue) != Some(&cursor.epoch) {
+                continue;
+            }
+            let position = cursor.taken.entry(priority).or_insert((ready_at, id));
+            *position = (*position).max((ready_at, id));
         }
     }
+}
+
+/// Locks `cursors`; a poisoned lock still holds valid hints.
+pub(crate) fn lock(cursors: &Mutex<ClaimCursors>) -> MutexGuard<'_, ClaimCursors> {
+    cursors.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]
@@ -118,63 +161,117 @@ mod tests {
         vec!["job".to_string()]
     }
 
-    #[test]
-    fn the_first_claim_reads_from_the_start_and_the_next_from_the_cursor() {
-        let mut c = ClaimCursors::default();
-        let q = vec!["q".to_string()];
-        assert_eq!(c.bounds(100_000, &q, &names()), Bounds::default());
-        c.advance(
-            &names(),
-            [("q", 0, 90_000, 7), ("q", 0, 95_000, 3), ("q", 1, 50, 9)],
-        );
-        let b = c.bounds(100_500, &q, &names());
+    fn queue() -> Vec<String> {
+        vec!["q".to_string()]
+    }
+
+    fn positions(b: &Bounds) -> Vec<(i16, i64, i64)> {
         let mut got: Vec<_> = (0..b.queues.len())
             .map(|i| (b.priorities[i], b.ready[i], b.ids[i]))
             .collect();
         got.sort_unstable();
-        assert_eq!(got, vec![(0, 95_000, 3), (1, 50, 9)]);
+        got
+    }
+
+    #[test]
+    fn the_first_claim_reads_from_the_start_and_the_next_from_the_cursor() {
+        let mut c = ClaimCursors::default();
+        let b = c.bounds(100_000, &queue(), &names());
+        assert!(positions(&b).is_empty());
+        c.advance(
+            &names(),
+            &b,
+            [("q", 0, 90_000, 7), ("q", 0, 95_000, 3), ("q", 1, 50, 9)],
+        );
+        let b = c.bounds(100_500, &queue(), &names());
+        assert_eq!(positions(&b), vec![(0, 95_000, 3), (1, 50, 9)]);
     }
 
     #[test]
     fn a_bound_stays_a_window_behind_the_claims_time() {
         let mut c = ClaimCursors::default();
-        let q = vec!["q".to_string()];
-        c.bounds(100_000, &q, &names());
-        c.advance(&names(), [("q", 0, 100_000, 5)]);
-        let b = c.bounds(100_200, &q, &names());
-        assert_eq!((b.ready[0], b.ids[0]), (100_200 - WINDOW_MS, i64::MIN));
+        let b = c.bounds(100_000, &queue(), &names());
+        c.advance(&names(), &b, [("q", 0, 100_000, 5)]);
+        let b = c.bounds(100_200, &queue(), &names());
+        assert_eq!(positions(&b), vec![(0, 100_200 - WINDOW_MS, i64::MIN)]);
     }
 
     #[test]
     fn every_rescan_interval_and_after_a_clock_set_back_a_claim_reads_from_the_start() {
         let mut c = ClaimCursors::default();
-        let q = vec!["q".to_string()];
-        c.bounds(100_000, &q, &names());
-        c.advance(&names(), [("q", 0, 10, 1)]);
+        let b = c.bounds(100_000, &queue(), &names());
+        c.advance(&names(), &b, [("q", 0, 10, 1)]);
         assert_eq!(
-            c.bounds(100_000 + RESCAN_MS - 1, &q, &names()).queues.len(),
+            positions(&c.bounds(100_000 + RESCAN_MS - 1, &queue(), &names())).len(),
             1
         );
-        assert_eq!(
-            c.bounds(100_000 + RESCAN_MS, &q, &names()),
-            Bounds::default()
+        assert!(positions(&c.bounds(100_000 + RESCAN_MS, &queue(), &names())).is_empty());
+        assert!(positions(&c.bounds(50_000, &queue(), &names())).is_empty());
+    }
+
+    #[test]
+    fn a_read_from_the_start_that_fills_its_limit_moves_the_cursor_back() {
+        // Late work sits far behind the cursor; the rescan takes only a claim's worth of it,
+        // and the claims after it must go on from there, not jump back ahead.
+        let mut c = ClaimCursors::default();
+        let b = c.bounds(100_000, &queue(), &names());
+        c.advance(
+            &names(),
+            &b,
+            [("q", 0, 100_000, i64::MAX), ("q", 1, 100_000, 4)],
         );
+        let rescan = c.bounds(100_000 + RESCAN_MS, &queue(), &names());
+        assert!(positions(&rescan).is_empty());
+        c.advance(&names(), &rescan, [("q", 0, 20_000, 8)]);
+        let next = c.bounds(100_000 + RESCAN_MS + 1, &queue(), &names());
+        assert_eq!(positions(&next), vec![(0, 20_000, 8)]);
+    }
+
+    #[test]
+    fn a_claim_begun_before_a_rescan_or_pull_back_moves_nothing() {
+        let mut c = ClaimCursors::default();
+        let b = c.bounds(100_000, &queue(), &names());
+        c.advance(&names(), &b, [("q", 0, 90_000, 1)]);
+        let old = c.bounds(100_001, &queue(), &names());
+        c.pull_back(40_000);
+        c.advance(&names(), &old, [("q", 0, 99_000, 2)]);
         assert_eq!(
-            c.bounds(100_000 + RESCAN_MS + 1, &q, &names()).queues.len(),
-            1
+            positions(&c.bounds(100_002, &queue(), &names())),
+            vec![(0, 40_000, i64::MIN)]
         );
-        assert_eq!(c.bounds(50_000, &q, &names()), Bounds::default());
+        let old = c.bounds(100_003, &queue(), &names());
+        let rescan = c.bounds(100_000 + RESCAN_MS, &queue(), &names());
+        c.advance(&names(), &old, [("q", 0, 99_000, 2)]);
+        assert!(positions(&c.bounds(100_000 + RESCAN_MS + 1, &queue(), &names())).is_empty());
+        c.advance(&names(), &rescan, [("q", 0, 30_000, 3)]);
+        assert_eq!(
+            positions(&c.bounds(100_000 + RESCAN_MS + 2, &queue(), &names())),
+            vec![(0, 30_000, 3)]
+        );
+    }
+
+    #[test]
+    fn a_pull_back_to_a_time_ahead_of_the_cursor_changes_nothing() {
+        let mut c = ClaimCursors::default();
+        let b = c.bounds(100_000, &queue(), &names());
+        c.advance(&names(), &b, [("q", 0, 50_000, 1)]);
+        let before = c.bounds(100_001, &queue(), &names());
+        c.pull_back(60_000);
+        c.advance(&names(), &before, [("q", 0, 55_000, 2)]);
+        assert_eq!(
+            positions(&c.bounds(100_002, &queue(), &names())),
+            vec![(0, 55_000, 2)]
+        );
     }
 
     #[test]
     fn claims_for_other_names_keep_cursors_of_their_own() {
         let mut c = ClaimCursors::default();
-        let q = vec!["q".to_string()];
         let other = vec!["other".to_string()];
-        c.bounds(100_000, &q, &names());
-        c.bounds(100_000, &q, &other);
-        c.advance(&names(), [("q", 0, 99_999, 5)]);
-        assert_eq!(c.bounds(100_001, &q, &other), Bounds::default());
-        assert_eq!(c.bounds(100_001, &q, &names()).queues.len(), 1);
+        let b = c.bounds(100_000, &queue(), &names());
+        c.bounds(100_000, &queue(), &other);
+        c.advance(&names(), &b, [("q", 0, 99_999, 5)]);
+        assert!(positions(&c.bounds(100_001, &queue(), &other)).is_empty());
+        assert_eq!(positions(&c.bounds(100_001, &queue(), &names())).len(), 1);
     }
 }

@@ -13,7 +13,7 @@ use crate::convert::{
     col, event, from_json, i32_of, instance_record, status, to_json, u32_of, Res,
 };
 use crate::param::p;
-use crate::store::Conn;
+use crate::store::{Conn, ReadyFrom};
 
 fn if_exists_name(policy: IfExists) -> &'static str {
     match policy {
@@ -83,7 +83,11 @@ pub(crate) async fn create(
     ];
     // Created unleased: whoever runs it must hear of it.
     let row = c
-        .then_notify(lease.is_none(), c.one("instance_create", &params))
+        .then_notify(
+            lease.is_none(),
+            ReadyFrom::NoTasks,
+            c.one("instance_create", &params),
+        )
         .await?;
     let outcomes: Vec<String> = col(&row, "outcome")?;
     let statuses: Vec<Option<String>> = col(&row, "status")?;
@@ -171,7 +175,7 @@ pub(crate) async fn claim(c: &Conn, claim: &InstanceClaim) -> Res<InstanceClaime
             ],
         )
         .await?;
-    crate::task::advance_cursors(c, &task_names, &row)?;
+    crate::task::advance_cursors(c, &task_names, &from, &row)?;
     let mut events = events_by_instance(&row)?;
     let ids: Vec<String> = col(&row, "i_id")?;
     let names: Vec<String> = col(&row, "i_name")?;
@@ -240,7 +244,9 @@ pub(crate) async fn signal(
         })
         .collect();
     let params = [p(&now.0), p(&false), p(&instances), p(&dedup), p(&events)];
-    let row = c.then_notify(true, c.one("signal_raise", &params)).await?;
+    let row = c
+        .then_notify(true, ReadyFrom::NoTasks, c.one("signal_raise", &params))
+        .await?;
     let outcomes: Vec<String> = col(&row, "outcome")?;
     let statuses: Vec<Option<String>> = col(&row, "status")?;
     outcomes

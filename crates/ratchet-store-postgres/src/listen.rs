@@ -3,7 +3,10 @@
 //! backoff when the connection drops, and then wakes everyone, since notifications sent
 //! while it was away are lost.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use crate::cursor::ClaimCursors;
 
 use futures::StreamExt;
 use ratchet_store::WakeupSender;
@@ -21,12 +24,13 @@ pub(crate) fn spawn(
     tls: MakeRustlsConnect,
     schema: String,
     sender: WakeupSender,
+    cursors: Arc<Mutex<ClaimCursors>>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut backoff = FIRST_BACKOFF;
         let mut failures = 0_u32;
         loop {
-            match listen(&config, &tls, &schema, &sender, &mut backoff).await {
+            match listen(&config, &tls, &schema, &sender, &cursors, &mut backoff).await {
                 // A close that reconnects at once is no news.
                 Ok(()) => {
                     failures = 0;
@@ -55,6 +59,7 @@ async fn listen(
     tls: &MakeRustlsConnect,
     schema: &str,
     sender: &WakeupSender,
+    cursors: &Mutex<ClaimCursors>,
     backoff: &mut Duration,
 ) -> Result<(), tokio_postgres::Error> {
     let (client, mut connection) = config.connect(tls.clone()).await?;
@@ -91,10 +96,16 @@ async fn listen(
     }
     *backoff = FIRST_BACKOFF;
     tracing::debug!(schema, "listening for notifications");
-    // Whatever was sent before LISTEN took effect is unknown: everyone looks again.
+    // Whatever was sent before LISTEN took effect is unknown: everyone looks again, every
+    // queue from its start.
+    crate::cursor::lock(cursors).forget();
     sender.resync();
     while let Some(n) = rx.recv().await {
         if n.channel() == work {
+            // Tasks ready from a time claims may have passed already (a long transaction).
+            if let Ok(ready_from) = n.payload().parse::<i64>() {
+                crate::cursor::lock(cursors).pull_back(ready_from);
+            }
             sender.work_ready();
         } else if n.channel() == done {
             sender.finished(n.payload().to_string());

@@ -64,7 +64,7 @@ struct Inner {
     config: PostgresConfig,
     counters: Counters,
     /// Where this process's claims start reading each queue.
-    cursors: std::sync::Mutex<ClaimCursors>,
+    cursors: Arc<std::sync::Mutex<ClaimCursors>>,
     wakeups: Option<WakeupSender>,
     _listener: Option<AbortOnDrop>,
 }
@@ -84,12 +84,9 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
-    /// This process's claim cursors (a poisoned lock still holds valid hints).
+    /// This process's claim cursors.
     pub(crate) fn cursors(&self) -> std::sync::MutexGuard<'_, ClaimCursors> {
-        self.store
-            .cursors
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::cursor::lock(&self.store.cursors)
     }
 
     /// Runs the statement `name`: one round trip (two the first time a connection prepares it).
@@ -147,23 +144,50 @@ impl Conn {
     pub(crate) async fn then_notify<T>(
         &self,
         wanted: bool,
+        ready_from: ReadyFrom,
         main: impl std::future::Future<Output = Res<T>>,
     ) -> Res<T> {
-        self.then_notify_on("work_notify", wanted, main).await
+        let payload = ready_from.payload();
+        self.then_notify_on("work_notify", &[p(&payload)], wanted, main)
+            .await
     }
 
-    /// [`Conn::then_notify`] with the notifying statement `notify`.
+    /// [`Conn::then_notify`] with the notifying statement `notify` and its `params`.
     pub(crate) async fn then_notify_on<T>(
         &self,
         notify: &str,
+        params: &[Param<'_>],
         wanted: bool,
         main: impl std::future::Future<Output = Res<T>>,
     ) -> Res<T> {
         if !(wanted && self.notify()) {
             return main.await;
         }
-        let (value, _) = futures::try_join!(main, self.query(notify, &[]))?;
+        let (value, _) = futures::try_join!(main, self.query(notify, params))?;
         Ok(value)
+    }
+}
+
+/// What a `work` notification tells other processes' claim cursors: the earliest ready time
+/// of the tasks made ready (its payload), so that a claim looks that far back.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ReadyFrom {
+    /// No tasks: instances or signals only.
+    NoTasks,
+    /// Tasks ready at this time or later.
+    At(i64),
+    /// Tasks anywhere: read every queue from its start.
+    Anywhere,
+}
+
+impl ReadyFrom {
+    /// The notification's payload.
+    pub(crate) fn payload(self) -> String {
+        match self {
+            Self::NoTasks => String::new(),
+            Self::At(at) => at.to_string(),
+            Self::Anywhere => i64::MIN.to_string(),
+        }
     }
 }
 
@@ -236,9 +260,16 @@ impl PostgresStore {
                 migrate::check(&client, &config.schema).await?;
             }
         }
+        let cursors = Arc::<std::sync::Mutex<ClaimCursors>>::default();
         let (wakeups, listener) = if config.notify {
             let sender = WakeupSender::new();
-            let handle = listen::spawn(pg, tls.clone(), config.schema.clone(), sender.clone());
+            let handle = listen::spawn(
+                pg,
+                tls.clone(),
+                config.schema.clone(),
+                sender.clone(),
+                cursors.clone(),
+            );
             (Some(sender), Some(AbortOnDrop(handle)))
         } else {
             (None, None)
@@ -251,7 +282,7 @@ impl PostgresStore {
                 sql: queries(&config.schema),
                 config,
                 counters: Counters::default(),
-                cursors: std::sync::Mutex::default(),
+                cursors,
                 wakeups,
                 _listener: listener,
             }),
@@ -654,9 +685,13 @@ impl Store for PostgresStore {
     async fn worker_gone(&self, owner: &str) -> Result<()> {
         self.call(1, |c| {
             Box::pin(async move {
-                c.then_notify(true, c.query("worker_gone", &[p(&owner)]))
-                    .await?;
-                // Its expired leases, behind this process's claim cursors, are free now.
+                // Its expired leases, behind every process's claim cursors, are free now.
+                c.then_notify(
+                    true,
+                    ReadyFrom::Anywhere,
+                    c.query("worker_gone", &[p(&owner)]),
+                )
+                .await?;
                 c.cursors().forget();
                 Ok(())
             })

@@ -10,7 +10,7 @@ use tokio_postgres::Row;
 
 use crate::convert::{col, from_json, opt_json, to_json, u32_of, Res};
 use crate::param::{p, Param};
-use crate::store::Conn;
+use crate::store::{Conn, ReadyFrom};
 
 /// The queue, limit and name arrays of a task claim.
 pub(crate) fn queue_arrays(claim: &TaskClaim) -> (Vec<String>, Vec<i32>, Vec<String>) {
@@ -109,12 +109,17 @@ pub(crate) async fn claim(c: &Conn, claim: &TaskClaim) -> Res<Vec<ClaimedTask>> 
             ],
         )
         .await?;
-    advance_cursors(c, &names, &row)?;
+    advance_cursors(c, &names, &from, &row)?;
     TaskColumns::of_claim(&row)?.into_tasks()
 }
 
 /// Moves this process's claim cursors to where a claim's scans got (its `c_*` columns).
-pub(crate) fn advance_cursors(c: &Conn, names: &[String], row: &Row) -> Res<()> {
+pub(crate) fn advance_cursors(
+    c: &Conn,
+    names: &[String],
+    from: &crate::cursor::Bounds,
+    row: &Row,
+) -> Res<()> {
     let queues: Vec<String> = col(row, "c_queue")?;
     let priorities: Vec<i16> = col(row, "c_priority")?;
     let ready: Vec<i64> = col(row, "c_ready")?;
@@ -124,7 +129,7 @@ pub(crate) fn advance_cursors(c: &Conn, names: &[String], row: &Row) -> Res<()> 
         .zip(priorities)
         .zip(ready.into_iter().zip(ids))
         .map(|((q, priority), (ready, id))| (q.as_str(), priority, ready, id));
-    c.cursors().advance(names, reached);
+    c.cursors().advance(names, from, reached);
     Ok(())
 }
 
@@ -183,7 +188,8 @@ pub(crate) async fn release(c: &Conn, release: &LeaseRelease) -> Res<()> {
         if !c.notify() || release_statements(release) == 0 {
             return Ok(Vec::new());
         }
-        c.query("work_notify", &[]).await
+        c.query("work_notify", &[p(&ReadyFrom::At(release.now.0).payload())])
+            .await
     };
     futures::try_join!(instances, tasks, notify)?;
     Ok(())
@@ -261,7 +267,11 @@ pub(crate) async fn enqueue(
     let args = EnqueueArgs::of(tasks);
     let params = args.params(&now.0, &false);
     let row = c
-        .then_notify(wakes(tasks, now), c.one("task_enqueue", &params))
+        .then_notify(
+            wakes(tasks, now),
+            ReadyFrom::At(now.0),
+            c.one("task_enqueue", &params),
+        )
         .await?;
     enqueue_outcomes(&row)
 }

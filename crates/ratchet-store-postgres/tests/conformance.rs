@@ -751,3 +751,63 @@ async fn a_claim_under_a_held_snapshot_starts_past_what_it_took() {
     );
     drop(holder);
 }
+
+/// Without notifications (behind PgBouncer), tasks committed behind the claim cursor wait
+/// for the next read from the start; when more wait than one claim takes, the claims after
+/// that read go on from where it got, not from the cursor ahead of them.
+#[tokio::test]
+async fn a_read_from_the_start_that_fills_a_claim_is_continued() {
+    use std::time::Duration;
+
+    use ratchet_core::{TaskOptions, Timestamp};
+    use ratchet_store::{Lease, NewTask, QueueClaim, TaskClaim};
+    let Some(store) =
+        ratchet_store_postgres::testing::fresh_store_with(PostgresConfig::default().pgbouncer())
+            .await
+    else {
+        return;
+    };
+    let t0 = Timestamp(1_000_000_000_000);
+    let job = |at: Timestamp| {
+        NewTask::standalone(
+            "job".into(),
+            serde_json::json!(null),
+            &TaskOptions::default().queue("q"),
+            at,
+        )
+    };
+    let take = |limit: u32, now: Timestamp| {
+        let store = &store;
+        async move {
+            store
+                .task_claim(TaskClaim {
+                    lease: Lease {
+                        owner: "w".into(),
+                        until: now.plus(Duration::from_secs(600)),
+                    },
+                    queues: vec![QueueClaim {
+                        queue: "q".into(),
+                        limit,
+                    }],
+                    names: vec!["job".into()],
+                    now,
+                })
+                .await
+                .unwrap()
+                .len()
+        }
+    };
+    store.task_enqueue(vec![job(t0)], t0).await.unwrap();
+    assert_eq!(take(10, t0).await, 1);
+    assert_eq!(take(10, t0.plus(Duration::from_secs(5))).await, 0);
+    let late: Vec<NewTask> = (0..50).map(|_| job(t0)).collect();
+    store.task_enqueue(late, t0).await.unwrap();
+    let mut taken = Vec::new();
+    for step in 0..4 {
+        let at = t0
+            .plus(Duration::from_secs(11))
+            .plus(Duration::from_millis(step));
+        taken.push(take(20, at).await);
+    }
+    assert_eq!(taken, vec![20, 20, 10, 0]);
+}

@@ -49,7 +49,7 @@ macro_rules! conformance_suite {
             tasks_run_by_priority_then_time, delayed_tasks_wait_for_their_time,
             unique_keys_hold_until_the_task_finishes, retries_and_snoozes,
             dead_letters_can_be_retried_or_discarded, late_completions_after_a_rearm_are_refused,
-            live_owners_keep_their_expired_leases,
+            live_owners_keep_their_expired_leases, a_late_commit_behind_earlier_claims_is_claimed,
             tasks_can_be_cancelled_waiting_or_running,
             paused_queues_start_nothing, queue_concurrency_holds_across_claimers,
             queue_rate_limit_spends_tokens, queue_stats_and_task_lists,

@@ -691,3 +691,48 @@ pub async fn turns_enqueue_standalone_tasks_once(store: &dyn Store) {
         .unwrap();
     assert_eq!(dup, vec![EnqueueOutcome::Duplicate(queued[0].id)]);
 }
+
+/// Tasks whose enqueue committed long after its time (a large enqueue, a slow transaction)
+/// are claimed by the next claims, even though claims at later times found the queue empty
+/// meanwhile. A store that pushes wake-ups may take until the wake-up arrives.
+pub async fn a_late_commit_behind_earlier_claims_is_claimed(store: &dyn Store) {
+    enqueue(store, vec![job(0)]).await;
+    assert_eq!(take(store, "w", 10, T0).await.len(), 1);
+    let later = T0.plus(Duration::from_secs(5));
+    assert!(take(store, "w", 10, later).await.is_empty());
+    let mut wakeups = store.wakeups();
+    if let Some(w) = wakeups.as_mut() {
+        w.work.borrow_and_update();
+    }
+    // Written at T0 + 100 ms; its commit is seen only after the claim at T0 + 5 s.
+    let written_at = T0.plus(Duration::from_millis(100));
+    let late: Vec<NewTask> = (1..=50)
+        .map(|n| {
+            NewTask::standalone(
+                "job".into(),
+                json!(n),
+                &TaskOptions::default().queue("q"),
+                written_at,
+            )
+        })
+        .collect();
+    store.task_enqueue(late, written_at).await.unwrap();
+    // Claims go on until the 50 are taken, each a millisecond later, waiting for a wake-up
+    // (an earlier one may still arrive first) between those that find too few.
+    let mut taken = 0;
+    for step in 1..=200 {
+        taken += take(store, "w", 20, later.plus(Duration::from_millis(step)))
+            .await
+            .len();
+        if taken >= 50 {
+            break;
+        }
+        if let Some(w) = wakeups.as_mut() {
+            let _ = tokio::time::timeout(Duration::from_millis(100), w.work.changed()).await;
+        }
+    }
+    assert_eq!(
+        taken, 50,
+        "the claims after the late commit take its 50 tasks"
+    );
+}
