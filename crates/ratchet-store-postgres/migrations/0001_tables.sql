@@ -99,21 +99,10 @@ CREATE INDEX tasks_ready ON ratchet.tasks (queue, priority, ready_at, id);
 CREATE INDEX tasks_delayed ON ratchet.tasks (ready_at) WHERE lease_owner IS NULL;
 CREATE INDEX tasks_by_instance ON ratchet.tasks (instance) WHERE instance IS NOT NULL;
 CREATE INDEX tasks_leased ON ratchet.tasks (queue, lease_until) WHERE lease_until IS NOT NULL;
--- The few a client asked to cancel while they ran, so a claim finds them without a scan
--- (with ready_at, so that no plan prefers reading a queue's whole ready range for them).
-CREATE INDEX tasks_cancelling ON ratchet.tasks (queue, ready_at) WHERE cancel_requested;
+-- The few a client asked to cancel while they ran, so a claim finds them without a scan.
+CREATE INDEX tasks_cancelling ON ratchet.tasks (queue) WHERE cancel_requested;
 -- A unique key is held while its task is unfinished, that is, while it is in this table.
 CREATE UNIQUE INDEX tasks_unique_key ON ratchet.tasks (unique_key) WHERE unique_key IS NOT NULL;
-
--- Every priority a queue's tasks have had. A claim takes one priority at a time and finds
--- them here: probing the tasks index for them would walk, entry by entry, the dead entries
--- that finished tasks leave at its front until vacuum removes them (and a long transaction
--- elsewhere can keep vacuum from doing so for as long as it runs).
-CREATE TABLE ratchet.queue_priorities (
-    queue    text NOT NULL,
-    priority smallint NOT NULL,
-    PRIMARY KEY (queue, priority)
-);
 
 -- Finished standalone tasks, kept for their results and as dead letters until purged.
 CREATE TABLE ratchet.task_results (

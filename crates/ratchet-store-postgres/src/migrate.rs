@@ -1,4 +1,10 @@
-//! The schema: embedded migrations applied in order, one migrator at a time per schema.
+//! The schema: embedded migrations applied in order, one migrator at a time per schema, then
+//! the functions.
+//!
+//! Numbered migrations carry tables and indexes only. The functions live in `functions/`,
+//! one file per concept, and are applied again, all of them, whenever their text differs
+//! from what the schema last got (a SHA-256 kept in `ratchet_functions`): changing a
+//! function is an edit of its file, not a migration.
 
 use deadpool_postgres::Object;
 use ratchet_store::{Result, StoreError};
@@ -13,7 +19,31 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0003_tasks.sql"),
     include_str!("../migrations/0004_claim_and_commit.sql"),
     include_str!("../migrations/0005_events.sql"),
+    include_str!("../migrations/0006_claim_cursor.sql"),
 ];
+
+/// The function files, in the order they are created (a SQL function's body is checked
+/// when it is created, so what it calls comes first).
+const FUNCTIONS: &[&str] = &[
+    include_str!("../functions/instances.sql"),
+    include_str!("../functions/tasks.sql"),
+    include_str!("../functions/claim_and_commit.sql"),
+    include_str!("../functions/events.sql"),
+];
+
+/// Every function file, in `schema`, as one script.
+fn functions(schema: &str) -> String {
+    in_schema(&FUNCTIONS.join("\n"), schema)
+}
+
+/// The SHA-256 of `sql`, in hex.
+fn digest(sql: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(sql.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
 
 /// The schema version this code creates and understands.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -74,6 +104,10 @@ pub(crate) async fn migrate(client: &mut Object, schema: &str) -> Result<()> {
          CREATE SCHEMA IF NOT EXISTS {schema};
          CREATE TABLE IF NOT EXISTS {schema}.ratchet_schema (
              version integer PRIMARY KEY,
+             applied_at timestamptz NOT NULL DEFAULT now());
+         CREATE TABLE IF NOT EXISTS {schema}.ratchet_functions (
+             one boolean PRIMARY KEY DEFAULT true CHECK (one),
+             sha256 text NOT NULL,
              applied_at timestamptz NOT NULL DEFAULT now());"
     ))
     .await
@@ -112,6 +146,40 @@ pub(crate) async fn migrate(client: &mut Object, schema: &str) -> Result<()> {
         .await
         .map_err(db_err)?;
     }
+    let functions = functions(schema);
+    let sha256 = digest(&functions);
+    let mut applied = String::new();
+    for message in tx
+        .simple_query(&format!("SELECT sha256 FROM {schema}.ratchet_functions"))
+        .await
+        .map_err(db_err)?
+    {
+        if let SimpleQueryMessage::Row(row) = message {
+            applied = row.get(0).unwrap_or_default().to_string();
+        }
+    }
+    if applied != sha256 {
+        tracing::info!(schema, sha256, "applying PostgreSQL functions");
+        // Every function goes first: one whose signature changed would otherwise stay
+        // beside its successor.
+        tx.batch_execute(&format!(
+            "DO $$ DECLARE f regprocedure; BEGIN
+                 FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
+                          WHERE p.pronamespace = '{schema}'::regnamespace LOOP
+                     EXECUTE 'DROP FUNCTION ' || f::text;
+                 END LOOP;
+             END $$;"
+        ))
+        .await
+        .map_err(db_err)?;
+        tx.batch_execute(&functions).await.map_err(db_err)?;
+        tx.batch_execute(&format!(
+            "INSERT INTO {schema}.ratchet_functions (one, sha256) VALUES (true, '{sha256}')
+             ON CONFLICT (one) DO UPDATE SET sha256 = excluded.sha256, applied_at = now()"
+        ))
+        .await
+        .map_err(db_err)?;
+    }
     tx.commit().await.map_err(db_err)
 }
 
@@ -121,7 +189,7 @@ mod tests {
 
     #[test]
     fn schema_is_substituted_everywhere() {
-        let sql = in_schema(&MIGRATIONS.concat(), "t_1");
+        let sql = in_schema(&MIGRATIONS.concat(), "t_1") + &functions("t_1");
         assert!(
             !sql.contains("ratchet."),
             "a name was left in schema ratchet"
@@ -131,5 +199,19 @@ mod tests {
             sql.contains("'t_1.work'"),
             "notification channels follow the schema"
         );
+    }
+
+    #[test]
+    fn numbered_migrations_carry_no_functions() {
+        for (i, sql) in MIGRATIONS.iter().enumerate() {
+            assert!(
+                !sql.to_uppercase().contains("CREATE FUNCTION")
+                    && !sql.to_uppercase().contains("CREATE OR REPLACE FUNCTION"),
+                "migration {} creates a function; it belongs in functions/",
+                i + 1
+            );
+        }
+        assert_eq!(digest("abc").len(), 64);
+        assert_ne!(digest(&functions("a")), digest(&functions("b")));
     }
 }

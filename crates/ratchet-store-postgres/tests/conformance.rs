@@ -90,6 +90,84 @@ async fn migrating_twice_is_a_no_op_and_a_newer_schema_is_refused() {
     }
 }
 
+/// Functions are applied again, all of them, whenever what the schema last got differs
+/// from this build's function files: a changed or missing function comes back and a
+/// leftover one (an older signature) goes.
+#[tokio::test]
+async fn changed_functions_are_applied_again_on_connect() {
+    let Some(url) = database_url() else {
+        return;
+    };
+    let config = PostgresConfig {
+        schema: fresh_schema(),
+        ..PostgresConfig::default()
+    };
+    let schema = config.schema.clone();
+    PostgresStore::connect_with(&url, config.clone())
+        .await
+        .unwrap();
+    let client = session(&url).await;
+    let functions = |name: &'static str| {
+        let client = &client;
+        let schema = schema.clone();
+        async move {
+            let row = client
+                .query_one(
+                    "SELECT count(*) FROM pg_proc WHERE pronamespace = $1::text::regnamespace
+                     AND proname = $2",
+                    &[&schema, &name],
+                )
+                .await
+                .unwrap();
+            row.get::<_, i64>(0)
+        }
+    };
+    let applied = || {
+        let client = &client;
+        let schema = schema.clone();
+        async move {
+            let row = client
+                .query_one(
+                    &format!("SELECT sha256 FROM {schema}.ratchet_functions"),
+                    &[],
+                )
+                .await
+                .unwrap();
+            row.get::<_, String>(0)
+        }
+    };
+    let first = applied().await;
+    assert_eq!(first.len(), 64);
+    assert_eq!(functions("task_take").await, 1);
+    client
+        .batch_execute(&format!(
+            "DROP FUNCTION {schema}.task_state;
+             CREATE FUNCTION {schema}.task_take(p_now bigint) RETURNS int LANGUAGE sql AS 'SELECT 1';"
+        ))
+        .await
+        .unwrap();
+    // The same digest: nothing is looked at again.
+    PostgresStore::connect_with(&url, config.clone())
+        .await
+        .unwrap();
+    assert_eq!(functions("task_state").await, 0);
+    client
+        .batch_execute(&format!(
+            "UPDATE {schema}.ratchet_functions SET sha256 = 'older'"
+        ))
+        .await
+        .unwrap();
+    let store = PostgresStore::connect_with(&url, config).await.unwrap();
+    assert_eq!(applied().await, first);
+    assert_eq!(functions("task_state").await, 1, "the missing one is back");
+    assert_eq!(
+        functions("task_take").await,
+        1,
+        "the leftover overload is gone"
+    );
+    ratchet_store::conformance::tasks_run_by_priority_then_time(&store).await;
+}
+
 #[tokio::test]
 async fn a_bad_url_or_schema_is_a_clear_error() {
     let bad_schema = PostgresConfig {

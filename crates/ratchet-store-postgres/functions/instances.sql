@@ -1,0 +1,211 @@
+-- Ratchet's server-side operations on instances. Each store call that must read and write in
+-- one transaction is one function, so it costs one round trip whatever the batch size.
+-- Arguments are parallel arrays (one element per item), results are arrays too. Events arrive
+-- as JSON text built by the store's Rust code; the functions never look inside them.
+--
+-- Locking: every function that waits for instance row locks takes them in id order, so two
+-- calls never deadlock on instances; claims take only unlocked rows (SKIP LOCKED).
+--
+-- Notifications: with p_notify, a call that makes work ready for others sends
+-- `ratchet.work`, and a finished instance sends its id on `ratchet.done`. PostgreSQL delivers
+-- them when the transaction commits, and merges repeats within one transaction.
+
+-- Removes every trace of an instance, so its id can start afresh.
+CREATE FUNCTION ratchet.instance_erase(p_id text) RETURNS void
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp AS $$
+    DELETE FROM ratchet.instances WHERE id = p_id;
+    DELETE FROM ratchet.inbox WHERE instance = p_id;
+    DELETE FROM ratchet.history WHERE instance = p_id;
+    DELETE FROM ratchet.tasks WHERE instance = p_id;
+    DELETE FROM ratchet.signal_dedup WHERE instance = p_id;
+$$;
+
+-- Creates instances, each with its ExecutionStarted inbox row; with p_owner they come back
+-- leased. Outcome per item: 'created', 'existing' (UseExisting) or 'exists' (refused).
+CREATE FUNCTION ratchet.instance_create(
+    p_now bigint, p_notify boolean, p_owner text, p_until bigint,
+    n_id text[], n_name text[], n_input text[], n_parent text[], n_parent_instance text[],
+    n_parent_execution integer[], n_parent_seq integer[], n_if_exists text[], n_started text[],
+    OUT outcome text[], OUT status text[], OUT inbox_id bigint[], OUT fence bigint[],
+    OUT incarnation bigint[])
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_status text;
+    v_fence bigint;
+    v_new_fence bigint;
+    v_incarnation bigint;
+    v_inbox bigint;
+    v_unleased boolean := false;
+BEGIN
+    outcome := '{}'; status := '{}'; inbox_id := '{}'; fence := '{}'; incarnation := '{}';
+    FOR i IN 1 .. coalesce(array_length(n_id, 1), 0) LOOP
+        v_fence := NULL;
+        SELECT s.status, s.fence INTO v_status, v_fence
+        FROM ratchet.instances s WHERE s.id = n_id[i] FOR NO KEY UPDATE;
+        IF FOUND THEN
+            IF n_if_exists[i] = 'RestartIfFinished'
+               AND v_status IN ('Completed', 'Failed', 'Cancelled', 'Terminated') THEN
+                PERFORM ratchet.instance_erase(n_id[i]);
+            ELSE
+                outcome := outcome || CASE WHEN n_if_exists[i] = 'UseExisting'
+                                           THEN 'existing' ELSE 'exists' END;
+                status := status || v_status; inbox_id := inbox_id || NULL::bigint;
+                fence := fence || NULL::bigint; incarnation := incarnation || NULL::bigint;
+                CONTINUE;
+            END IF;
+        END IF;
+        -- A restarted id keeps counting fences, so no lease of its old life is valid again.
+        v_new_fence := coalesce(v_fence + 1, CASE WHEN p_owner IS NULL THEN 0 ELSE 1 END);
+        INSERT INTO ratchet.instances (id, name, status, execution, input, parent,
+            parent_instance, parent_execution, parent_seq, lease_owner, lease_until, fence,
+            created_at, updated_at)
+        VALUES (n_id[i], n_name[i], 'Pending', 0, n_input[i], n_parent[i], n_parent_instance[i],
+            n_parent_execution[i], n_parent_seq[i], p_owner, p_until, v_new_fence, p_now, p_now)
+        ON CONFLICT (id) DO NOTHING
+        RETURNING instances.incarnation INTO v_incarnation;
+        IF NOT FOUND THEN
+            -- Another caller created it since we looked.
+            SELECT s.status INTO v_status FROM ratchet.instances s WHERE s.id = n_id[i];
+            outcome := outcome || CASE WHEN n_if_exists[i] = 'UseExisting'
+                                       THEN 'existing' ELSE 'exists' END;
+            status := status || v_status; inbox_id := inbox_id || NULL::bigint;
+            fence := fence || NULL::bigint; incarnation := incarnation || NULL::bigint;
+            CONTINUE;
+        END IF;
+        INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
+        VALUES (n_id[i], 'ExecutionStarted', n_started[i], p_now)
+        RETURNING id INTO v_inbox;
+        outcome := outcome || 'created'::text; status := status || 'Pending'::text;
+        inbox_id := inbox_id || v_inbox; fence := fence || v_new_fence;
+        incarnation := incarnation || v_incarnation;
+        v_unleased := v_unleased OR p_owner IS NULL;
+    END LOOP;
+    IF p_notify AND v_unleased THEN
+        PERFORM pg_notify('ratchet.work', '');
+    END IF;
+END $$;
+
+-- The visible inbox events of some instances, oldest first, as parallel arrays.
+CREATE FUNCTION ratchet.visible_events(
+    p_ids text[], p_now bigint, OUT e_instance text[], OUT e_id bigint[], OUT e_event text[])
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(array_agg(b.instance ORDER BY b.id), '{}'),
+           coalesce(array_agg(b.id ORDER BY b.id), '{}'),
+           coalesce(array_agg(b.event ORDER BY b.id), '{}')
+    FROM ratchet.inbox b WHERE b.instance = ANY (p_ids) AND b.visible_at <= p_now
+$$;
+
+-- Raises signals into their instances' inboxes. Outcome per item: 'raised', 'duplicate',
+-- 'not_found' or 'finished' (with the status).
+CREATE FUNCTION ratchet.signal_raise(
+    p_now bigint, p_notify boolean, s_instance text[], s_dedup text[], s_event text[],
+    OUT outcome text[], OUT status text[])
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_status text;
+    v_raised boolean := false;
+BEGIN
+    outcome := '{}'; status := '{}';
+    -- A share lock keeps a concurrent finish from clearing the inbox under the new row.
+    PERFORM 1 FROM ratchet.instances WHERE id = ANY (s_instance) ORDER BY id FOR SHARE;
+    FOR i IN 1 .. coalesce(array_length(s_instance, 1), 0) LOOP
+        SELECT s.status INTO v_status FROM ratchet.instances s WHERE s.id = s_instance[i];
+        IF NOT FOUND THEN
+            outcome := outcome || 'not_found'::text; status := status || NULL::text;
+        ELSIF v_status IN ('Completed', 'Failed', 'Cancelled', 'Terminated') THEN
+            outcome := outcome || 'finished'::text; status := status || v_status;
+        ELSE
+            IF s_dedup[i] IS NOT NULL THEN
+                INSERT INTO ratchet.signal_dedup (instance, dedup_id)
+                VALUES (s_instance[i], s_dedup[i]) ON CONFLICT DO NOTHING;
+                IF NOT FOUND THEN
+                    outcome := outcome || 'duplicate'::text; status := status || v_status;
+                    CONTINUE;
+                END IF;
+            END IF;
+            INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
+            VALUES (s_instance[i], 'SignalReceived', s_event[i], p_now);
+            outcome := outcome || 'raised'::text; status := status || v_status;
+            v_raised := true;
+        END IF;
+    END LOOP;
+    IF p_notify AND v_raised THEN
+        PERFORM pg_notify('ratchet.work', '');
+    END IF;
+END $$;
+
+-- Asks an instance to cancel: a CancelRequested event its next turn sees.
+CREATE FUNCTION ratchet.instance_cancel(
+    p_id text, p_event text, p_now bigint, p_notify boolean, OUT outcome text, OUT status text)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    SELECT s.status INTO status FROM ratchet.instances s WHERE s.id = p_id FOR SHARE;
+    IF NOT FOUND THEN
+        outcome := 'not_found';
+    ELSIF status IN ('Completed', 'Failed', 'Cancelled', 'Terminated') THEN
+        outcome := 'finished';
+    ELSE
+        INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
+        VALUES (p_id, 'CancelRequested', p_event, p_now);
+        outcome := 'done';
+        IF p_notify THEN
+            PERFORM pg_notify('ratchet.work', '');
+        END IF;
+    END IF;
+END $$;
+
+-- Stops an instance at once: Terminated, pending work dropped, its lease fenced off, and its
+-- parent told, if the parent still runs the execution that started it.
+CREATE FUNCTION ratchet.instance_terminate(
+    p_id text, p_error text, p_now bigint, p_notify boolean, OUT outcome text, OUT status text)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_parent text;
+    v_parent_execution integer;
+    v_parent_seq integer;
+BEGIN
+    PERFORM 1 FROM ratchet.instances
+    WHERE id = p_id OR id = (SELECT parent_instance FROM ratchet.instances WHERE id = p_id)
+    ORDER BY id
+    FOR NO KEY UPDATE;
+    SELECT s.status, s.parent_instance, s.parent_execution, s.parent_seq
+    INTO status, v_parent, v_parent_execution, v_parent_seq
+    FROM ratchet.instances s WHERE s.id = p_id;
+    IF NOT FOUND THEN
+        outcome := 'not_found';
+        RETURN;
+    END IF;
+    IF status IN ('Completed', 'Failed', 'Cancelled', 'Terminated') THEN
+        outcome := 'finished';
+        RETURN;
+    END IF;
+    UPDATE ratchet.instances
+    SET status = 'Terminated', error = p_error, updated_at = p_now, finished_at = p_now,
+        lease_owner = NULL, lease_until = NULL, fence = fence + 1
+    WHERE id = p_id;
+    DELETE FROM ratchet.inbox WHERE instance = p_id;
+    DELETE FROM ratchet.tasks WHERE instance = p_id;
+    -- The only event this file builds itself: it must match HistoryEvent's JSON form
+    -- (`SubOrchestrationFailed`), which the conformance suite checks.
+    INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
+    SELECT v_parent, 'SubOrchestrationFailed',
+           json_build_object('type', 'SubOrchestrationFailed', 'seq', v_parent_seq,
+                             'error', p_error::json)::text,
+           p_now
+    FROM ratchet.instances p
+    WHERE p.id = v_parent AND p.execution = v_parent_execution
+      AND p.status IN ('Pending', 'Running', 'ContinuedAsNew');
+    outcome := 'done';
+    status := 'Terminated';
+    IF p_notify THEN
+        PERFORM pg_notify('ratchet.done', p_id);
+        IF v_parent IS NOT NULL THEN
+            PERFORM pg_notify('ratchet.work', '');
+        END IF;
+    END IF;
+END $$;
