@@ -15,7 +15,7 @@
 //! # Round trips
 //!
 //! Every [`Store`](ratchet_store::Store) call is one round trip: a single statement, most of
-//! them a call to one of the SQL functions in `migrations/0002_functions.sql`, which read and
+//! them a call to one of the SQL functions in `functions/`, which read and
 //! write in one transaction on the server. A group commit of any number of turns and task
 //! completions is one `commit_batch` call; a poll that claims instances and tasks is one
 //! `claim` call; a release sends its statements together on one connection (pipelining).
