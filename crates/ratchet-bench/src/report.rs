@@ -58,34 +58,28 @@ pub(crate) fn run(args: ReportArgs) -> anyhow::Result<()> {
         .iter()
         .filter(|m| m.run.1.scenario == "fanout")
         .collect();
-    let lines = rtt_lines(&fanouts);
-    if lines.values().any(|points| points.len() > 1) {
-        let file = "throughput-vs-rtt.svg";
-        let chart = LineChart {
-            caption: "Fan-out throughput against database round trip",
-            x_desc: "round trip to the database, ms",
-            y_desc: "orchestrations / s",
-            log_x: false,
-        };
-        chart.draw(&args.out.join(file), lines)?;
-        let _ = write!(md, "\n![throughput against round trip]({file})\n");
+    LineChart {
+        file: "throughput-vs-rtt.svg",
+        alt: "throughput against round trip",
+        caption: "Fan-out throughput against database round trip",
+        x_desc: "round trip to the database, ms",
+        y_desc: "orchestrations / s",
+        log_x: false,
     }
+    .add(&mut md, &args.out, rtt_lines(&fanouts))?;
     let drains: Vec<&Median> = medians
         .iter()
         .filter(|m| is_single_drain(&m.run.1))
         .collect();
-    let lines = backlog_lines(&drains);
-    if lines.values().any(|points| points.len() > 1) {
-        let file = "throughput-vs-backlog.svg";
-        let chart = LineChart {
-            caption: "Task drain throughput against backlog",
-            x_desc: "tasks queued when the drain starts (log scale)",
-            y_desc: "tasks / s",
-            log_x: true,
-        };
-        chart.draw(&args.out.join(file), lines)?;
-        let _ = write!(md, "\n![throughput against backlog]({file})\n");
+    LineChart {
+        file: "throughput-vs-backlog.svg",
+        alt: "throughput against backlog",
+        caption: "Task drain throughput against backlog",
+        x_desc: "tasks queued when the drain starts (log scale)",
+        y_desc: "tasks / s",
+        log_x: true,
     }
+    .add(&mut md, &args.out, backlog_lines(&drains))?;
     let every: Vec<Median> = runs.iter().map(|run| Median { run, of: 1 }).collect();
     md += "\n## Every run\n\n";
     md += &table(&every);
@@ -254,20 +248,28 @@ fn ladder_chart(path: &Path, runs: &[&Median<'_>]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One line per backend and number in flight: (measured round trip, throughput) points.
-fn rtt_lines(runs: &[&Median<'_>]) -> BTreeMap<String, Vec<(f64, f64)>> {
+/// Throughput lines: `point` gives a run's line and x, or `None` to leave the run out.
+fn throughput_lines(
+    runs: &[&Median<'_>],
+    point: impl Fn(&Report) -> Option<(String, f64)>,
+) -> BTreeMap<String, Vec<(f64, f64)>> {
     let mut lines: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for m in runs {
         let r = &m.run.1;
-        let in_flight = r.params.get("in_flight").map(|v| v.to_string());
-        let line = format!("{}, {} in flight", r.backend, in_flight.unwrap_or_default());
-        let rtt = r.measured_rtt_ms.unwrap_or(r.rtt_ms as f64);
-        lines
-            .entry(line)
-            .or_default()
-            .push((rtt, r.throughput_per_s));
+        if let Some((line, x)) = point(r) {
+            lines.entry(line).or_default().push((x, r.throughput_per_s));
+        }
     }
     lines
+}
+
+/// One line per backend and number in flight: (measured round trip, throughput) points.
+fn rtt_lines(runs: &[&Median<'_>]) -> BTreeMap<String, Vec<(f64, f64)>> {
+    throughput_lines(runs, |r| {
+        let in_flight = r.params.get("in_flight").map(|v| v.to_string());
+        let line = format!("{}, {} in flight", r.backend, in_flight.unwrap_or_default());
+        Some((line, r.measured_rtt_ms.unwrap_or(r.rtt_ms as f64)))
+    })
 }
 
 /// A drain of one backlog (not rounds of them).
@@ -283,24 +285,20 @@ fn is_single_drain(r: &Report) -> bool {
 
 /// Drain throughput by backlog, one line per backend and worker count.
 fn backlog_lines(runs: &[&Median<'_>]) -> BTreeMap<String, Vec<(f64, f64)>> {
-    let mut lines: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
-    for m in runs {
-        let r = &m.run.1;
-        let Some(count) = r.params.get("count").and_then(serde_json::Value::as_f64) else {
-            continue;
-        };
+    throughput_lines(runs, |r| {
+        let count = r.params.get("count").and_then(serde_json::Value::as_f64)?;
         let workers = r.params.get("workers").map(|v| v.to_string());
         let line = format!("{}, {} workers", r.backend, workers.unwrap_or_default());
-        lines
-            .entry(line)
-            .or_default()
-            .push((count, r.throughput_per_s));
-    }
-    lines
+        Some((line, count))
+    })
 }
 
 /// A chart of lines of (x, y) points, one per legend entry.
 struct LineChart {
+    /// The SVG's file name in the report's directory.
+    file: &'static str,
+    /// The image's text in the markdown.
+    alt: &'static str,
     caption: &'static str,
     x_desc: &'static str,
     y_desc: &'static str,
@@ -309,6 +307,20 @@ struct LineChart {
 }
 
 impl LineChart {
+    /// Draws `lines` into `out` and links it from `md`, when some line has two points.
+    fn add(
+        &self,
+        md: &mut String,
+        out: &Path,
+        lines: BTreeMap<String, Vec<(f64, f64)>>,
+    ) -> anyhow::Result<()> {
+        if lines.values().any(|points| points.len() > 1) {
+            self.draw(&out.join(self.file), lines)?;
+            let _ = write!(md, "\n![{}]({})\n", self.alt, self.file);
+        }
+        Ok(())
+    }
+
     /// Draws `lines` to `path`; some line should have two points.
     fn draw(&self, path: &Path, lines: BTreeMap<String, Vec<(f64, f64)>>) -> anyhow::Result<()> {
         let x_of = |x: f64| if self.log_x { x.max(1.0).log10() } else { x };

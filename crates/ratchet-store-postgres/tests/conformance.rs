@@ -593,6 +593,38 @@ async fn a_server_that_never_answers_is_a_connect_timeout() {
     drop(silent);
 }
 
+/// Runs `sql` under `EXPLAIN (ANALYZE, BUFFERS)`: the plan's lines, and the buffers its top
+/// node read or found, nested statements included ("Buffers: shared hit=N read=M ...").
+async fn explain_buffers(
+    client: &ratchet_store_postgres::tokio_postgres::Client,
+    sql: &str,
+) -> (i64, Vec<String>) {
+    let plan: Vec<String> = client
+        .query(&format!("EXPLAIN (ANALYZE, BUFFERS) {sql}"), &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let line = plan
+        .iter()
+        .find(|l| l.contains("Buffers:"))
+        .cloned()
+        .unwrap_or_default();
+    let number_after = |key: &str| -> i64 {
+        line.split(key)
+            .nth(1)
+            .map(|rest| {
+                rest.chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect::<String>()
+            })
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    (number_after("hit=") + number_after("read="), plan)
+}
+
 /// A claim's cost does not grow with the tasks that are not ready: with 100,000 delayed tasks
 /// in the queue (at three priorities) and 10 ready, taking them reads a bounded number of
 /// buffers (counted by `EXPLAIN (ANALYZE, BUFFERS)`, not timed).
@@ -644,33 +676,15 @@ async fn a_claim_reads_what_is_ready_not_the_whole_queue() {
         )
         .await
         .unwrap();
-    let plan: Vec<String> = client
-        .query(
-            &format!(
-                "EXPLAIN (ANALYZE, BUFFERS)
-                 SELECT * FROM {schema}.task_take({}, 'w', {}, ARRAY['q'], ARRAY[100], ARRAY['job'])",
-                now.0,
-                now.0 + 30_000
-            ),
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    // The top node's buffers, nested statements included: "Buffers: shared hit=N read=M ...".
-    let number_after = |line: &str, key: &str| -> i64 {
-        line.split(key)
-            .nth(1)
-            .map(|rest| {
-                rest.chars()
-                    .take_while(char::is_ascii_digit)
-                    .collect::<String>()
-            })
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
-    };
+    let (buffers, plan) = explain_buffers(
+        &client,
+        &format!(
+            "SELECT * FROM {schema}.task_take({}, 'w', {}, ARRAY['q'], ARRAY[100], ARRAY['job'])",
+            now.0,
+            now.0 + 30_000
+        ),
+    )
+    .await;
     let leased: i64 = client
         .query_one(
             &format!("SELECT count(*) FROM {schema}.tasks WHERE lease_owner = 'w'"),
@@ -681,12 +695,6 @@ async fn a_claim_reads_what_is_ready_not_the_whole_queue() {
         .get(0);
     // The first claim took one; the measured one, the nine left.
     let taken = leased - 1;
-    let buffers_line = plan
-        .iter()
-        .find(|l| l.contains("Buffers:"))
-        .cloned()
-        .unwrap_or_default();
-    let buffers = number_after(&buffers_line, "hit=") + number_after(&buffers_line, "read=");
     eprintln!(
         "claim of {taken} read {buffers} buffers: {}",
         plan.join("\n")
@@ -764,47 +772,15 @@ async fn a_claim_under_a_held_snapshot_starts_past_what_it_took() {
         now.0.min(later.0 - 1_000),
         i64::MAX
     );
-    let buffers_of = |plan: &[String]| -> i64 {
-        let line = plan
-            .iter()
-            .find(|l| l.contains("Buffers:"))
-            .cloned()
-            .unwrap_or_default();
-        let after = |key: &str| -> i64 {
-            line.split(key)
-                .nth(1)
-                .map(|r| {
-                    r.chars()
-                        .take_while(char::is_ascii_digit)
-                        .collect::<String>()
-                })
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0)
-        };
-        after("hit=") + after("read=")
-    };
-    let explain = |sql: String| {
-        let client = &client;
-        async move {
-            client
-                .query(&format!("EXPLAIN (ANALYZE, BUFFERS) {sql}"), &[])
-                .await
-                .unwrap()
-                .iter()
-                .map(|r| r.get::<_, String>(0))
-                .collect::<Vec<_>>()
-        }
-    };
     // Warm the function's plans, then measure from the start (rolled back) and from the bound.
     client.batch_execute("BEGIN").await.unwrap();
     client.query(&take(later.0, 1, ""), &[]).await.unwrap();
     client.query(&take(later.0, 1, &bound), &[]).await.unwrap();
     client.batch_execute("ROLLBACK").await.unwrap();
     client.batch_execute("BEGIN").await.unwrap();
-    let from_start = buffers_of(&explain(take(later.0, 100, "")).await);
+    let (from_start, _) = explain_buffers(&client, &take(later.0, 100, "")).await;
     client.batch_execute("ROLLBACK").await.unwrap();
-    let plan = explain(take(later.0, 100, &bound)).await;
-    let from_cursor = buffers_of(&plan);
+    let (from_cursor, plan) = explain_buffers(&client, &take(later.0, 100, &bound)).await;
     let row = client
         .query_one(
             &format!("SELECT count(*) FROM {schema}.tasks WHERE lease_owner IS NULL"),
