@@ -15,6 +15,7 @@ SET plan_cache_mode = force_generic_plan
 -- A plan made while the table was small would keep a sequential scan as the log grows;
 -- every statement here has an index made for it.
 SET enable_seqscan = off
+SET jit = off
 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_position bigint;
@@ -61,6 +62,7 @@ LANGUAGE plpgsql
 -- tripled the cost of a conditional append (a plain one, 56 µs in the database).
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
+SET jit = off
 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_n int := coalesce(array_length(p_count, 1), 0);

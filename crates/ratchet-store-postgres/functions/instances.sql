@@ -13,6 +13,9 @@
 -- Removes every trace of an instance, so its id can start afresh.
 CREATE FUNCTION ratchet.instance_erase(p_id text) RETURNS void
 LANGUAGE sql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET jit = off
 SET search_path = pg_catalog, pg_temp AS $$
     DELETE FROM ratchet.instances WHERE id = p_id;
     DELETE FROM ratchet.inbox WHERE instance = p_id;
@@ -30,6 +33,9 @@ CREATE FUNCTION ratchet.instance_create(
     OUT outcome text[], OUT status text[], OUT inbox_id bigint[], OUT fence bigint[],
     OUT incarnation bigint[])
 LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET jit = off
 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_status text;
@@ -103,6 +109,9 @@ CREATE FUNCTION ratchet.signal_raise(
     p_now bigint, p_notify boolean, s_instance text[], s_dedup text[], s_event text[],
     OUT outcome text[], OUT status text[])
 LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET jit = off
 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_status text;
@@ -141,6 +150,9 @@ END $$;
 CREATE FUNCTION ratchet.instance_cancel(
     p_id text, p_event text, p_now bigint, p_notify boolean, OUT outcome text, OUT status text)
 LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET jit = off
 SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     SELECT s.status INTO status FROM ratchet.instances s WHERE s.id = p_id FOR SHARE;
@@ -163,6 +175,9 @@ END $$;
 CREATE FUNCTION ratchet.instance_terminate(
     p_id text, p_error text, p_now bigint, p_notify boolean, OUT outcome text, OUT status text)
 LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET jit = off
 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_parent text;

@@ -36,8 +36,12 @@ $$;
 CREATE FUNCTION ratchet.task_finish(
     p_ids bigint[], p_states text[], p_outputs text[], p_errors text[], p_now bigint)
 RETURNS void
-LANGUAGE sql
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET jit = off
 SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
     WITH finished AS (
         SELECT * FROM unnest(p_ids, p_states, p_outputs, p_errors) AS f(id, state, output, error)
     ), gone AS (
@@ -47,8 +51,8 @@ SET search_path = pg_catalog, pg_temp AS $$
         state, output, error, unique_key, metadata, created_at, finished_at)
     SELECT id, queue, name, input, options, priority, attempt, fence, final_state, final_output,
            coalesce(final_error, last_error), unique_key, metadata, created_at, p_now
-    FROM gone
-$$;
+    FROM gone;
+END $$;
 
 -- Leases ready tasks, from each queue up to its limit, in the order they run (priority, then
 -- ready time, then id); a task whose lease expired is ready again at its expiry. A queue's
@@ -70,6 +74,9 @@ CREATE FUNCTION ratchet.task_take(
     OUT t_seq integer[], OUT t_attempt integer[], OUT t_queue text[], OUT t_metadata text[],
     OUT c_queue text[], OUT c_priority smallint[], OUT c_ready bigint[], OUT c_id bigint[])
 LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET jit = off
 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_queue text;
@@ -196,6 +203,9 @@ CREATE FUNCTION ratchet.task_enqueue(
     e_options text[], e_priority integer[], e_visible_at bigint[], e_unique_key text[],
     e_metadata text[], OUT outcome text[], OUT id bigint[])
 LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET jit = off
 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_ids bigint[];
@@ -253,6 +263,9 @@ CREATE FUNCTION ratchet.task_act(
     p_ids bigint[], p_action text, p_now bigint, p_notify boolean,
     OUT outcome text[], OUT state text[])
 LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET jit = off
 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_task ratchet.tasks;
