@@ -1,11 +1,14 @@
 //! `ratchet bench fanout`: a closed loop of orchestrations that each fan out to N activities
 //! and join them, started and awaited by a client; the shape of the published 18 orch/s.
 
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use ratchet::{
-    ActivityContext, ActivityError, InstanceFilter, InstanceStatus, OrchestrationContext,
-    OrchestrationError, Ratchet, RuntimeConfig,
+    ActivityContext, ActivityError, Client, InstanceFilter, InstanceStatus, OrchestrationContext,
+    OrchestrationError, Ratchet, RuntimeConfig, Store,
 };
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
@@ -33,6 +36,10 @@ pub(crate) struct FanoutArgs {
     /// How long each activity sleeps, in milliseconds.
     #[arg(long, default_value_t = 10)]
     activity_ms: u64,
+    /// Instead of the closed loop: start this many orchestrations while no worker runs, then
+    /// time the worker draining them (still at most --in-flight at once).
+    #[arg(long)]
+    backlog: Option<u64>,
 }
 
 #[derive(Clone, Copy, Serialize, Deserialize)]
@@ -58,21 +65,42 @@ async fn sleep(_ctx: ActivityContext, (i, ms): (u64, u64)) -> Result<u64, Activi
     Ok(i)
 }
 
-pub(crate) async fn run(args: FanoutArgs, database_url: Option<&str>) -> anyhow::Result<Report> {
-    let mut env = BenchEnv::open(&args.common, database_url).await?;
-    let store = env.store().await?;
+/// The worker: the fan-out orchestration and its activity, at most `in_flight` at once.
+async fn start_worker(store: Arc<dyn Store>, args: &FanoutArgs) -> anyhow::Result<Ratchet> {
     let room = args.in_flight.max(1);
     let config = RuntimeConfig {
         max_activities: (room * args.activities as usize * 2).max(256),
         ..orchestration_config(room)
     };
-    let ratchet = Ratchet::builder()
-        .store(store.clone())
+    Ok(Ratchet::builder()
+        .store(store)
         .config(config)
         .orchestration("bench_fanout", fan_out)
         .activity("bench_sleep", sleep)
         .start()
+        .await?)
+}
+
+/// Instances not finished yet (at most `limit` counted).
+async fn unfinished(client: &Client, limit: u32) -> anyhow::Result<u64> {
+    let open = client
+        .list(InstanceFilter {
+            statuses: vec![InstanceStatus::Pending, InstanceStatus::Running],
+            limit: Some(limit),
+            ..InstanceFilter::default()
+        })
         .await?;
+    Ok(open.len() as u64)
+}
+
+pub(crate) async fn run(args: FanoutArgs, database_url: Option<&str>) -> anyhow::Result<Report> {
+    let mut env = BenchEnv::open(&args.common, database_url).await?;
+    let store = env.store().await?;
+    if let Some(count) = args.backlog {
+        return drain_backlog(env, store, &args, count).await;
+    }
+    let room = args.in_flight.max(1);
+    let ratchet = start_worker(store.clone(), &args).await?;
     let client = ratchet.client().clone();
     let shape = Shape {
         activities: args.activities,
@@ -111,15 +139,7 @@ pub(crate) async fn run(args: FanoutArgs, database_url: Option<&str>) -> anyhow:
     .await;
     progress.finish();
     let after = store.stats();
-    let active = ratchet
-        .client()
-        .list(InstanceFilter {
-            statuses: vec![InstanceStatus::Pending, InstanceStatus::Running],
-            limit: Some(100_000),
-            ..InstanceFilter::default()
-        })
-        .await?
-        .len() as u64;
+    let active = unfinished(ratchet.client(), 100_000).await?;
     ratchet.shutdown().await;
     drop(ratchet);
     drop(store);
@@ -153,6 +173,100 @@ pub(crate) async fn run(args: FanoutArgs, database_url: Option<&str>) -> anyhow:
     report.param("in_flight", args.in_flight);
     report.param("duration_s", args.duration.as_secs_f64());
     report.param("warmup_s", args.warmup.as_secs_f64());
+    report.param("activities", args.activities);
+    report.param("activity_ms", args.activity_ms);
+    env.finish(&mut report).await?;
+    super::finish(&mut report, &args.common)?;
+    Ok(report)
+}
+
+/// `--backlog`: starts `count` orchestrations with no worker running (many starts in flight,
+/// so the store batches them), then times one worker draining them all.
+async fn drain_backlog(
+    mut env: BenchEnv,
+    store: Arc<dyn Store>,
+    args: &FanoutArgs,
+    count: u64,
+) -> anyhow::Result<Report> {
+    let shape = Shape {
+        activities: args.activities,
+        activity_ms: args.activity_ms,
+    };
+    let starter = Client::new(store.clone());
+    let span = |per_second: f64| Duration::from_secs_f64((count as f64 / per_second).max(1.0));
+    let progress = Progress::timed(args.common.quiet, "start", span(5_000.0));
+    let started_at = Instant::now();
+    let mut starts = futures::stream::iter(0..count)
+        .map(|_| {
+            let starter = starter.clone();
+            async move { starter.start("bench_fanout", shape).await.map(|_| ()) }
+        })
+        .buffer_unordered(512);
+    let mut start_failures = 0_u64;
+    while let Some(started) = starts.next().await {
+        if started.is_err() {
+            start_failures += 1;
+        }
+        progress.counter().fetch_add(1, Ordering::Relaxed);
+    }
+    progress.finish();
+    let start_seconds = started_at.elapsed().as_secs_f64();
+
+    env.begin_stats().await?;
+    let before = store.stats();
+    let progress = Progress::timed(args.common.quiet, "drain", span(1_000.0));
+    let drain_started = Instant::now();
+    let ratchet = start_worker(store.clone(), args).await?;
+    // Generous: a drain slower than 20 per second is a failure to report, not to wait out.
+    let deadline = drain_started + Duration::from_secs(60 + count / 20);
+    let mut left = count;
+    while left > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Whether any is left is cheap to ask (one index entry); how many is not.
+        left = unfinished(&starter, 1).await?;
+    }
+    let seconds = drain_started.elapsed().as_secs_f64();
+    progress.finish();
+    let after = store.stats();
+    ratchet.shutdown().await;
+    let stuck = unfinished(&starter, u32::try_from(count).unwrap_or(u32::MAX)).await?;
+    let failed = starter
+        .list(InstanceFilter {
+            statuses: vec![InstanceStatus::Failed],
+            limit: Some(u32::try_from(count).unwrap_or(u32::MAX)),
+            ..InstanceFilter::default()
+        })
+        .await?
+        .len() as u64;
+    drop(ratchet);
+    drop(store);
+
+    let done = count - stuck;
+    let per = |n: u64| n as f64 / done.max(1) as f64;
+    let mut report = Report {
+        scenario: "fanout".into(),
+        unit: "orchestration".into(),
+        units: done,
+        seconds,
+        throughput_per_s: done as f64 / seconds.max(f64::EPSILON),
+        round_trips_per_unit: per(after.round_trips - before.round_trips),
+        commits_per_unit: per(after.commits - before.commits),
+        ..Report::default()
+    };
+    report.correctness.failed = failed + start_failures;
+    report.correctness.stuck = stuck;
+    report.correctness.stale_refused = after.stale_refused - before.stale_refused;
+    report.figures.insert("start seconds".into(), start_seconds);
+    report.figures.insert(
+        "started/s".into(),
+        count as f64 / start_seconds.max(f64::EPSILON),
+    );
+    report.figures.insert(
+        "activities/s".into(),
+        report.throughput_per_s * f64::from(args.activities),
+    );
+    report.param("backlog", count);
+    report.param("in_flight", args.in_flight);
     report.param("activities", args.activities);
     report.param("activity_ms", args.activity_ms);
     env.finish(&mut report).await?;
