@@ -865,3 +865,71 @@ async fn a_read_from_the_start_that_fills_a_claim_is_continued() {
     }
     assert_eq!(taken, vec![20, 20, 10, 0]);
 }
+
+/// An instance claim's cost does not grow with the pending instances it does not take: with
+/// 20,000 started and none running, a poll for 10 reads the front of the inbox, not every
+/// visible event (counted by `EXPLAIN (ANALYZE, BUFFERS)`, not timed).
+#[tokio::test]
+async fn an_instance_claim_reads_the_front_of_the_inbox_not_every_pending_instance() {
+    use ratchet_core::Timestamp;
+    use ratchet_store::{IfExists, NewInstance};
+    let Some(url) = database_url() else {
+        return;
+    };
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let schema = store.config().schema.clone();
+    let now = Timestamp(1_000_000_000_000);
+    for batch in 0..4 {
+        let starts: Vec<NewInstance> = (0..5_000)
+            .map(|i| NewInstance {
+                id: format!("i-{batch}-{i}"),
+                name: "wf".into(),
+                input: serde_json::json!(null),
+                parent: None,
+                if_exists: IfExists::default(),
+            })
+            .collect();
+        store.instance_create(starts, None, now).await.unwrap();
+    }
+    let client = session(&url).await;
+    client
+        .batch_execute(&format!(
+            "ANALYZE {schema}.instances; ANALYZE {schema}.inbox"
+        ))
+        .await
+        .unwrap();
+    let claim = |owner: &str, limit: i32| {
+        format!(
+            "SELECT * FROM {schema}.claim(p_now => {}, p_owner => '{owner}', p_until => {},
+                 p_limit => {limit}, p_reg_name => ARRAY['wf'], p_reg_version => ARRAY[NULL::integer],
+                 p_task_queues => NULL, p_task_limits => NULL, p_task_names => NULL,
+                 p_task_from_queue => NULL, p_task_from_priority => NULL,
+                 p_task_from_ready => NULL, p_task_from_id => NULL)",
+            now.0 + 1,
+            now.0 + 30_000
+        )
+    };
+    // A first poll compiles the function and plans its statements, which reads the catalog;
+    // the one measured is the next.
+    client.query(&claim("first", 1), &[]).await.unwrap();
+    let (buffers, plan) = explain_buffers(&client, &claim("w", 10)).await;
+    let leased: i64 = client
+        .query_one(
+            &format!("SELECT count(*) FROM {schema}.instances WHERE lease_owner = 'w'"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    eprintln!(
+        "claim of {leased} read {buffers} buffers: {}",
+        plan.join("\n")
+    );
+    assert_eq!(leased, 10, "{}", plan.join("\n"));
+    assert!(
+        buffers < 3_000,
+        "a poll for 10 among 20,000 pending instances read {buffers} buffers"
+    );
+}
