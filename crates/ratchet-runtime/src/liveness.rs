@@ -22,6 +22,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             until,
             stall_grace: shared.config.stall_grace,
             now,
+            queues: shared.task_queues(),
         };
         if let Err(e) = shared.store.worker_alive(alive).await {
             tracing::warn!(error = %e, "could not tell the store this process is alive");

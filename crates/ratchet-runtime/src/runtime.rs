@@ -44,6 +44,16 @@ impl Shared {
         self.clock.now()
     }
 
+    /// The task queues the dispatcher claims from: the activities' when any is registered,
+    /// and every configured queue.
+    pub(crate) fn task_queues(&self) -> Vec<String> {
+        let mut queues: Vec<String> = self.config.queues.keys().cloned().collect();
+        if !self.registry.activity_names().is_empty() {
+            queues.push(ratchet_store::ACTIVITY_QUEUE.to_string());
+        }
+        queues
+    }
+
     /// Marks one unit of work in flight until the guard drops.
     pub(crate) fn begin_work(self: &Arc<Self>) -> WorkGuard {
         self.lifecycle.work_started();

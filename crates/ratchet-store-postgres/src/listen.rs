@@ -3,10 +3,12 @@
 //! backoff when the connection drops, and then wakes everyone, since notifications sent
 //! while it was away are lost.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::cursor::ClaimCursors;
+use crate::share::{Wake, WakeShare, WorkPayload, LATER};
 
 use futures::StreamExt;
 use ratchet_store::WakeupSender;
@@ -25,12 +27,20 @@ pub(crate) fn spawn(
     schema: String,
     sender: WakeupSender,
     cursors: Arc<Mutex<ClaimCursors>>,
+    share: Arc<Mutex<WakeShare>>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut backoff = FIRST_BACKOFF;
         let mut failures = 0_u32;
+        let later = Arc::new(AtomicBool::new(false));
+        let hearing = Hearing {
+            sender: &sender,
+            cursors: &cursors,
+            share: &share,
+            later: &later,
+        };
         loop {
-            match listen(&config, &tls, &schema, &sender, &cursors, &mut backoff).await {
+            match listen(&config, &tls, &schema, &hearing, &mut backoff).await {
                 // A close that reconnects at once is no news.
                 Ok(()) => {
                     failures = 0;
@@ -53,13 +63,52 @@ pub(crate) fn spawn(
     })
 }
 
+/// Where notifications go.
+struct Hearing<'a> {
+    sender: &'a WakeupSender,
+    cursors: &'a Mutex<ClaimCursors>,
+    share: &'a Mutex<WakeShare>,
+    /// Set while a wake-up for work another process was chosen for waits.
+    later: &'a Arc<AtomicBool>,
+}
+
+impl Hearing<'_> {
+    /// A `work` notification: cursors go back to its ready time, and this process claims
+    /// now, a little later (if it was not chosen), or not at all (not its queue).
+    fn work(&self, payload: &str) {
+        let work = WorkPayload::decode(payload);
+        if let Some(ready_from) = work.ready_from {
+            // Tasks ready from a time claims may have passed already (a long transaction).
+            crate::cursor::lock(self.cursors).pull_back(ready_from);
+        }
+        let wake = match &work.target {
+            Some((queue, key)) => crate::share::lock(self.share).decide(queue, *key),
+            None => Wake::Now,
+        };
+        match wake {
+            Wake::Now => self.sender.work_ready(),
+            Wake::Later => {
+                // One wake-up waits at a time: it looks at everything ready by then.
+                if !self.later.swap(true, Ordering::SeqCst) {
+                    let (sender, later) = (self.sender.clone(), self.later.clone());
+                    tokio::spawn(async move {
+                        tokio::time::sleep(LATER).await;
+                        later.store(false, Ordering::SeqCst);
+                        sender.work_ready();
+                    });
+                }
+            }
+            Wake::Skip => {}
+        }
+    }
+}
+
 /// One connection's life: connect, LISTEN, forward notifications until it drops.
 async fn listen(
     config: &tokio_postgres::Config,
     tls: &MakeRustlsConnect,
     schema: &str,
-    sender: &WakeupSender,
-    cursors: &Mutex<ClaimCursors>,
+    hearing: &Hearing<'_>,
     backoff: &mut Duration,
 ) -> Result<(), tokio_postgres::Error> {
     let (client, mut connection) = config.connect(tls.clone()).await?;
@@ -98,19 +147,30 @@ async fn listen(
     tracing::debug!(schema, "listening for notifications");
     // Whatever was sent before LISTEN took effect is unknown: everyone looks again, every
     // queue from its start.
-    crate::cursor::lock(cursors).forget();
-    sender.resync();
+    crate::cursor::lock(hearing.cursors).forget();
+    hearing.sender.resync();
+    let live_workers = crate::migrate::in_schema(
+        "SELECT id, queues FROM ratchet.workers
+         WHERE alive_until >= (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
+        schema,
+    );
     while let Some(n) = rx.recv().await {
         if n.channel() == work {
-            // Tasks ready from a time claims may have passed already (a long transaction).
-            if let Ok(ready_from) = n.payload().parse::<i64>() {
-                crate::cursor::lock(cursors).pull_back(ready_from);
+            // Choosing who claims needs a fresh view of who serves what (one query a second
+            // at most, and none while no work arrives).
+            if n.payload().contains(' ') && crate::share::lock(hearing.share).needs_read() {
+                let rows = client.query(&live_workers, &[]).await?;
+                let live = rows
+                    .iter()
+                    .filter_map(|r| Some((r.try_get(0).ok()?, r.try_get(1).ok()?)))
+                    .collect();
+                crate::share::lock(hearing.share).update(live);
             }
-            sender.work_ready();
+            hearing.work(n.payload());
         } else if n.channel() == done {
-            sender.finished(n.payload().to_string());
+            hearing.sender.finished(n.payload().to_string());
         } else if n.channel() == events {
-            sender.events_appended();
+            hearing.sender.events_appended();
         }
     }
     drop(client);

@@ -18,9 +18,10 @@ use tokio::task::JoinHandle;
 use tokio_postgres::Row;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use crate::convert::{db_err, pool_err, Failure, Res};
+use crate::convert::{col, db_err, pool_err, Failure, Res};
 use crate::cursor::ClaimCursors;
 use crate::param::{p, Param};
+use crate::share::WakeShare;
 use crate::{commit, event, instance, listen, migrate, queue, task, tls, PostgresConfig};
 
 /// The named statements of this backend, from `sql/*.sql`, for `schema`.
@@ -65,6 +66,10 @@ struct Inner {
     counters: Counters,
     /// Where this process's claims start reading each queue.
     cursors: Arc<std::sync::Mutex<ClaimCursors>>,
+    /// Which process claims first what an enqueue announces.
+    share: Arc<std::sync::Mutex<WakeShare>>,
+    /// Varies the key of each announcement, so the work spreads over the processes.
+    wake_keys: AtomicU64,
     wakeups: Option<WakeupSender>,
     _listener: Option<AbortOnDrop>,
 }
@@ -87,6 +92,11 @@ impl Conn {
     /// This process's claim cursors.
     pub(crate) fn cursors(&self) -> std::sync::MutexGuard<'_, ClaimCursors> {
         crate::cursor::lock(&self.store.cursors)
+    }
+
+    /// A key for an announcement of work: each one chooses another process.
+    pub(crate) fn wake_key(&self) -> u64 {
+        self.store.wake_keys.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Runs the statement `name`: one round trip (two the first time a connection prepares it).
@@ -261,6 +271,7 @@ impl PostgresStore {
             }
         }
         let cursors = Arc::<std::sync::Mutex<ClaimCursors>>::default();
+        let share = Arc::<std::sync::Mutex<WakeShare>>::default();
         let (wakeups, listener) = if config.notify {
             let sender = WakeupSender::new();
             let handle = listen::spawn(
@@ -269,6 +280,7 @@ impl PostgresStore {
                 config.schema.clone(),
                 sender.clone(),
                 cursors.clone(),
+                share.clone(),
             );
             (Some(sender), Some(AbortOnDrop(handle)))
         } else {
@@ -283,6 +295,9 @@ impl PostgresStore {
                 config,
                 counters: Counters::default(),
                 cursors,
+                share,
+                // Processes start their keys apart, so their first announcements spread too.
+                wake_keys: AtomicU64::new(u64::from(std::process::id())),
                 wakeups,
                 _listener: listener,
             }),
@@ -675,8 +690,20 @@ impl Store for PostgresStore {
                     p(&alive.until.0),
                     p(&alive.now.0),
                     p(&grace),
+                    p(&alive.queues),
                 ];
-                c.query("worker_alive", &said).await.map(drop)
+                let rows = c.query("worker_alive", &said).await?;
+                let mut live = Vec::with_capacity(rows.len());
+                for row in &rows {
+                    live.push((
+                        col::<String>(row, "id")?,
+                        col::<Vec<String>>(row, "queues")?,
+                    ));
+                }
+                let mut share = crate::share::lock(&c.store.share);
+                share.set_me(&alive.owner);
+                share.update(live);
+                Ok(())
             })
         })
         .await
@@ -693,6 +720,7 @@ impl Store for PostgresStore {
                 )
                 .await?;
                 c.cursors().forget();
+                crate::share::lock(&c.store.share).forget();
                 Ok(())
             })
         })

@@ -10,6 +10,7 @@ use tokio_postgres::Row;
 
 use crate::convert::{col, from_json, opt_json, to_json, u32_of, Res};
 use crate::param::{p, Param};
+use crate::share::WorkPayload;
 use crate::store::{Conn, ReadyFrom};
 
 /// The queue, limit and name arrays of a task claim.
@@ -266,10 +267,17 @@ pub(crate) async fn enqueue(
 ) -> Res<Vec<EnqueueOutcome>> {
     let args = EnqueueArgs::of(tasks);
     let params = args.params(&now.0, &false);
+    // Work for one queue goes first to one of the processes serving it (share.rs).
+    let queue = tasks.first().map(|t| t.queue.as_str());
+    let target = queue
+        .filter(|q| tasks.iter().all(|t| t.queue == *q))
+        .map(|q| (q, c.wake_key()));
+    let payload = WorkPayload::encode(now.0, target);
     let row = c
-        .then_notify(
+        .then_notify_on(
+            "work_notify",
+            &[p(&payload)],
             wakes(tasks, now),
-            ReadyFrom::At(now.0),
             c.one("task_enqueue", &params),
         )
         .await?;

@@ -933,3 +933,70 @@ async fn an_instance_claim_reads_the_front_of_the_inbox_not_every_pending_instan
         "a poll for 10 among 20,000 pending instances read {buffers} buffers"
     );
 }
+
+/// Work for a queue wakes the processes that serve it, one at once and the others only a
+/// little later (in case it died or is full), and never a process serving other queues.
+#[tokio::test]
+async fn work_for_a_queue_wakes_one_server_first_and_no_other_queue() {
+    use ratchet_core::{TaskOptions, Timestamp};
+    use ratchet_store::{NewTask, WorkerAlive};
+    use std::time::Duration;
+    let Some(url) = database_url() else {
+        return;
+    };
+    let config = PostgresConfig {
+        schema: fresh_schema(),
+        pool_size: 2,
+        ..PostgresConfig::default()
+    };
+    let connect = || PostgresStore::connect_with(&url, config.clone());
+    let (a, b, other, enqueuer) = (
+        connect().await.unwrap(),
+        connect().await.unwrap(),
+        connect().await.unwrap(),
+        connect().await.unwrap(),
+    );
+    let now = a.clock().await.unwrap();
+    for (store, owner, queue) in [(&a, "a", "q"), (&b, "b", "q"), (&other, "other", "r")] {
+        store
+            .worker_alive(WorkerAlive {
+                owner: owner.into(),
+                until: Timestamp(now.0 + 60_000),
+                stall_grace: Duration::from_secs(10),
+                now,
+                queues: vec![queue.into()],
+            })
+            .await
+            .unwrap();
+    }
+    let mut heard: Vec<_> = [&a, &b, &other]
+        .iter()
+        .map(|s| s.wakeups().unwrap().work)
+        .collect();
+    // Each listener wakes everyone once when it connects; that is not what is tested.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for w in &mut heard {
+        w.borrow_and_update();
+    }
+    let job = NewTask::standalone(
+        "job".into(),
+        serde_json::json!(null),
+        &TaskOptions::default().queue("q"),
+        now,
+    );
+    enqueuer.task_enqueue(vec![job], now).await.unwrap();
+    // Both servers of q hear of it (one at once, one after the wait for a chosen process
+    // that died or is full) ...
+    for (name, w) in ["a", "b"].into_iter().zip(heard.iter_mut()) {
+        tokio::time::timeout(Duration::from_secs(5), w.changed())
+            .await
+            .unwrap_or_else(|_| panic!("{name} serves q and was never woken"))
+            .unwrap();
+    }
+    // ... and the process that serves only r does not.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !heard[2].has_changed().unwrap(),
+        "a process serving only r was woken for work in q"
+    );
+}

@@ -305,6 +305,8 @@ impl Store for SqliteStore {
             until,
             stall_grace,
             now,
+            // One process's stores hear each other's work directly: nobody to choose among.
+            queues: _,
         } = alive;
         let grace = i64::try_from(stall_grace.as_millis()).unwrap_or(i64::MAX);
         self.write(move |tx| {

@@ -96,6 +96,9 @@ pub struct WorkerAlive {
     pub stall_grace: std::time::Duration,
     /// The time of the call.
     pub now: Timestamp,
+    /// The task queues it claims from (a store may wake one of a queue's processes first
+    /// for new work there).
+    pub queues: Vec<String>,
 }
 
 /// Leases to give back (graceful shutdown).

@@ -401,6 +401,7 @@ fn alive(owner: &str, until: Timestamp, now: Timestamp) -> crate::WorkerAlive {
         until,
         stall_grace: Duration::from_secs(600),
         now,
+        queues: vec!["q".into()],
     }
 }
 
