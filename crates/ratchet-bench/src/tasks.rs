@@ -335,6 +335,9 @@ async fn steady(env: &mut BenchEnv, client: &Client, args: &TaskArgs) -> anyhow:
     // database is slower than the rate.
     let inflight = Arc::new(tokio::sync::Semaphore::new(512));
     let failures = Arc::new(AtomicU64::new(0));
+    // How long the enqueue call itself took: the part of enqueue-to-start before any worker
+    // could see the task.
+    let enqueue_calls = Arc::new(Mutex::new(Latencies::new()));
     let started = Instant::now();
     let mut sends = Vec::with_capacity(total as usize);
     for i in 0..total {
@@ -342,9 +345,10 @@ async fn steady(env: &mut BenchEnv, client: &Client, args: &TaskArgs) -> anyhow:
         let Ok(permit) = inflight.clone().acquire_owned().await else {
             break;
         };
-        let (client, failures) = (client.clone(), failures.clone());
+        let (client, failures, calls) = (client.clone(), failures.clone(), enqueue_calls.clone());
         sends.push(tokio::spawn(async move {
             let _permit = permit;
+            let called = Instant::now();
             let request =
                 TaskRequest::new("bench_noop", now_us()).map(|r| r.options(bench_options()));
             let sent = match request {
@@ -353,6 +357,11 @@ async fn steady(env: &mut BenchEnv, client: &Client, args: &TaskArgs) -> anyhow:
             };
             if sent.is_err() {
                 failures.fetch_add(1, Ordering::Relaxed);
+            } else {
+                calls
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .record(called.elapsed());
             }
         }));
         progress
@@ -414,6 +423,13 @@ async fn steady(env: &mut BenchEnv, client: &Client, args: &TaskArgs) -> anyhow:
     report
         .latencies
         .insert("enqueue to complete".into(), to_complete.summary());
+    report.latencies.insert(
+        "enqueue call".into(),
+        enqueue_calls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .summary(),
+    );
     report
         .figures
         .insert("enqueued/s".into(), total as f64 / enqueue_seconds);
