@@ -93,15 +93,23 @@ BEGIN
     END IF;
 END $$;
 
--- The visible inbox events of some instances, oldest first, as parallel arrays.
+-- The visible inbox events of some instances, oldest first, as parallel arrays. PL/pgSQL,
+-- not SQL: PostgreSQL plans a SQL function's body again on every call (it returns one row,
+-- so it is not inlined), which cost 5-8 % of the server's CPU in a fan-out run.
 CREATE FUNCTION ratchet.visible_events(
     p_ids text[], p_now bigint, OUT e_instance text[], OUT e_id bigint[], OUT e_event text[])
-LANGUAGE sql STABLE AS $$
+LANGUAGE plpgsql STABLE
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET jit = off
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
     SELECT coalesce(array_agg(b.instance ORDER BY b.id), '{}'),
            coalesce(array_agg(b.id ORDER BY b.id), '{}'),
            coalesce(array_agg(b.event ORDER BY b.id), '{}')
-    FROM ratchet.inbox b WHERE b.instance = ANY (p_ids) AND b.visible_at <= p_now
-$$;
+    INTO e_instance, e_id, e_event
+    FROM ratchet.inbox b WHERE b.instance = ANY (p_ids) AND b.visible_at <= p_now;
+END $$;
 
 -- Raises signals into their instances' inboxes. Outcome per item: 'raised', 'duplicate',
 -- 'not_found' or 'finished' (with the status).

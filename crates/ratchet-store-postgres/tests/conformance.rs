@@ -356,7 +356,7 @@ mod events {
 }
 
 /// Every function fixes its search path, so a role's search path cannot redirect what it
-/// calls, except the three small SQL functions PostgreSQL inlines into Ratchet's own
+/// calls, except the two small SQL functions PostgreSQL inlines into Ratchet's own
 /// statements (a SET clause would stop the inlining that lets their filters reach indexes).
 #[tokio::test]
 async fn every_function_sets_its_search_path() {
@@ -379,7 +379,7 @@ async fn every_function_sets_its_search_path() {
         .await
         .unwrap();
     let unset: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
-    assert_eq!(unset, ["task_records", "task_state", "visible_events"]);
+    assert_eq!(unset, ["task_records", "task_state"]);
 }
 
 /// Connections of `schema` (by their application name) waiting on a lock.
