@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use ratchet::{
     ActivityContext, ActivityError, Client, InstanceFilter, InstanceStatus, OrchestrationContext,
-    OrchestrationError, Ratchet, RuntimeConfig, Store,
+    OrchestrationError, Ratchet, RuntimeConfig, Store, StoreStats,
 };
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
@@ -46,6 +46,15 @@ pub(crate) struct FanoutArgs {
 struct Shape {
     activities: u32,
     activity_ms: u64,
+}
+
+impl Shape {
+    fn of(args: &FanoutArgs) -> Self {
+        Self {
+            activities: args.activities,
+            activity_ms: args.activity_ms,
+        }
+    }
 }
 
 async fn fan_out(ctx: OrchestrationContext, shape: Shape) -> Result<u64, OrchestrationError> {
@@ -102,10 +111,7 @@ pub(crate) async fn run(args: FanoutArgs, database_url: Option<&str>) -> anyhow:
     let room = args.in_flight.max(1);
     let ratchet = start_worker(store.clone(), &args).await?;
     let client = ratchet.client().clone();
-    let shape = Shape {
-        activities: args.activities,
-        activity_ms: args.activity_ms,
-    };
+    let shape = Shape::of(&args);
     let expected: u64 = (0..u64::from(args.activities)).sum();
     let unit = move || {
         let client = client.clone();
@@ -144,7 +150,27 @@ pub(crate) async fn run(args: FanoutArgs, database_url: Option<&str>) -> anyhow:
     drop(ratchet);
     drop(store);
 
-    let units = result.ok;
+    let mut report = orchestration_report(&args, result.ok, result.seconds, &before, &after);
+    report.latency = result.latencies.summary();
+    report.correctness.failed = result.correctness.failed;
+    report.correctness.timed_out = result.correctness.timed_out;
+    report.correctness.stuck = active;
+    report.param("duration_s", args.duration.as_secs_f64());
+    report.param("warmup_s", args.warmup.as_secs_f64());
+    env.finish(&mut report).await?;
+    super::finish(&mut report, &args.common)?;
+    Ok(report)
+}
+
+/// What both modes report: `units` orchestrations done in `seconds`, and the store's work
+/// between `before` and `after`.
+fn orchestration_report(
+    args: &FanoutArgs,
+    units: u64,
+    seconds: f64,
+    before: &StoreStats,
+    after: &StoreStats,
+) -> Report {
     let per = |n: u64| {
         if units == 0 {
             0.0
@@ -156,28 +182,21 @@ pub(crate) async fn run(args: FanoutArgs, database_url: Option<&str>) -> anyhow:
         scenario: "fanout".into(),
         unit: "orchestration".into(),
         units,
-        seconds: result.seconds,
-        throughput_per_s: units as f64 / result.seconds.max(f64::EPSILON),
-        latency: result.latencies.summary(),
+        seconds,
+        throughput_per_s: units as f64 / seconds.max(f64::EPSILON),
         round_trips_per_unit: per(after.round_trips - before.round_trips),
         commits_per_unit: per(after.commits - before.commits),
-        correctness: result.correctness.clone(),
         ..Report::default()
     };
-    report.correctness.stuck = active;
     report.correctness.stale_refused = after.stale_refused - before.stale_refused;
     report.figures.insert(
         "activities/s".into(),
         report.throughput_per_s * f64::from(args.activities),
     );
     report.param("in_flight", args.in_flight);
-    report.param("duration_s", args.duration.as_secs_f64());
-    report.param("warmup_s", args.warmup.as_secs_f64());
     report.param("activities", args.activities);
     report.param("activity_ms", args.activity_ms);
-    env.finish(&mut report).await?;
-    super::finish(&mut report, &args.common)?;
-    Ok(report)
+    report
 }
 
 /// `--backlog`: starts `count` orchestrations with no worker running (many starts in flight,
@@ -188,10 +207,7 @@ async fn drain_backlog(
     args: &FanoutArgs,
     count: u64,
 ) -> anyhow::Result<Report> {
-    let shape = Shape {
-        activities: args.activities,
-        activity_ms: args.activity_ms,
-    };
+    let shape = Shape::of(args);
     let starter = Client::new(store.clone());
     let span = |per_second: f64| Duration::from_secs_f64((count as f64 / per_second).max(1.0));
     let progress = Progress::timed(args.common.quiet, "start", span(5_000.0));
@@ -241,34 +257,15 @@ async fn drain_backlog(
     drop(ratchet);
     drop(store);
 
-    let done = count - stuck;
-    let per = |n: u64| n as f64 / done.max(1) as f64;
-    let mut report = Report {
-        scenario: "fanout".into(),
-        unit: "orchestration".into(),
-        units: done,
-        seconds,
-        throughput_per_s: done as f64 / seconds.max(f64::EPSILON),
-        round_trips_per_unit: per(after.round_trips - before.round_trips),
-        commits_per_unit: per(after.commits - before.commits),
-        ..Report::default()
-    };
+    let mut report = orchestration_report(args, count - stuck, seconds, &before, &after);
     report.correctness.failed = failed + start_failures;
     report.correctness.stuck = stuck;
-    report.correctness.stale_refused = after.stale_refused - before.stale_refused;
     report.figures.insert("start seconds".into(), start_seconds);
     report.figures.insert(
         "started/s".into(),
         count as f64 / start_seconds.max(f64::EPSILON),
     );
-    report.figures.insert(
-        "activities/s".into(),
-        report.throughput_per_s * f64::from(args.activities),
-    );
     report.param("backlog", count);
-    report.param("in_flight", args.in_flight);
-    report.param("activities", args.activities);
-    report.param("activity_ms", args.activity_ms);
     env.finish(&mut report).await?;
     super::finish(&mut report, &args.common)?;
     Ok(report)

@@ -40,8 +40,6 @@ DECLARE
     v_window integer := greatest(p_limit, 0) * 4 + 256;
     v_walked bigint := 0;
     v_ids text[];
-    v_more text[]; v_more_name text[]; v_more_version integer[]; v_more_execution integer[];
-    v_more_history_len integer[]; v_more_fence bigint[]; v_more_incarnation bigint[];
 BEGIN
     i_id := '{}'; i_name := '{}'; i_version := '{}'; i_execution := '{}';
     i_history_len := '{}'; i_fence := '{}'; i_incarnation := '{}'; e_instance := '{}'; e_id := '{}'; e_event := '{}';
@@ -93,18 +91,15 @@ BEGIN
                 FROM candidate WHERE i.id = candidate.id
                 RETURNING i.id, i.name, i.version, i.execution, i.history_len, i.fence,
                           i.incarnation)
-            SELECT coalesce(array_agg(id), '{}'), coalesce(array_agg(name), '{}'),
-                   coalesce(array_agg(version), '{}'), coalesce(array_agg(execution), '{}'),
-                   coalesce(array_agg(history_len), '{}'), coalesce(array_agg(fence), '{}'),
-                   coalesce(array_agg(incarnation), '{}')
-            INTO v_more, v_more_name, v_more_version, v_more_execution, v_more_history_len,
-                 v_more_fence, v_more_incarnation
+            -- Each pass adds to what the one before leased.
+            SELECT i_id || coalesce(array_agg(id), '{}'), i_name || coalesce(array_agg(name), '{}'),
+                   i_version || coalesce(array_agg(version), '{}'),
+                   i_execution || coalesce(array_agg(execution), '{}'),
+                   i_history_len || coalesce(array_agg(history_len), '{}'),
+                   i_fence || coalesce(array_agg(fence), '{}'),
+                   i_incarnation || coalesce(array_agg(incarnation), '{}')
+            INTO i_id, i_name, i_version, i_execution, i_history_len, i_fence, i_incarnation
             FROM leased;
-            i_id := i_id || v_more; i_name := i_name || v_more_name;
-            i_version := i_version || v_more_version;
-            i_execution := i_execution || v_more_execution;
-            i_history_len := i_history_len || v_more_history_len;
-            i_fence := i_fence || v_more_fence; i_incarnation := i_incarnation || v_more_incarnation;
         END LOOP;
 
         SELECT * INTO e_instance, e_id, e_event FROM ratchet.visible_events(i_id, p_now);

@@ -1,18 +1,12 @@
 -- Processes and their liveness. `ratchet.` is replaced with the configured schema.
 
 -- name: worker_alive
--- Also forgets processes silent for a day (killed, never said they were gone), and returns
--- every other live process with the queues it serves (this one's row is known).
-WITH forgotten AS (DELETE FROM ratchet.workers WHERE alive_until < $3 - 86400000),
-said AS (
-    INSERT INTO ratchet.workers (id, alive_until, stall_grace, started_at, seen_at, queues)
-    VALUES ($1, $2, $4, $3, $3, $5)
-    ON CONFLICT (id) DO UPDATE SET alive_until = excluded.alive_until,
-        stall_grace = excluded.stall_grace, seen_at = excluded.seen_at,
-        queues = excluded.queues)
-SELECT id, queues FROM ratchet.workers WHERE alive_until >= $3 AND id <> $1
-UNION ALL
-SELECT $1, $5::text[];
+-- Also forgets processes silent for a day (killed, never said they were gone).
+WITH forgotten AS (DELETE FROM ratchet.workers WHERE alive_until < $3 - 86400000)
+INSERT INTO ratchet.workers (id, alive_until, stall_grace, started_at, seen_at, queues)
+VALUES ($1, $2, $4, $3, $3, $5)
+ON CONFLICT (id) DO UPDATE SET alive_until = excluded.alive_until,
+    stall_grace = excluded.stall_grace, seen_at = excluded.seen_at, queues = excluded.queues;
 
 -- name: worker_gone
 DELETE FROM ratchet.workers WHERE id = $1;

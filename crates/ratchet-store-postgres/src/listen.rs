@@ -75,8 +75,7 @@ struct Hearing<'a> {
 impl Hearing<'_> {
     /// A `work` notification: cursors go back to its ready time, and this process claims
     /// now, a little later (if it was not chosen), or not at all (not its queue).
-    fn work(&self, payload: &str) {
-        let work = WorkPayload::decode(payload);
+    fn work(&self, work: &WorkPayload) {
         if let Some(ready_from) = work.ready_from {
             // Tasks ready from a time claims may have passed already (a long transaction).
             crate::cursor::lock(self.cursors).pull_back(ready_from);
@@ -156,9 +155,10 @@ async fn listen(
     );
     while let Some(n) = rx.recv().await {
         if n.channel() == work {
+            let payload = WorkPayload::decode(n.payload());
             // Choosing who claims needs a fresh view of who serves what (one query a second
             // at most, and none while no work arrives).
-            if n.payload().contains(' ') && crate::share::lock(hearing.share).needs_read() {
+            if payload.target.is_some() && crate::share::lock(hearing.share).needs_read() {
                 let rows = client.query(&live_workers, &[]).await?;
                 let live = rows
                     .iter()
@@ -166,7 +166,7 @@ async fn listen(
                     .collect();
                 crate::share::lock(hearing.share).update(live);
             }
-            hearing.work(n.payload());
+            hearing.work(&payload);
         } else if n.channel() == done {
             hearing.sender.finished(n.payload().to_string());
         } else if n.channel() == events {

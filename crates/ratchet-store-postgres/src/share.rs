@@ -1,8 +1,9 @@
 //! Wake one process per piece of new work. A `work` notification reaches every process that
 //! listens; if each claimed at once, all but one would find nothing, and their claims would
 //! cost the database more than the work. So an enqueue names the queue in its notification
-//! with a key, and the live processes that serve that queue (the `workers` table, read at
-//! each liveness beat) agree without talking: the one at `key mod n` in id order claims at
+//! with a key, and the live processes that serve that queue (the `workers` table, which
+//! each process's liveness beat keeps and its listener reads when work arrives) agree
+//! without talking: the one at `key mod n` in id order claims at
 //! once, the others only after [`LATER`], in case it died or is full, and processes that do
 //! not serve the queue not at all.
 

@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 use tokio_postgres::Row;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use crate::convert::{col, db_err, pool_err, Failure, Res};
+use crate::convert::{db_err, pool_err, Failure, Res};
 use crate::cursor::ClaimCursors;
 use crate::param::{p, Param};
 use crate::share::WakeShare;
@@ -692,17 +692,9 @@ impl Store for PostgresStore {
                     p(&grace),
                     p(&alive.queues),
                 ];
-                let rows = c.query("worker_alive", &said).await?;
-                let mut live = Vec::with_capacity(rows.len());
-                for row in &rows {
-                    live.push((
-                        col::<String>(row, "id")?,
-                        col::<Vec<String>>(row, "queues")?,
-                    ));
-                }
-                let mut share = crate::share::lock(&c.store.share);
-                share.set_me(&alive.owner);
-                share.update(live);
+                c.query("worker_alive", &said).await?;
+                // Who else serves what, the listener reads when work arrives.
+                crate::share::lock(&c.store.share).set_me(&alive.owner);
                 Ok(())
             })
         })
