@@ -487,8 +487,9 @@ BEGIN
         WITH leased AS (
             UPDATE ratchet.instances i
             SET lease_owner = p_lock_owner, lease_until = p_lock_until, fence = i.fence + 1
+            -- (`visible_at + 0`: see visible_events.)
             WHERE i.id = ANY (ARRAY(SELECT DISTINCT b.instance FROM ratchet.inbox b
-                                    WHERE b.instance = ANY (p_lock) AND b.visible_at <= p_now))
+                                    WHERE b.instance = ANY (p_lock) AND b.visible_at + 0 <= p_now))
               AND i.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated')
               AND (i.lease_until IS NULL
                    OR (i.lease_until < p_now AND NOT EXISTS (

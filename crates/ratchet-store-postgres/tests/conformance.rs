@@ -934,6 +934,61 @@ async fn an_instance_claim_reads_the_front_of_the_inbox_not_every_pending_instan
     );
 }
 
+/// Reading a few instances' events costs the same however many other instances wait: with
+/// 20,000 pending and a plan made while the inbox was small, the events of one instance are
+/// found by its id, not by walking every visible event (counted in buffers, not timed).
+#[tokio::test]
+async fn reading_an_instances_events_does_not_walk_the_other_pending_instances() {
+    use ratchet_core::Timestamp;
+    use ratchet_store::{IfExists, NewInstance};
+    let Some(url) = database_url() else {
+        return;
+    };
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let schema = store.config().schema.clone();
+    let now = Timestamp(1_000_000_000_000);
+    let client = session(&url).await;
+    let read = |id: &str| {
+        format!(
+            "SELECT cardinality(e_id) FROM {schema}.visible_events(ARRAY['{id}'], {})",
+            now.0 + 1
+        )
+    };
+    let start = |id: String| NewInstance {
+        id,
+        name: "wf".into(),
+        input: serde_json::json!(null),
+        parent: None,
+        if_exists: IfExists::default(),
+    };
+    // The session plans the read now, on an inbox of 100 analysed events, and keeps that plan
+    // (one that finds the few instances' events by time is cheapest at that size).
+    let few = (0..100).map(|i| start(format!("few-{i}"))).collect();
+    store.instance_create(few, None, now).await.unwrap();
+    client
+        .batch_execute(&format!("ANALYZE {schema}.inbox"))
+        .await
+        .unwrap();
+    client.query(&read("none"), &[]).await.unwrap();
+    for batch in 0..4 {
+        let starts = (0..5_000)
+            .map(|i| start(format!("i-{batch}-{i}")))
+            .collect();
+        store.instance_create(starts, None, now).await.unwrap();
+    }
+    let found: i32 = client.query_one(&read("i-3-42"), &[]).await.unwrap().get(0);
+    assert_eq!(found, 1, "the instance's start event");
+    let (buffers, plan) = explain_buffers(&client, &read("i-3-42")).await;
+    eprintln!("reading one instance's events read {buffers} buffers");
+    assert!(
+        buffers < 50,
+        "reading one instance's events among 20,000 pending read {buffers} buffers:\n{}",
+        plan.join("\n")
+    );
+}
+
 /// Work for a queue wakes the processes that serve it, one at once and the others only a
 /// little later (in case it died or is full), and never a process serving other queues.
 #[tokio::test]
