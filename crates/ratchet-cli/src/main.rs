@@ -385,8 +385,8 @@ async fn instances(client: Client, cmd: InstanceCommand) -> anyhow::Result<()> {
                 statuses,
                 name,
                 created_after,
-                created_before: None,
                 limit: Some(limit),
+                ..InstanceFilter::default()
             };
             let list = client.list(filter).await?;
             if json {

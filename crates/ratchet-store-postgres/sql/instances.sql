@@ -34,6 +34,7 @@ WHERE ($1::text[] IS NULL OR status = ANY ($1))
   AND ($2::text IS NULL OR name = $2)
   AND ($3::bigint IS NULL OR created_at >= $3)
   AND ($4::bigint IS NULL OR created_at < $4)
+  AND ($6::bigint IS NULL OR (created_at, id) < ($6, $7::text))
 ORDER BY created_at DESC, id DESC
 LIMIT $5;
 

@@ -324,6 +324,8 @@ pub(crate) async fn list(c: &Conn, f: &InstanceFilter) -> Res<Vec<InstanceRecord
                 p(&f.created_after.map(|t| t.0)),
                 p(&f.created_before.map(|t| t.0)),
                 p(&limit),
+                p(&f.after.as_ref().map(|(t, _)| t.0)),
+                p(&f.after.as_ref().map(|(_, id)| id.as_str())),
             ],
         )
         .await?;

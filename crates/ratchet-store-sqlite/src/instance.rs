@@ -346,7 +346,9 @@ pub(crate) fn list(conn: &Connection, f: &InstanceFilter) -> Result<Vec<Instance
                 f.name,
                 f.created_after.map(|t| t.0),
                 f.created_before.map(|t| t.0),
-                f.limit.unwrap_or(100)
+                f.limit.unwrap_or(100),
+                f.after.as_ref().map(|(t, _)| t.0),
+                f.after.as_ref().map(|(_, id)| id.as_str())
             ],
             InstanceRow::read,
         )

@@ -200,6 +200,9 @@ pub struct InstanceFilter {
     pub created_after: Option<Timestamp>,
     /// Created before.
     pub created_before: Option<Timestamp>,
+    /// Keyset pagination: only instances after this one in the listing's order (newest
+    /// first), given as its creation time and id; the last record of a page gives the next.
+    pub after: Option<(Timestamp, String)>,
     /// At most this many, newest first (default 100).
     pub limit: Option<u32>,
 }

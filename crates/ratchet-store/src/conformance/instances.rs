@@ -514,6 +514,31 @@ pub async fn list_filters_and_history(store: &dyn Store) {
     assert!(store.instance_get("missing").await.unwrap().is_none());
 }
 
+/// Keyset pagination walks every instance once, newest first, also through instances created
+/// in the same millisecond (ordered by id), with no OFFSET.
+pub async fn list_pages_by_keyset(store: &dyn Store) {
+    let ids = ["a", "b", "c", "d", "e"];
+    for id in ids {
+        start(store, id).await;
+    }
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store
+            .instance_list(InstanceFilter {
+                limit: Some(2),
+                after: after.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let Some(last) = page.last() else { break };
+        after = Some((last.created_at, last.id.clone()));
+        seen.extend(page.iter().map(|r| r.id.clone()));
+    }
+    assert_eq!(seen, vec!["e", "d", "c", "b", "a"]);
+}
+
 pub async fn purge_removes_finished(store: &dyn Store) {
     start(store, "a").await;
     start(store, "b").await;
