@@ -15,6 +15,7 @@ mod demo;
 mod events;
 mod input;
 mod logging;
+mod server;
 mod tasks;
 mod worker;
 
@@ -62,6 +63,9 @@ enum Command {
     /// Run the sample orchestrations (`order`, `fanout`) until stopped; start several to
     /// share the work of one database.
     Worker(worker::WorkerArgs),
+    /// Serve the HTTP API (docs/api.md) on --listen, running the sample orchestrations and
+    /// task in the same process unless --no-worker.
+    Server(server::ServerArgs),
     /// Create or upgrade the database schema (`worker` and `demo` do it too on SQLite; on
     /// PostgreSQL the demo does, and a worker with `--migrate`). No other command changes the
     /// schema: they need only the grants of docs/operations.md.
@@ -242,12 +246,14 @@ async fn run(matches: clap::ArgMatches) -> anyhow::Result<()> {
     let migrates = match &cli.command {
         Command::Migrate | Command::Demo(_) => true,
         Command::Worker(args) => args.migrates(sqlite),
+        Command::Server(args) => args.migrates(sqlite),
         _ => false,
     };
     let (store, about) = open_store(&cli, migrates).await?;
     match cli.command {
         Command::Demo(args) => demo::run(store, &about, args).await,
         Command::Worker(args) => worker::run(store, &about, args).await,
+        Command::Server(args) => server::run(store.into_dyn(), &about, args).await,
         Command::Migrate => {
             let version = match store.postgres() {
                 Some(pg) => pg.schema_version().await?,

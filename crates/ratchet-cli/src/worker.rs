@@ -171,12 +171,17 @@ pub(crate) fn register(
         )
 }
 
-pub(crate) async fn run(
-    store: crate::OpenStore,
-    about: &str,
-    args: WorkerArgs,
-) -> anyhow::Result<()> {
-    let store: Arc<dyn Store> = store.into_dyn();
+/// A started runtime of the sample orchestrations and task.
+pub(crate) struct Started {
+    pub(crate) ratchet: Ratchet,
+    pub(crate) label: String,
+    /// The queues it works, for people: `default (64 at once)`.
+    pub(crate) serves: String,
+    runs: Arc<AtomicU64>,
+}
+
+/// Starts a runtime of the sample orchestrations and task on `store`, tuned by `args`.
+pub(crate) async fn start(store: Arc<dyn Store>, args: WorkerArgs) -> anyhow::Result<Started> {
     let label = args
         .label
         .unwrap_or_else(|| format!("pid-{}", std::process::id()));
@@ -213,6 +218,25 @@ pub(crate) async fn run(
         .map(|(name, n)| format!("{name} ({n} at once)"))
         .collect::<Vec<_>>()
         .join(", ");
+    Ok(Started {
+        ratchet,
+        label,
+        serves,
+        runs,
+    })
+}
+
+pub(crate) async fn run(
+    store: crate::OpenStore,
+    about: &str,
+    args: WorkerArgs,
+) -> anyhow::Result<()> {
+    let Started {
+        ratchet,
+        label,
+        serves,
+        runs,
+    } = start(store.into_dyn(), args).await?;
     out!(
         "worker {label} ({}) ready on {about}: orchestrations order, fanout; task work on queue(s) {serves}; Ctrl-C to stop",
         ratchet.runtime().owner()

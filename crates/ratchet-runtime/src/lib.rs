@@ -54,6 +54,6 @@ pub use events::{
     append_events, Appended, EventStore, Projection, Projector, EVENTS_APPEND_ACTIVITY,
 };
 pub use hub::InstanceOutcome;
-pub use registry::Registry;
+pub use registry::{RegisteredNames, Registry};
 pub use runtime::Runtime;
 pub use task::TaskContext;

@@ -38,6 +38,17 @@ pub(crate) struct OrchestrationEntry {
     pub(crate) check: InputCheck,
 }
 
+/// The names a [`Registry`] holds, sorted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RegisteredNames {
+    /// Orchestration names with their registered versions, in ascending order.
+    pub orchestrations: Vec<(String, Vec<u32>)>,
+    /// Activity names.
+    pub activities: Vec<String>,
+    /// Standalone task names.
+    pub tasks: Vec<String>,
+}
+
 /// The orchestrations, activities and tasks a process can run, by name.
 #[derive(Clone, Default)]
 pub struct Registry {
@@ -149,6 +160,25 @@ impl Registry {
             },
         );
         self
+    }
+
+    /// Everything registered, by name, sorted: what a server or a console shows.
+    pub fn names(&self) -> RegisteredNames {
+        let mut orchestrations: Vec<(String, Vec<u32>)> = self
+            .orchestrations
+            .iter()
+            .map(|(name, v)| (name.clone(), v.keys().copied().collect()))
+            .collect();
+        orchestrations.sort();
+        let mut activities = self.activity_names();
+        activities.sort();
+        let mut tasks = self.task_names();
+        tasks.sort();
+        RegisteredNames {
+            orchestrations,
+            activities,
+            tasks,
+        }
     }
 
     /// True when a task of this name is registered.

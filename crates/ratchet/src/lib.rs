@@ -113,8 +113,8 @@ pub use ratchet_core::{
 };
 pub use ratchet_runtime::{
     append_events, ActivityContext, Appended, Client, Clock, Error, EventStore, InstanceHandle,
-    InstanceOutcome, Projection, Projector, QueueConfig, Registry, Result, Runtime, RuntimeConfig,
-    StartOptions, TaskContext, TaskRequest, EVENTS_APPEND_ACTIVITY,
+    InstanceOutcome, Projection, Projector, QueueConfig, RegisteredNames, Registry, Result,
+    Runtime, RuntimeConfig, StartOptions, TaskContext, TaskRequest, EVENTS_APPEND_ACTIVITY,
 };
 pub use ratchet_store::{
     validate_queue_name, AppendCondition, AppendOutcome, Direction, EnqueueOutcome, EventAppend,

@@ -5,6 +5,7 @@ use ratchet_store::{
     NewSignal, SignalOutcome, StopOutcome,
 };
 use serde::Serialize;
+use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::{validate_id, validate_name, Client};
@@ -81,6 +82,33 @@ impl Client {
         self.start_with(name, input, StartOptions::default()).await
     }
 
+    /// Checks a start without making it: the name, the id, the input's size, and for the
+    /// client of a runtime, that the orchestration is registered and takes this input. A
+    /// batch checks every item this way before it writes any.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`], [`Error::PayloadTooLarge`] or
+    /// [`Error::UnknownOrchestration`].
+    pub fn check_start(&self, name: &str, input: &Value, options: &StartOptions) -> Result<()> {
+        validate_name("orchestration", name)?;
+        if let Some(id) = &options.id {
+            validate_id(id)?;
+        }
+        self.payload("the input", input)?;
+        // Only a runtime's client refuses names it does not run: a client-only process
+        // (`Builder::client`) starts orchestrations that other processes run.
+        if let Some(shared) = &self.local {
+            let (_, entry) = shared
+                .registry
+                .orchestration_entry(name, None)
+                .ok_or_else(|| Error::UnknownOrchestration(name.to_string()))?;
+            (entry.check)(input)
+                .map_err(|e| Error::InvalidInput(format!("input of \"{name}\": {e}")))?;
+        }
+        Ok(())
+    }
+
     /// Starts an orchestration. Nothing is written when the name is unknown to this process's
     /// registry, the input does not decode to the orchestration's input type, or it is too large.
     ///
@@ -94,23 +122,16 @@ impl Client {
         input: impl Serialize,
         options: StartOptions,
     ) -> Result<InstanceHandle> {
-        validate_name("orchestration", name)?;
         let input = self.payload("the input", input)?;
+        self.check_start(name, &input, &options)?;
         let id = options
             .id
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        validate_id(&id)?;
-        let runnable_here = match &self.local {
-            Some(shared) => match shared.registry.orchestration_entry(name, None) {
-                Some((_, entry)) => {
-                    (entry.check)(&input)
-                        .map_err(|e| Error::InvalidInput(format!("input of \"{name}\": {e}")))?;
-                    !shared.lifecycle.is_closing()
-                }
-                None => return Err(Error::UnknownOrchestration(name.to_string())),
-            },
-            None => false,
-        };
+        // (check_start found it registered when the client has a runtime.)
+        let runnable_here = self
+            .local
+            .as_ref()
+            .is_some_and(|shared| !shared.lifecycle.is_closing());
         let finished = self.watch(&id);
         let now = self.calls.now().await;
         let lease = self

@@ -127,6 +127,12 @@ impl Client {
         self.calls.events()
     }
 
+    /// What this client checks names against: the registry of its runtime, or the one given
+    /// to [`Client::with_registry`]; `None` for a client on the store alone.
+    pub fn registry(&self) -> Option<&Registry> {
+        self.registry.as_deref()
+    }
+
     /// The store this client talks to.
     pub fn store(&self) -> &Arc<dyn ratchet_store::Store> {
         &self.store

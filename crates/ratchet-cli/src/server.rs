@@ -1,0 +1,83 @@
+//! `ratchet server`: the HTTP API, and a runtime of the sample orchestrations and task in
+//! the same process (unless `--no-worker`).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use ratchet::{Client, Store};
+use ratchet_server::{router, serve, ServerState};
+
+use crate::worker::{self, WorkerArgs};
+
+/// Options of the server.
+#[derive(clap::Args, Debug)]
+pub(crate) struct ServerArgs {
+    /// The address to serve on.
+    #[arg(long, env = "RATCHET_LISTEN", default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// Serve the API only, running no orchestration or task here (other processes run them).
+    #[arg(long)]
+    no_worker: bool,
+    /// Serve on an address other machines can reach although the API asks for no token.
+    #[arg(long)]
+    insecure_no_auth: bool,
+    #[command(flatten)]
+    worker: WorkerArgs,
+}
+
+impl ServerArgs {
+    /// Whether this server creates or upgrades the schema on start.
+    pub(crate) fn migrates(&self, sqlite: bool) -> bool {
+        self.worker.migrates(sqlite)
+    }
+}
+
+pub(crate) async fn run(
+    store: Arc<dyn Store>,
+    about: &str,
+    args: ServerArgs,
+) -> anyhow::Result<()> {
+    if !args.listen.ip().is_loopback() && !args.insecure_no_auth {
+        bail!(
+            "refusing to serve on {} without authentication: other machines could reach the API; \
+             serve on 127.0.0.1, or pass --insecure-no-auth behind a proxy that authenticates",
+            args.listen
+        );
+    }
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listening on {}", args.listen))?;
+    let address = listener.local_addr().unwrap_or(args.listen);
+    let started = if args.no_worker {
+        None
+    } else {
+        Some(worker::start(store.clone(), args.worker).await?)
+    };
+    let client = match &started {
+        Some(s) => s.ratchet.client().clone(),
+        None => Client::new(store),
+    };
+    let what = match &started {
+        Some(s) => format!(
+            "running orchestrations order, fanout and task work on queue(s) {} as {}",
+            s.serves,
+            s.ratchet.runtime().owner()
+        ),
+        None => "running nothing here (--no-worker)".to_string(),
+    };
+    out!("ratchet server on http://{address} ({about}), {what}; Ctrl-C to stop");
+    serve(
+        listener,
+        router(ServerState::new(client)),
+        worker::wait_for_stop(),
+    )
+    .await
+    .context("serving")?;
+    if let Some(started) = started {
+        out!("server stopping: finishing or releasing its work");
+        started.ratchet.shutdown().await;
+    }
+    out!("server stopped");
+    Ok(())
+}

@@ -1,0 +1,30 @@
+//! Ratchet's HTTP API, served by `ratchet server`: start, signal, wait for and steer
+//! orchestration instances; enqueue and steer tasks and queues; append, read and follow
+//! events; from any language, over JSON.
+//!
+//! Every route calls the same [`ratchet::Client`] an embedding Rust program uses, so the API
+//! keeps the client's guarantees (one store round trip per call, batched with concurrent
+//! calls; waits woken by the runtime's hub, not by polling). Errors are
+//! `application/problem+json` ([RFC 9457](https://www.rfc-editor.org/rfc/rfc9457)) with a
+//! stable `type`, and a request that is refused writes nothing.
+//!
+//! ```no_run
+//! # async fn serve(client: ratchet::Client) -> std::io::Result<()> {
+//! let app = ratchet_server::router(ratchet_server::ServerState::new(client));
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! ratchet_server::serve(listener, app, std::future::pending()).await
+//! # }
+//! ```
+#![deny(missing_docs)]
+
+mod extract;
+mod problem;
+mod routes;
+mod serve;
+mod state;
+mod time;
+
+pub use problem::{Problem, ProblemBody};
+pub use routes::router;
+pub use serve::serve;
+pub use state::{ServerLimits, ServerState};

@@ -1,0 +1,253 @@
+//! Errors as `application/problem+json` (RFC 9457): a stable `type` a program can match on,
+//! a `title` and `detail` for people, and where it applies the field at fault and the limit
+//! broken.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use ratchet::{Error, StoreError};
+use serde::Serialize;
+
+/// The media type of a problem.
+const PROBLEM_JSON: &str = "application/problem+json";
+
+/// A refused or failed request, as the API answers it (boxed: handlers return it in every
+/// `Err`, which stays one pointer wide).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct Problem(Box<ProblemBody>);
+
+/// The fields of a [`Problem`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ProblemBody {
+    /// Stable identifier of the kind of problem: `urn:ratchet:problem:<kind>`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Short summary of the kind, the same for every problem of that kind.
+    pub title: &'static str,
+    /// The HTTP status code.
+    pub status: u16,
+    /// What went wrong with this request.
+    pub detail: String,
+    /// The field at fault, as a path into the request (`tasks[2].options.priority`), or the
+    /// query parameter or path segment.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// The limit that was broken.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    /// The position of the event that failed an append's condition.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub position: Option<u64>,
+}
+
+impl Problem {
+    /// A problem of `kind` (the last part of its `type`) with HTTP `status`.
+    pub fn new(
+        status: StatusCode,
+        kind: &str,
+        title: &'static str,
+        detail: impl Into<String>,
+    ) -> Self {
+        Self(Box::new(ProblemBody {
+            kind: format!("urn:ratchet:problem:{kind}"),
+            title,
+            status: status.as_u16(),
+            detail: detail.into(),
+            field: None,
+            limit: None,
+            position: None,
+        }))
+    }
+
+    /// Names the field at fault.
+    pub fn field(mut self, field: impl Into<String>) -> Self {
+        self.0.field = Some(field.into()).filter(|f: &String| !f.is_empty());
+        self
+    }
+
+    /// Names the limit broken.
+    pub fn limit(mut self, limit: u64) -> Self {
+        self.0.limit = Some(limit);
+        self
+    }
+
+    /// Names the event that failed an append's condition.
+    pub fn position(mut self, position: u64) -> Self {
+        self.0.position = Some(position);
+        self
+    }
+
+    /// 400: the request is not what the API reads (malformed JSON, a bad query string).
+    pub(crate) fn bad_request(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "bad-request",
+            "Malformed request",
+            detail,
+        )
+    }
+
+    /// 422: well-formed, but a value is not acceptable.
+    pub(crate) fn invalid(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid-input",
+            "Invalid input",
+            detail,
+        )
+    }
+
+    /// 404.
+    pub(crate) fn not_found(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not-found", "Not found", detail)
+    }
+
+    /// 413: a body or a batch over its limit.
+    pub(crate) fn too_large(detail: impl Into<String>, limit: u64) -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too-large",
+            "Request too large",
+            detail,
+        )
+        .limit(limit)
+    }
+
+    fn status_code(&self) -> StatusCode {
+        StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+    }
+}
+
+impl std::ops::Deref for Problem {
+    type Target = ProblemBody;
+
+    fn deref(&self) -> &ProblemBody {
+        &self.0
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let status = self.status_code();
+        if status.is_server_error() {
+            tracing::warn!(status = self.status, kind = %self.kind, detail = %self.detail, "request failed");
+        }
+        let body = serde_json::to_vec(&self).unwrap_or_default();
+        let mut response = (status, body).into_response();
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        response
+    }
+}
+
+impl From<Error> for Problem {
+    fn from(e: Error) -> Self {
+        let detail = e.to_string();
+        match e {
+            Error::NotFound(_) | Error::TaskNotFound(_) => Self::not_found(detail),
+            Error::AlreadyExists { .. } => Self::new(
+                StatusCode::CONFLICT,
+                "already-exists",
+                "Instance already exists",
+                detail,
+            )
+            .field("id"),
+            Error::Finished { .. } => Self::new(
+                StatusCode::CONFLICT,
+                "finished",
+                "Instance already finished",
+                detail,
+            ),
+            Error::UnknownOrchestration(_) | Error::UnknownTask(_) => Self::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "unknown-name",
+                "Nothing registered under this name",
+                detail,
+            )
+            .field("name"),
+            Error::TaskRefused { .. } => Self::new(
+                StatusCode::CONFLICT,
+                "task-state",
+                "Not possible in the task's state",
+                detail,
+            ),
+            Error::InvalidInput(_) | Error::Decode { .. } => Self::invalid(detail),
+            Error::PayloadTooLarge { limit, .. } => Self::too_large(detail, limit as u64),
+            Error::AppendConflict { position } => Self::new(
+                StatusCode::CONFLICT,
+                "append-conflict",
+                "Append condition failed",
+                detail,
+            )
+            .position(position.0),
+            Error::Timeout(_) | Error::TaskTimeout(_) => {
+                Self::new(StatusCode::REQUEST_TIMEOUT, "timeout", "Timed out", detail)
+            }
+            Error::Store(store) => Self::from(store),
+            Error::Closed => unavailable(detail),
+            _ => Self::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "Internal error",
+                detail,
+            ),
+        }
+    }
+}
+
+impl From<StoreError> for Problem {
+    fn from(e: StoreError) -> Self {
+        let detail = e.to_string();
+        match e {
+            StoreError::NotFound(_) => Self::not_found(detail),
+            StoreError::Invalid(_) => Self::invalid(detail),
+            StoreError::AlreadyExists { .. } => Self::new(
+                StatusCode::CONFLICT,
+                "already-exists",
+                "Instance already exists",
+                detail,
+            ),
+            StoreError::Closed | StoreError::Backend(_) => unavailable(detail),
+            _ => Self::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "Internal error",
+                detail,
+            ),
+        }
+    }
+}
+
+/// 503: the database is out of reach; the same request may succeed later.
+fn unavailable(detail: String) -> Problem {
+    Problem::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "unavailable",
+        "Service unavailable",
+        detail,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_map_to_statuses_with_stable_types() {
+        let p = Problem::from(Error::UnknownTask("nope".into()));
+        assert_eq!(p.status, 422);
+        assert_eq!(p.kind, "urn:ratchet:problem:unknown-name");
+        assert_eq!(p.field.as_deref(), Some("name"));
+        let p = Problem::from(Error::PayloadTooLarge {
+            what: "the input".into(),
+            size: 10,
+            limit: 5,
+        });
+        assert_eq!((p.status, p.limit), (413, Some(5)));
+        assert_eq!(Problem::from(Error::TaskNotFound(3)).status, 404);
+        let json = serde_json::to_value(Problem::not_found("x")).unwrap();
+        assert_eq!(json["type"], "urn:ratchet:problem:not-found");
+        assert!(json.get("field").is_none(), "absent fields are left out");
+    }
+}

@@ -1,0 +1,299 @@
+//! `/v1/events`: append (with a condition and an idempotency key), read a page by query,
+//! and follow live as Server-Sent Events, resuming after `Last-Event-ID`.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures::{Stream, StreamExt};
+use ratchet::{
+    AppendCondition, AppendOutcome, Direction, EventAppend, EventQuery, EventRead, NewEvent,
+    Position, QueryItem, StoredEvent,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{comma_list, page_size};
+use crate::extract::{JsonBody, QueryParams};
+use crate::problem::Problem;
+use crate::state::ServerState;
+
+pub(crate) fn routes() -> Router<ServerState> {
+    Router::new()
+        .route("/v1/events", post(append).get(read))
+        .route("/v1/events/query", post(query))
+        .route("/v1/events/stream", get(stream))
+}
+
+/// One event to append.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventInput {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    tags: Vec<String>,
+    #[serde(default)]
+    payload: Value,
+    #[serde(default)]
+    metadata: Value,
+}
+
+/// One item of a query: any of `types` (every type when empty), carrying all `tags`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ItemInput {
+    #[serde(default)]
+    types: Vec<String>,
+    #[serde(default)]
+    tags: Vec<String>,
+}
+
+fn to_query(items: Vec<ItemInput>) -> EventQuery {
+    EventQuery {
+        items: items
+            .into_iter()
+            .map(|i| QueryItem::new(i.types, i.tags))
+            .collect(),
+    }
+}
+
+/// Fail the append if an event matching `fail_if_events_match` was appended after `after`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConditionInput {
+    fail_if_events_match: Vec<ItemInput>,
+    #[serde(default)]
+    after: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AppendInput {
+    events: Vec<EventInput>,
+    #[serde(default)]
+    condition: Option<ConditionInput>,
+    #[serde(default)]
+    idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct AppendedView {
+    first: u64,
+    last: u64,
+    /// True when an append with the same idempotency key was made before: nothing was
+    /// appended, and the positions are the first append's.
+    duplicate: bool,
+}
+
+async fn append(
+    State(state): State<ServerState>,
+    JsonBody(input): JsonBody<AppendInput>,
+) -> Result<Response, Problem> {
+    let append = EventAppend {
+        events: input
+            .events
+            .into_iter()
+            .map(|e| NewEvent::new(e.kind, e.tags, e.payload).with_metadata(e.metadata))
+            .collect(),
+        condition: input.condition.map(|c| AppendCondition {
+            fail_if_events_match: to_query(c.fail_if_events_match),
+            after: c.after.map(Position),
+        }),
+        idempotency_key: input.idempotency_key,
+    };
+    let (status, first, last, duplicate) = match state.client.events().submit(append).await? {
+        AppendOutcome::Appended { first, last } => (StatusCode::CREATED, first, last, false),
+        AppendOutcome::Duplicate { first, last } => (StatusCode::OK, first, last, true),
+        AppendOutcome::Conflict { position } => {
+            return Err(ratchet::Error::AppendConflict { position }.into())
+        }
+        other => {
+            return Err(Problem::from(ratchet::Error::InvalidInput(format!(
+                "the store answered the append with {other:?}"
+            ))))
+        }
+    };
+    let body = AppendedView {
+        first: first.0,
+        last: last.0,
+        duplicate,
+    };
+    Ok((status, Json(body)).into_response())
+}
+
+/// A page of events.
+#[derive(Debug, Serialize)]
+struct EventPageView {
+    events: Vec<StoredEvent>,
+    /// The store's last position when the page was read.
+    head: u64,
+    /// Pass as `after` (forward) or `before` (backward) for the next page; absent when this
+    /// page was not full.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum DirectionParam {
+    #[default]
+    Forward,
+    Backward,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadParams {
+    /// Types, comma-separated (any of them).
+    types: Option<String>,
+    /// `key:value` tags, comma-separated (all of them).
+    tags: Option<String>,
+    after: Option<u64>,
+    before: Option<u64>,
+    limit: Option<u32>,
+    #[serde(default)]
+    direction: DirectionParam,
+}
+
+/// A read with a query of many items, in the body.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct QueryInput {
+    #[serde(default)]
+    query: Vec<ItemInput>,
+    #[serde(default)]
+    after: Option<u64>,
+    #[serde(default)]
+    before: Option<u64>,
+    #[serde(default)]
+    limit: Option<u32>,
+    #[serde(default)]
+    direction: DirectionParam,
+}
+
+fn one_item(types: Option<&str>, tags: Option<&str>) -> EventQuery {
+    let (types, tags) = (comma_list(types), comma_list(tags));
+    if types.is_empty() && tags.is_empty() {
+        EventQuery::all()
+    } else {
+        EventQuery::item(QueryItem::new(types, tags))
+    }
+}
+
+async fn read(
+    State(state): State<ServerState>,
+    QueryParams(p): QueryParams<ReadParams>,
+) -> Result<Json<EventPageView>, Problem> {
+    let query = one_item(p.types.as_deref(), p.tags.as_deref());
+    page(&state, query, p.after, p.before, p.limit, p.direction).await
+}
+
+async fn query(
+    State(state): State<ServerState>,
+    JsonBody(q): JsonBody<QueryInput>,
+) -> Result<Json<EventPageView>, Problem> {
+    page(
+        &state,
+        to_query(q.query),
+        q.after,
+        q.before,
+        q.limit,
+        q.direction,
+    )
+    .await
+}
+
+async fn page(
+    state: &ServerState,
+    query: EventQuery,
+    after: Option<u64>,
+    before: Option<u64>,
+    limit: Option<u32>,
+    direction: DirectionParam,
+) -> Result<Json<EventPageView>, Problem> {
+    let limit = page_size(limit, 100, state)?;
+    let read = EventRead {
+        query,
+        after: after.map(Position),
+        before: before.map(Position),
+        limit,
+        direction: match direction {
+            DirectionParam::Forward => Direction::Forward,
+            DirectionParam::Backward => Direction::Backward,
+        },
+    };
+    let page = state.client.events().read_with(read).await?;
+    let next = (page.events.len() == limit as usize)
+        .then(|| page.events.last().map(|e| e.position.0))
+        .flatten();
+    Ok(Json(EventPageView {
+        events: page.events,
+        head: page.head.0,
+        next,
+    }))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StreamParams {
+    types: Option<String>,
+    tags: Option<String>,
+    /// Start after this position (default: from the first event); a `Last-Event-ID` header,
+    /// which browsers send when they reconnect, wins over it.
+    after: Option<u64>,
+}
+
+/// Every matching event after the start, then each new one as it is appended; each SSE
+/// message's id is the event's position, so a reconnecting client resumes where it was and
+/// loses or repeats nothing.
+async fn stream(
+    State(state): State<ServerState>,
+    headers: HeaderMap,
+    QueryParams(p): QueryParams<StreamParams>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Problem> {
+    let query = one_item(p.types.as_deref(), p.tags.as_deref());
+    query
+        .validate()
+        .map_err(|e| Problem::invalid(e.to_string()))?;
+    let last_id = match headers.get("last-event-id") {
+        Some(v) => Some(
+            v.to_str()
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .ok_or_else(|| {
+                    Problem::bad_request("Last-Event-ID must be an event position")
+                        .field("Last-Event-ID")
+                })?,
+        ),
+        None => None,
+    };
+    let after = last_id.or(p.after).map(Position);
+    let events = state
+        .client
+        .events()
+        .subscribe(query, after)
+        .filter_map(|item| async move {
+            match item {
+                Ok(event) => {
+                    let data = serde_json::to_string(&event).unwrap_or_default();
+                    // No SSE event name: a browser's `onmessage` sees every event, and the
+                    // type is in the data.
+                    Some(Ok(Event::default()
+                        .id(event.position.0.to_string())
+                        .data(data)))
+                }
+                // The subscription carries on after a pause; the client needs no word of it.
+                Err(e) => {
+                    tracing::warn!(error = %e, "event stream: reading failed; retrying");
+                    None
+                }
+            }
+        });
+    Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}

@@ -1,0 +1,486 @@
+//! `/v1/instances`: start (one or a batch), get, list, history, signal, cancel, terminate,
+//! wait.
+
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use ratchet::{
+    Error, ErrorInfo, HistoryEvent, IfExists, InstanceFilter, InstanceRecord, InstanceStatus,
+    StartOptions, Timestamp,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{comma_list, page_size};
+use crate::extract::{parse_json, JsonBody, PathParam, QueryParams};
+use crate::problem::Problem;
+use crate::state::ServerState;
+use crate::time::{parse_rfc3339, rfc3339};
+
+pub(crate) fn routes() -> Router<ServerState> {
+    Router::new()
+        .route("/v1/instances", post(start).get(list))
+        .route("/v1/instances/batch", post(start_batch))
+        .route("/v1/instances/{id}", get(show))
+        .route("/v1/instances/{id}/history", get(history))
+        .route("/v1/instances/{id}/signals", post(signal))
+        .route("/v1/instances/{id}/cancel", post(cancel))
+        .route("/v1/instances/{id}/terminate", post(terminate))
+        .route("/v1/instances/{id}/wait", get(wait))
+}
+
+/// An instance as the API shows it.
+#[derive(Debug, Serialize)]
+pub(crate) struct InstanceView {
+    id: String,
+    name: String,
+    version: Option<u32>,
+    status: InstanceStatus,
+    execution: u32,
+    input: Value,
+    output: Option<Value>,
+    error: Option<ErrorInfo>,
+    custom_status: Option<Value>,
+    parent: Option<ParentView>,
+    history_len: u32,
+    created_at: String,
+    updated_at: String,
+    finished_at: Option<String>,
+}
+
+/// The parent of a sub-orchestration: its instance, the execution and the step that started
+/// this one.
+#[derive(Debug, Serialize)]
+struct ParentView {
+    instance: String,
+    execution: u32,
+    seq: u32,
+}
+
+impl From<InstanceRecord> for InstanceView {
+    fn from(r: InstanceRecord) -> Self {
+        Self {
+            parent: r.parent.map(|p| ParentView {
+                instance: p.instance,
+                execution: p.execution,
+                seq: p.seq,
+            }),
+            id: r.id,
+            name: r.name,
+            version: r.version,
+            status: r.status,
+            execution: r.execution,
+            input: r.input,
+            output: r.output,
+            error: r.error,
+            custom_status: r.custom_status,
+            history_len: r.history_len,
+            created_at: rfc3339(r.created_at),
+            updated_at: rfc3339(r.updated_at),
+            finished_at: r.finished_at.map(rfc3339),
+        }
+    }
+}
+
+/// What to do when the id is taken.
+#[derive(Clone, Copy, Debug, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum IfExistsParam {
+    /// Refuse with 409.
+    #[default]
+    Fail,
+    /// Answer with the existing instance (an idempotent start).
+    UseExisting,
+    /// Start afresh if the existing one finished; otherwise 409.
+    RestartIfFinished,
+}
+
+impl From<IfExistsParam> for IfExists {
+    fn from(p: IfExistsParam) -> Self {
+        match p {
+            IfExistsParam::Fail => IfExists::Fail,
+            IfExistsParam::UseExisting => IfExists::UseExisting,
+            IfExistsParam::RestartIfFinished => IfExists::RestartIfFinished,
+        }
+    }
+}
+
+/// A start.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StartRequest {
+    /// The orchestration.
+    name: String,
+    /// Its input (default `null`).
+    #[serde(default)]
+    input: Value,
+    /// The instance id (default: a new UUID).
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    if_exists: IfExistsParam,
+}
+
+impl StartRequest {
+    fn options(&self) -> StartOptions {
+        StartOptions {
+            id: self.id.clone(),
+            if_exists: self.if_exists.into(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct Started {
+    id: String,
+}
+
+async fn start(
+    State(state): State<ServerState>,
+    JsonBody(req): JsonBody<StartRequest>,
+) -> Result<Response, Problem> {
+    let handle = state
+        .client
+        .start_with(&req.name, &req.input, req.options())
+        .await?;
+    let id = handle.id().to_string();
+    Ok(created(&format!("/v1/instances/{id}"), Started { id }))
+}
+
+/// 201 with a `Location`.
+fn created(location: &str, body: impl Serialize) -> Response {
+    let mut response = (StatusCode::CREATED, Json(body)).into_response();
+    if let Ok(value) = location.parse() {
+        response.headers_mut().insert(header::LOCATION, value);
+    }
+    response
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StartBatch {
+    instances: Vec<StartRequest>,
+}
+
+/// The outcome of one start of a batch: its id, or the problem that refused it.
+#[derive(Debug, Serialize)]
+struct BatchItem {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    problem: Option<Problem>,
+}
+
+/// Many starts: every item is checked first, and one bad item refuses the whole batch
+/// before anything is written; the starts then run concurrently, so the client merges them
+/// into as few store calls as it can, and each reports its own outcome (an id taken).
+async fn start_batch(
+    State(state): State<ServerState>,
+    JsonBody(batch): JsonBody<StartBatch>,
+) -> Result<Json<Vec<BatchItem>>, Problem> {
+    let max = state.limits.max_batch;
+    if batch.instances.len() > max {
+        return Err(Problem::too_large(
+            format!(
+                "{} starts in one batch; at most {max} are allowed",
+                batch.instances.len()
+            ),
+            max as u64,
+        )
+        .field("instances"));
+    }
+    for (i, req) in batch.instances.iter().enumerate() {
+        state
+            .client
+            .check_start(&req.name, &req.input, &req.options())
+            .map_err(|e| {
+                let p = Problem::from(e);
+                let field = match &p.field {
+                    Some(f) => format!("instances[{i}].{f}"),
+                    None => format!("instances[{i}]"),
+                };
+                p.field(field)
+            })?;
+    }
+    let starts = batch.instances.iter().map(|req| {
+        state
+            .client
+            .start_with(&req.name, &req.input, req.options())
+    });
+    let outcomes = futures::future::join_all(starts).await;
+    Ok(Json(
+        outcomes
+            .into_iter()
+            .map(|o| match o {
+                Ok(handle) => BatchItem {
+                    id: Some(handle.id().to_string()),
+                    problem: None,
+                },
+                Err(e) => BatchItem {
+                    id: None,
+                    problem: Some(e.into()),
+                },
+            })
+            .collect(),
+    ))
+}
+
+async fn show(
+    State(state): State<ServerState>,
+    PathParam(id): PathParam<String>,
+) -> Result<Json<InstanceView>, Problem> {
+    Ok(Json(state.client.status(&id).await?.into()))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListParams {
+    /// Statuses, comma-separated.
+    status: Option<String>,
+    name: Option<String>,
+    created_after: Option<String>,
+    created_before: Option<String>,
+    limit: Option<u32>,
+    /// The `next` cursor of the previous page.
+    cursor: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct InstancePage {
+    items: Vec<InstanceView>,
+    /// Pass as `cursor` for the next page; absent on the last.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next: Option<String>,
+}
+
+/// Newest first, a page at a time by keyset (creation time and id), never by offset.
+async fn list(
+    State(state): State<ServerState>,
+    QueryParams(params): QueryParams<ListParams>,
+) -> Result<Json<InstancePage>, Problem> {
+    let limit = page_size(params.limit, 100, &state)?;
+    let statuses = comma_list(params.status.as_deref())
+        .iter()
+        .map(|s| s.parse::<InstanceStatus>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Problem::invalid(e).field("status"))?;
+    let time = |text: &Option<String>, field: &str| {
+        text.as_deref()
+            .map(|t| parse_rfc3339(t).map_err(|e| Problem::invalid(e).field(field)))
+            .transpose()
+    };
+    let filter = InstanceFilter {
+        statuses,
+        name: params.name,
+        created_after: time(&params.created_after, "created_after")?,
+        created_before: time(&params.created_before, "created_before")?,
+        // One more than the page tells whether there is a next.
+        limit: Some(limit + 1),
+        after: params.cursor.as_deref().map(decode_cursor).transpose()?,
+    };
+    let mut records = state.client.list(filter).await?;
+    let more = records.len() > limit as usize;
+    records.truncate(limit as usize);
+    let next = more
+        .then(|| records.last().map(|r| encode_cursor(r.created_at, &r.id)))
+        .flatten();
+    Ok(Json(InstancePage {
+        items: records.into_iter().map(InstanceView::from).collect(),
+        next,
+    }))
+}
+
+fn encode_cursor(at: Timestamp, id: &str) -> String {
+    URL_SAFE_NO_PAD.encode(format!("{}/{id}", at.as_millis()))
+}
+
+fn decode_cursor(text: &str) -> Result<(Timestamp, String), Problem> {
+    let bad = || Problem::invalid("not a cursor this server gave").field("cursor");
+    let raw = URL_SAFE_NO_PAD.decode(text).map_err(|_| bad())?;
+    let raw = String::from_utf8(raw).map_err(|_| bad())?;
+    let (at, id) = raw.split_once('/').ok_or_else(bad)?;
+    Ok((Timestamp(at.parse().map_err(|_| bad())?), id.to_string()))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HistoryParams {
+    /// Only events after this index of the history (the `next` of the previous page).
+    after: Option<usize>,
+    limit: Option<u32>,
+}
+
+#[derive(Debug, Serialize)]
+struct HistoryItem {
+    /// Its index in this listing: pass as `after` to read on from it.
+    index: usize,
+    execution: u32,
+    seq: u32,
+    event: HistoryEvent,
+}
+
+#[derive(Debug, Serialize)]
+struct HistoryPage {
+    items: Vec<HistoryItem>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next: Option<usize>,
+}
+
+async fn history(
+    State(state): State<ServerState>,
+    PathParam(id): PathParam<String>,
+    QueryParams(params): QueryParams<HistoryParams>,
+) -> Result<Json<HistoryPage>, Problem> {
+    let limit = page_size(params.limit, 1000, &state)? as usize;
+    // An unknown id is a 404, not an empty history.
+    state.client.status(&id).await?;
+    let all = state.client.history(&id).await?;
+    let from = params.after.map_or(0, |a| a + 1);
+    let items: Vec<HistoryItem> = all
+        .into_iter()
+        .enumerate()
+        .skip(from)
+        .take(limit + 1)
+        .map(|(index, r)| HistoryItem {
+            index,
+            execution: r.execution,
+            seq: r.seq,
+            event: r.event,
+        })
+        .collect();
+    let mut items = items;
+    let next = (items.len() > limit).then(|| items[limit - 1].index);
+    items.truncate(limit);
+    Ok(Json(HistoryPage { items, next }))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SignalRequest {
+    name: String,
+    #[serde(default)]
+    payload: Value,
+    /// Raise at most once per this id.
+    #[serde(default)]
+    dedup_id: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct Signalled {
+    /// False when a signal with the same dedup id was raised before (nothing was raised).
+    raised: bool,
+}
+
+async fn signal(
+    State(state): State<ServerState>,
+    PathParam(id): PathParam<String>,
+    JsonBody(req): JsonBody<SignalRequest>,
+) -> Result<Response, Problem> {
+    let raised = match &req.dedup_id {
+        Some(dedup) => {
+            state
+                .client
+                .signal_once(&id, &req.name, &req.payload, dedup)
+                .await?
+        }
+        None => {
+            state.client.signal(&id, &req.name, &req.payload).await?;
+            true
+        }
+    };
+    let status = if raised {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(Signalled { raised })).into_response())
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StopRequest {
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// The body of a cancel or terminate is optional: `{"reason": "..."}` or nothing.
+fn reason(body: &[u8], default: &str) -> Result<String, Problem> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(default.to_string());
+    }
+    let stop: StopRequest = parse_json(body)?;
+    Ok(stop.reason.unwrap_or_else(|| default.to_string()))
+}
+
+async fn cancel(
+    State(state): State<ServerState>,
+    PathParam(id): PathParam<String>,
+    body: Bytes,
+) -> Result<StatusCode, Problem> {
+    let reason = reason(&body, "cancelled through the API")?;
+    state.client.cancel(&id, &reason).await?;
+    Ok(StatusCode::ACCEPTED)
+}
+
+async fn terminate(
+    State(state): State<ServerState>,
+    PathParam(id): PathParam<String>,
+    body: Bytes,
+) -> Result<StatusCode, Problem> {
+    let reason = reason(&body, "terminated through the API")?;
+    state.client.terminate(&id, &reason).await?;
+    Ok(StatusCode::ACCEPTED)
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WaitParams {
+    /// How long to hold the request open, in milliseconds (default 30 s, at most the server's
+    /// limit).
+    timeout_ms: Option<u64>,
+}
+
+/// A long poll: answers as soon as the instance finishes (woken by the client's hub, which
+/// the runtime and the store's notifications feed), or with its current state at the timeout.
+async fn wait(
+    State(state): State<ServerState>,
+    PathParam(id): PathParam<String>,
+    QueryParams(params): QueryParams<WaitParams>,
+) -> Result<Json<InstanceView>, Problem> {
+    let timeout =
+        Duration::from_millis(params.timeout_ms.unwrap_or(30_000)).min(state.limits.max_wait);
+    match state.client.wait(&id, timeout).await {
+        Ok(_) | Err(Error::Timeout(_)) | Err(Error::Failed { .. }) | Err(Error::Decode { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    Ok(Json(state.client.status(&id).await?.into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_refuse_forgeries() {
+        let cursor = encode_cursor(Timestamp(1_795_000_000_123), "order/7");
+        assert_eq!(
+            decode_cursor(&cursor).unwrap(),
+            (Timestamp(1_795_000_000_123), "order/7".to_string())
+        );
+        assert_eq!(decode_cursor("%%%").unwrap_err().status, 422);
+        assert_eq!(
+            decode_cursor(&URL_SAFE_NO_PAD.encode("x/y"))
+                .unwrap_err()
+                .field
+                .as_deref(),
+            Some("cursor")
+        );
+    }
+}

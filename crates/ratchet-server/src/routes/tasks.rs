@@ -1,0 +1,454 @@
+//! `/v1/tasks`: enqueue (one or a batch, every task option), get, list, wait, cancel, retry,
+//! discard (one or many).
+
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use ratchet::{
+    EnqueueOutcome, Error, ErrorInfo, RetryPolicy, TaskActionOutcome, TaskFilter, TaskId,
+    TaskOptions, TaskRecord, TaskRequest, TaskState,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{comma_list, page_size};
+use crate::extract::{JsonBody, PathParam, QueryParams};
+use crate::problem::Problem;
+use crate::state::ServerState;
+use crate::time::{parse_rfc3339, rfc3339};
+
+pub(crate) fn routes() -> Router<ServerState> {
+    Router::new()
+        .route("/v1/tasks", post(enqueue).get(list))
+        .route("/v1/tasks/batch", post(enqueue_batch))
+        .route("/v1/tasks/cancel", post(act_many_cancel))
+        .route("/v1/tasks/retry", post(act_many_retry))
+        .route("/v1/tasks/discard", post(act_many_discard))
+        .route("/v1/tasks/{id}", get(show))
+        .route("/v1/tasks/{id}/wait", get(wait))
+        .route("/v1/tasks/{id}/cancel", post(cancel))
+        .route("/v1/tasks/{id}/retry", post(retry))
+        .route("/v1/tasks/{id}/discard", post(discard))
+}
+
+/// A task as the API shows it.
+#[derive(Debug, Serialize)]
+pub(crate) struct TaskView {
+    id: i64,
+    queue: String,
+    name: String,
+    state: TaskState,
+    priority: i16,
+    attempt: u32,
+    max_attempts: u32,
+    input: Value,
+    output: Option<Value>,
+    error: Option<ErrorInfo>,
+    unique_key: Option<String>,
+    metadata: Option<Value>,
+    created_at: String,
+    /// When it may run next (unfinished tasks).
+    run_at: String,
+    finished_at: Option<String>,
+}
+
+impl From<TaskRecord> for TaskView {
+    fn from(t: TaskRecord) -> Self {
+        Self {
+            id: t.id.0,
+            queue: t.queue,
+            name: t.name,
+            state: t.state,
+            priority: t.priority,
+            attempt: t.attempt,
+            max_attempts: t.max_attempts,
+            input: t.input,
+            output: t.output,
+            error: t.error,
+            unique_key: t.unique_key,
+            metadata: t.metadata,
+            created_at: rfc3339(t.created_at),
+            run_at: rfc3339(t.visible_at),
+            finished_at: t.finished_at.map(rfc3339),
+        }
+    }
+}
+
+/// Retries of a task; absent fields keep the defaults.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RetryInput {
+    max_attempts: Option<u32>,
+    initial_interval_ms: Option<u64>,
+    backoff: Option<f64>,
+    max_interval_ms: Option<u64>,
+    non_retryable: Option<Vec<String>>,
+    jitter: Option<f64>,
+}
+
+/// A task's options; absent fields keep the defaults (queue `default`, priority 0, 20
+/// attempts, 5 minutes per attempt).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OptionsInput {
+    queue: Option<String>,
+    priority: Option<i16>,
+    /// Not run before this time (RFC 3339).
+    run_at: Option<String>,
+    delay_ms: Option<u64>,
+    retry: Option<RetryInput>,
+    timeout_ms: Option<u64>,
+    unique_key: Option<String>,
+    metadata: Option<Value>,
+}
+
+impl OptionsInput {
+    /// The options, or the problem with one of them (its field relative to `options`).
+    fn into_options(self) -> Result<TaskOptions, Problem> {
+        let defaults = TaskOptions::default();
+        let retry = self.retry.unwrap_or_default();
+        let d = defaults.retry.clone();
+        let policy = RetryPolicy {
+            max_attempts: retry.max_attempts.unwrap_or(d.max_attempts),
+            initial_interval_ms: retry.initial_interval_ms.unwrap_or(d.initial_interval_ms),
+            backoff: retry.backoff.unwrap_or(d.backoff),
+            max_interval_ms: retry.max_interval_ms.unwrap_or(d.max_interval_ms),
+            non_retryable: retry.non_retryable.unwrap_or(d.non_retryable),
+            jitter: retry.jitter.unwrap_or(d.jitter),
+        };
+        if policy.max_attempts == 0 {
+            return Err(
+                Problem::invalid("max_attempts must be at least 1").field("retry.max_attempts")
+            );
+        }
+        if !policy.backoff.is_finite() || policy.backoff < 1.0 {
+            return Err(Problem::invalid("backoff must be a number from 1").field("retry.backoff"));
+        }
+        if !(0.0..=1.0).contains(&policy.jitter) {
+            return Err(Problem::invalid("jitter must be from 0 to 1").field("retry.jitter"));
+        }
+        let run_at = self
+            .run_at
+            .as_deref()
+            .map(parse_rfc3339)
+            .transpose()
+            .map_err(|e| Problem::invalid(e).field("run_at"))?;
+        Ok(TaskOptions {
+            queue: self.queue.unwrap_or(defaults.queue),
+            priority: self.priority.unwrap_or(defaults.priority),
+            run_at,
+            delay_ms: self.delay_ms.unwrap_or(defaults.delay_ms),
+            retry: policy,
+            timeout_ms: self.timeout_ms.unwrap_or(defaults.timeout_ms),
+            unique_key: self.unique_key,
+            metadata: self.metadata,
+        })
+    }
+}
+
+/// A task to enqueue.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EnqueueRequest {
+    name: String,
+    #[serde(default)]
+    input: Value,
+    #[serde(default)]
+    options: OptionsInput,
+}
+
+/// The outcome of an enqueue.
+#[derive(Debug, Serialize)]
+struct Enqueued {
+    id: i64,
+    /// True when an unfinished task held the unique key: nothing was enqueued, and `id` is
+    /// that task's.
+    duplicate: bool,
+}
+
+impl From<EnqueueOutcome> for Enqueued {
+    fn from(o: EnqueueOutcome) -> Self {
+        Self {
+            id: o.id().0,
+            duplicate: matches!(o, EnqueueOutcome::Duplicate(_)),
+        }
+    }
+}
+
+/// Checks each request alone (so a refusal names the item at fault), then returns them as
+/// the client takes them.
+fn requests(
+    state: &ServerState,
+    items: Vec<EnqueueRequest>,
+    prefix: &str,
+) -> Result<Vec<TaskRequest>, Problem> {
+    let at = |i: usize, field: Option<&str>| {
+        let item = if prefix.is_empty() {
+            String::new()
+        } else {
+            format!("{prefix}[{i}]")
+        };
+        match field {
+            Some(f) if item.is_empty() => f.to_string(),
+            Some(f) => format!("{item}.{f}"),
+            None => item,
+        }
+    };
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let options = item.options.into_options().map_err(|p| {
+                let field = p.field.clone().map(|f| format!("options.{f}"));
+                p.field(at(i, field.as_deref()))
+            })?;
+            let request = TaskRequest {
+                name: item.name,
+                input: item.input,
+                options,
+            };
+            state
+                .client
+                .prepare_tasks(vec![request.clone()])
+                .map_err(|e| {
+                    let p = Problem::from(e);
+                    let field = p.field.clone();
+                    p.field(at(i, field.as_deref()))
+                })?;
+            Ok(request)
+        })
+        .collect()
+}
+
+async fn enqueue(
+    State(state): State<ServerState>,
+    JsonBody(req): JsonBody<EnqueueRequest>,
+) -> Result<Response, Problem> {
+    let requests = requests(&state, vec![req], "")?;
+    let outcome = state
+        .client
+        .enqueue_many(requests)
+        .await?
+        .pop()
+        .ok_or_else(|| {
+            Problem::from(Error::InvalidInput("the store returned no outcome".into()))
+        })?;
+    let status = if matches!(outcome, EnqueueOutcome::Duplicate(_)) {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    Ok((status, Json(Enqueued::from(outcome))).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EnqueueBatch {
+    tasks: Vec<EnqueueRequest>,
+}
+
+/// Many tasks in one store round trip, all or nothing.
+async fn enqueue_batch(
+    State(state): State<ServerState>,
+    JsonBody(batch): JsonBody<EnqueueBatch>,
+) -> Result<Response, Problem> {
+    let max = state.limits.max_batch;
+    if batch.tasks.len() > max {
+        return Err(Problem::too_large(
+            format!(
+                "{} tasks in one batch; at most {max} are allowed",
+                batch.tasks.len()
+            ),
+            max as u64,
+        )
+        .field("tasks"));
+    }
+    let requests = requests(&state, batch.tasks, "tasks")?;
+    let outcomes = state.client.enqueue_many(requests).await?;
+    let body: Vec<Enqueued> = outcomes.into_iter().map(Enqueued::from).collect();
+    Ok((StatusCode::CREATED, Json(body)).into_response())
+}
+
+async fn show(
+    State(state): State<ServerState>,
+    PathParam(id): PathParam<i64>,
+) -> Result<Json<TaskView>, Problem> {
+    Ok(Json(state.client.task(TaskId(id)).await?.into()))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListParams {
+    queue: Option<String>,
+    /// States, comma-separated.
+    state: Option<String>,
+    name: Option<String>,
+    limit: Option<u32>,
+}
+
+/// Newest first.
+async fn list(
+    State(state): State<ServerState>,
+    QueryParams(params): QueryParams<ListParams>,
+) -> Result<Json<Vec<TaskView>>, Problem> {
+    let limit = page_size(params.limit, 100, &state)?;
+    let states = comma_list(params.state.as_deref())
+        .iter()
+        .map(|s| s.parse::<TaskState>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Problem::invalid(e).field("state"))?;
+    let filter = TaskFilter {
+        queue: params.queue,
+        states,
+        name: params.name,
+        limit: Some(limit),
+    };
+    let tasks = state.client.tasks(filter).await?;
+    Ok(Json(tasks.into_iter().map(TaskView::from).collect()))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WaitParams {
+    timeout_ms: Option<u64>,
+}
+
+/// Answers when the task finishes, or with its current state at the timeout.
+async fn wait(
+    State(state): State<ServerState>,
+    PathParam(id): PathParam<i64>,
+    QueryParams(params): QueryParams<WaitParams>,
+) -> Result<Json<TaskView>, Problem> {
+    let timeout =
+        Duration::from_millis(params.timeout_ms.unwrap_or(30_000)).min(state.limits.max_wait);
+    let record = match state.client.task_wait(TaskId(id), timeout).await {
+        Ok(record) => record,
+        Err(Error::TaskTimeout(_)) => state.client.task(TaskId(id)).await?,
+        Err(e) => return Err(e.into()),
+    };
+    Ok(Json(record.into()))
+}
+
+#[derive(Debug, Serialize)]
+struct Acted {
+    /// `done`, or `requested` for a running task that stops when its worker next hears from
+    /// the store.
+    outcome: &'static str,
+}
+
+async fn cancel(
+    State(state): State<ServerState>,
+    PathParam(id): PathParam<i64>,
+) -> Result<Json<Acted>, Problem> {
+    let outcome = match state.client.task_cancel(TaskId(id)).await? {
+        TaskActionOutcome::Requested => "requested",
+        _ => "done",
+    };
+    Ok(Json(Acted { outcome }))
+}
+
+async fn retry(
+    State(state): State<ServerState>,
+    PathParam(id): PathParam<i64>,
+) -> Result<Json<Acted>, Problem> {
+    state.client.task_retry(TaskId(id)).await?;
+    Ok(Json(Acted { outcome: "done" }))
+}
+
+async fn discard(
+    State(state): State<ServerState>,
+    PathParam(id): PathParam<i64>,
+) -> Result<Json<Acted>, Problem> {
+    state.client.task_discard(TaskId(id)).await?;
+    Ok(Json(Acted { outcome: "done" }))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ManyIds {
+    ids: Vec<i64>,
+}
+
+/// The outcome of an action on one task of many.
+#[derive(Debug, Serialize)]
+struct ActedOn {
+    id: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    outcome: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    problem: Option<Problem>,
+}
+
+#[derive(Clone, Copy)]
+enum Action {
+    Cancel,
+    Retry,
+    Discard,
+}
+
+/// An action on many tasks: each applies or is refused alone.
+async fn act_many(
+    state: ServerState,
+    ids: Vec<i64>,
+    action: Action,
+) -> Result<Json<Vec<ActedOn>>, Problem> {
+    let max = state.limits.max_batch;
+    if ids.len() > max {
+        return Err(Problem::too_large(
+            format!("{} ids; at most {max} are allowed", ids.len()),
+            max as u64,
+        )
+        .field("ids"));
+    }
+    let calls = ids.iter().map(|&id| {
+        let client = state.client.clone();
+        async move {
+            let outcome = match action {
+                Action::Cancel => client.task_cancel(TaskId(id)).await.map(|o| match o {
+                    TaskActionOutcome::Requested => "requested",
+                    _ => "done",
+                }),
+                Action::Retry => client.task_retry(TaskId(id)).await.map(|()| "done"),
+                Action::Discard => client.task_discard(TaskId(id)).await.map(|()| "done"),
+            };
+            match outcome {
+                Ok(o) => ActedOn {
+                    id,
+                    outcome: Some(o),
+                    problem: None,
+                },
+                Err(e) => ActedOn {
+                    id,
+                    outcome: None,
+                    problem: Some(e.into()),
+                },
+            }
+        }
+    });
+    Ok(Json(futures::future::join_all(calls).await))
+}
+
+async fn act_many_cancel(
+    State(state): State<ServerState>,
+    JsonBody(body): JsonBody<ManyIds>,
+) -> Result<Json<Vec<ActedOn>>, Problem> {
+    act_many(state, body.ids, Action::Cancel).await
+}
+
+async fn act_many_retry(
+    State(state): State<ServerState>,
+    JsonBody(body): JsonBody<ManyIds>,
+) -> Result<Json<Vec<ActedOn>>, Problem> {
+    act_many(state, body.ids, Action::Retry).await
+}
+
+async fn act_many_discard(
+    State(state): State<ServerState>,
+    JsonBody(body): JsonBody<ManyIds>,
+) -> Result<Json<Vec<ActedOn>>, Problem> {
+    act_many(state, body.ids, Action::Discard).await
+}
