@@ -1,0 +1,604 @@
+//! `ratchet server` as a real process, driven over HTTP on SQLite and on PostgreSQL: every
+//! route, problem+json for each kind of bad input with nothing written, the long-poll wait,
+//! the event stream resuming after a dropped connection, two servers on one database, and a
+//! graceful stop.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+/// A `ratchet server` process on a free port, killed when dropped.
+struct Server {
+    child: Child,
+    base: String,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Server {
+    fn start(store_args: &[String], extra: &[&str]) -> Server {
+        let mut child = common::ratchet(store_args)
+            .args(["server", "--listen", "127.0.0.1:0", "--poll-ms", "200"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn ratchet server");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the server said where it serves");
+        let base = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| panic!("no address in {line:?}"))
+            .to_string();
+        Server {
+            child,
+            base,
+            lines: rx,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// SIGTERM; returns once it exited, asserting it stopped cleanly.
+    fn stop(&mut self) {
+        let pid = self.child.id().to_string();
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status();
+        let status = self.child.wait().expect("reap");
+        assert!(status.success(), "server exited with {status}");
+        let said: Vec<String> =
+            std::iter::from_fn(|| self.lines.recv_timeout(Duration::from_secs(10)).ok()).collect();
+        assert!(
+            said.iter().any(|l| l == "server stopped"),
+            "last words: {said:?}"
+        );
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::new()
+}
+
+async fn post(server: &Server, path: &str, body: Value) -> (StatusCode, Value) {
+    let response = http()
+        .post(server.url(path))
+        .json(&body)
+        .send()
+        .await
+        .expect("request");
+    answer(response).await
+}
+
+async fn get(server: &Server, path: &str) -> (StatusCode, Value) {
+    answer(http().get(server.url(path)).send().await.expect("request")).await
+}
+
+async fn answer(response: reqwest::Response) -> (StatusCode, Value) {
+    let status = response.status();
+    let problem = response.headers().get("content-type").is_some_and(|v| {
+        v.to_str()
+            .unwrap_or("")
+            .starts_with("application/problem+json")
+    });
+    let text = response.text().await.expect("body");
+    let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    if status.is_client_error() || status.is_server_error() {
+        assert!(problem, "an error is problem+json: {status} {value}");
+        assert_eq!(value["status"], status.as_u16(), "{value}");
+        assert!(
+            value["type"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("urn:ratchet:problem:")),
+            "{value}"
+        );
+    }
+    (status, value)
+}
+
+fn order(id: &str) -> Value {
+    json!({"name": "order", "id": id,
+           "input": {"id": id, "items": ["book"], "amount_cents": 100, "step_ms": 0}})
+}
+
+/// Starts, lists, pages, waits, signals, cancels, terminates and reads history.
+async fn instances(server: &Server) {
+    let (status, started) = post(server, "/v1/instances", order("o1")).await;
+    assert_eq!(status, StatusCode::CREATED, "{started}");
+    assert_eq!(started["id"], "o1");
+    // A long poll held open while the order waits for its signal wakes when it finishes.
+    let waiting = {
+        let url = server.url("/v1/instances/o1/wait?timeout_ms=30000");
+        tokio::spawn(async move {
+            let asked = Instant::now();
+            let (status, body) = answer(http().get(url).send().await.unwrap()).await;
+            (status, body, asked.elapsed())
+        })
+    };
+    // The signal goes in once the order waits for it (its custom status says so).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, o1) = get(server, "/v1/instances/o1").await;
+        if o1["custom_status"] == "awaiting-delivery" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the order never awaited delivery: {o1}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // A signal it does not wait for is kept; its repeat under the same dedup id is not.
+    let noise = json!({"name": "noise", "dedup_id": "n1"});
+    let (status, raised) = post(server, "/v1/instances/o1/signals", noise.clone()).await;
+    assert_eq!(
+        (status, raised["raised"].clone()),
+        (StatusCode::ACCEPTED, json!(true))
+    );
+    let (status, again) = post(server, "/v1/instances/o1/signals", noise).await;
+    assert_eq!(
+        (status, again["raised"].clone()),
+        (StatusCode::OK, json!(false))
+    );
+    let signal = json!({"name": "delivered", "payload": "porch"});
+    let (status, _) = post(server, "/v1/instances/o1/signals", signal).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let (status, done, took) = waiting.await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(done["status"], "Completed", "{done}");
+    assert_eq!(done["output"]["delivered"], "porch");
+    assert!(
+        took < Duration::from_secs(25),
+        "the wait ran to its timeout"
+    );
+
+    let (status, history) = get(server, "/v1/instances/o1/history?limit=3").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(history["items"].as_array().unwrap().len(), 3);
+    let next = history["next"].as_u64().expect("a next page");
+    let (_, rest) = get(
+        server,
+        &format!("/v1/instances/o1/history?after={next}&limit=1000"),
+    )
+    .await;
+    assert_eq!(rest["items"][0]["index"], next + 1);
+    assert!(rest.get("next").is_none());
+
+    // A batch of starts, one of whose ids is taken: each item has its own outcome.
+    let batch = json!({"instances": [order("o2"), order("o1"), order("o3")]});
+    let (status, outcomes) = post(server, "/v1/instances/batch", batch).await;
+    assert_eq!(status, StatusCode::OK, "{outcomes}");
+    assert_eq!(outcomes[0]["id"], "o2");
+    assert_eq!(
+        outcomes[1]["problem"]["type"],
+        "urn:ratchet:problem:already-exists"
+    );
+    assert_eq!(outcomes[2]["id"], "o3");
+    let (status, _) = post(
+        server,
+        "/v1/instances/o2/cancel",
+        json!({"reason": "no stock"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let (status, _) = post(server, "/v1/instances/o3/terminate", json!({})).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let (_, o3) = get(server, "/v1/instances/o3/wait?timeout_ms=10000").await;
+    assert_eq!(o3["status"], "Terminated", "{o3}");
+    let (_, o2) = get(server, "/v1/instances/o2/wait?timeout_ms=10000").await;
+    assert_eq!(o2["status"], "Cancelled", "{o2}");
+    let (status, _) = post(server, "/v1/instances/o3/terminate", json!({})).await;
+    assert_eq!(
+        status,
+        StatusCode::CONFLICT,
+        "a finished instance cannot stop again"
+    );
+
+    // Keyset pages: every instance once, newest first.
+    let mut seen = Vec::new();
+    let mut path = "/v1/instances?limit=2".to_string();
+    loop {
+        let (status, page) = get(server, &path).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        seen.extend(
+            page["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i["id"].clone()),
+        );
+        match page["next"].as_str() {
+            Some(cursor) => path = format!("/v1/instances?limit=2&cursor={cursor}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    let (_, finished) = get(server, "/v1/instances?status=Completed,Terminated").await;
+    assert_eq!(finished["items"].as_array().unwrap().len(), 2);
+    let (status, _) = get(server, "/v1/instances/nope").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+/// Enqueues one and a batch, waits, lists, and steers tasks and queues.
+async fn tasks(server: &Server) {
+    let task = json!({"name": "work", "input": {"ms": 1},
+                      "options": {"priority": -1, "unique_key": "k1", "metadata": {"who": "t"},
+                                  "retry": {"max_attempts": 2, "initial_interval_ms": 10}}});
+    let (status, enqueued) = post(server, "/v1/tasks", task).await;
+    assert_eq!(status, StatusCode::CREATED, "{enqueued}");
+    let id = enqueued["id"].as_i64().unwrap();
+    let (_, done) = get(server, &format!("/v1/tasks/{id}/wait?timeout_ms=20000")).await;
+    assert_eq!(done["state"], "Completed", "{done}");
+    assert_eq!(done["metadata"]["who"], "t");
+    assert_eq!(done["max_attempts"], 2);
+
+    // A batch: a task that fails every attempt becomes a dead letter, retried and discarded.
+    let batch = json!({"tasks": [
+        {"name": "work", "input": {"ms": 1, "fail_attempts": 5}, "options": {"retry": {"max_attempts": 1}}},
+        {"name": "work", "input": {"ms": 1}, "options": {"delay_ms": 3600000}}
+    ]});
+    let (status, outcomes) = post(server, "/v1/tasks/batch", batch).await;
+    assert_eq!(status, StatusCode::CREATED, "{outcomes}");
+    let dead = outcomes[0]["id"].as_i64().unwrap();
+    let later = outcomes[1]["id"].as_i64().unwrap();
+    let (_, dead_task) = get(server, &format!("/v1/tasks/{dead}/wait?timeout_ms=20000")).await;
+    assert_eq!(dead_task["state"], "Dead", "{dead_task}");
+    let (_, scheduled) = get(server, &format!("/v1/tasks/{later}")).await;
+    assert_eq!(scheduled["state"], "Scheduled", "{scheduled}");
+    let (_, listed) = get(server, "/v1/tasks?state=Dead,Scheduled").await;
+    assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
+    let (status, acted) = post(server, "/v1/tasks/cancel", json!({"ids": [later, 999999]})).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(acted[0]["outcome"], "done");
+    assert_eq!(acted[1]["problem"]["status"], 404);
+    let (status, _) = post(server, &format!("/v1/tasks/{dead}/discard"), json!({})).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = get(server, &format!("/v1/tasks/{dead}")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = post(server, &format!("/v1/tasks/{later}/retry"), json!({})).await;
+    assert_eq!(status, StatusCode::OK);
+
+    let (status, _) = post(server, "/v1/queues/slow/pause", json!({})).await;
+    assert_eq!(status, StatusCode::OK);
+    let limits = http()
+        .put(server.url("/v1/queues/slow/limits"))
+        .json(&json!({"concurrency": 2, "rate_per_second": 5.0}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(limits.status(), StatusCode::OK);
+    let (_, queues) = get(server, "/v1/queues").await;
+    let slow = queues
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["name"] == "slow")
+        .expect("the queue is listed");
+    assert_eq!(
+        (
+            slow["paused"].clone(),
+            slow["limits"]["concurrency"].clone()
+        ),
+        (json!(true), json!(2))
+    );
+    let (status, _) = post(server, "/v1/queues/slow/resume", json!({})).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+/// Appends (conditional, idempotent), reads, and follows events across a dropped connection.
+async fn events(server: &Server) {
+    let event = |n: u32| json!({"type": "Enrolled", "tags": ["course:c1"], "payload": {"n": n}});
+    let (status, first) = post(
+        server,
+        "/v1/events",
+        json!({"events": [event(1), event(2)]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{first}");
+    let last = first["last"].as_u64().unwrap();
+    let guarded = json!({"events": [event(3)], "idempotency_key": "once",
+                         "condition": {"fail_if_events_match": [{"tags": ["course:c1"]}], "after": last}});
+    let (status, _) = post(server, "/v1/events", guarded.clone()).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, again) = post(server, "/v1/events", guarded).await;
+    assert_eq!(
+        (status, again["duplicate"].clone()),
+        (StatusCode::OK, json!(true))
+    );
+    let stale = json!({"events": [event(4)],
+                       "condition": {"fail_if_events_match": [{"tags": ["course:c1"]}], "after": last}});
+    let (status, conflict) = post(server, "/v1/events", stale).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{conflict}");
+    assert_eq!(conflict["position"], last + 1);
+
+    let (_, page) = get(server, "/v1/events?tags=course:c1&limit=2").await;
+    assert_eq!(page["events"].as_array().unwrap().len(), 2);
+    let (_, back) = post(
+        server,
+        "/v1/events/query",
+        json!({"query": [{"types": ["Enrolled"]}], "direction": "backward", "limit": 1}),
+    )
+    .await;
+    assert_eq!(back["events"][0]["payload"]["n"], 3);
+
+    // Follow: read two, drop the connection, append two more, resume from the last id seen.
+    let mut seen = Vec::new();
+    let mut last_id = None;
+    for round in 0..2 {
+        let mut request = http().get(server.url("/v1/events/stream?types=Enrolled"));
+        if let Some(id) = &last_id {
+            request = request.header("Last-Event-ID", id);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let mut body = response.bytes_stream();
+        let mut buffer = String::new();
+        let want = if round == 0 { 2 } else { 3 };
+        let mut got = 0;
+        while got < want {
+            let chunk = tokio::time::timeout(Duration::from_secs(10), body.next())
+                .await
+                .expect("an event arrives")
+                .expect("the stream goes on")
+                .unwrap();
+            buffer.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = buffer.find("\n\n") {
+                let message: String = buffer.drain(..end + 2).collect();
+                let id = message.lines().find_map(|l| l.strip_prefix("id: "));
+                let data = message.lines().find_map(|l| l.strip_prefix("data: "));
+                if let (Some(id), Some(data)) = (id, data) {
+                    let event: Value = serde_json::from_str(data).unwrap();
+                    seen.push(event["payload"]["n"].as_u64().unwrap());
+                    last_id = Some(id.to_string());
+                    got += 1;
+                }
+            }
+        }
+        drop(body);
+        if round == 0 {
+            let (status, _) = post(
+                server,
+                "/v1/events",
+                json!({"events": [event(5), event(6)]}),
+            )
+            .await;
+            assert_eq!(status, StatusCode::CREATED);
+        }
+    }
+    assert_eq!(seen, vec![1, 2, 3, 5, 6], "no event lost or repeated");
+}
+
+/// Each kind of bad input gets its problem, and writes nothing.
+async fn bad_input(server: &Server) {
+    let (_, before) = get(server, "/v1/instances?limit=1000").await;
+    let (_, tasks_before) = get(server, "/v1/tasks?limit=1000").await;
+    let raw = |body: &'static str, content_type: &'static str| {
+        let url = server.url("/v1/instances");
+        async move {
+            let response = http()
+                .post(url)
+                .header("content-type", content_type)
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            answer(response).await
+        }
+    };
+    let (status, p) = raw("{\"name\": \"order\"", "application/json").await;
+    assert_eq!(
+        (status, p["type"].clone()),
+        (
+            StatusCode::BAD_REQUEST,
+            json!("urn:ratchet:problem:bad-request")
+        )
+    );
+    let (status, _) = raw("{\"name\": \"order\"}", "text/plain").await;
+    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let (status, p) = post(server, "/v1/instances", json!({"name": 7})).await;
+    assert_eq!(
+        (status, p["field"].clone()),
+        (StatusCode::UNPROCESSABLE_ENTITY, json!("name"))
+    );
+    let (status, p) = post(
+        server,
+        "/v1/instances",
+        json!({"name": "order", "colour": 1}),
+    )
+    .await;
+    assert_eq!(
+        (status, p["field"].clone()),
+        (StatusCode::UNPROCESSABLE_ENTITY, json!("colour"))
+    );
+    let (status, p) = post(
+        server,
+        "/v1/instances",
+        json!({"name": "x'); DROP TABLE instances;--"}),
+    )
+    .await;
+    assert_eq!(
+        (status, p["type"].clone()),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!("urn:ratchet:problem:unknown-name")
+        )
+    );
+    let (status, p) = post(
+        server,
+        "/v1/instances",
+        json!({"name": "order", "input": {"id": 1}}),
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "an input the orchestration cannot read: {p}"
+    );
+    let big = "x".repeat(5 << 20);
+    let (status, p) = post(
+        server,
+        "/v1/instances",
+        json!({"name": "order", "input": big}),
+    )
+    .await;
+    assert_eq!(
+        (status, p["limit"].clone()),
+        (StatusCode::PAYLOAD_TOO_LARGE, json!(4 << 20))
+    );
+    let (status, p) = post(
+        server,
+        "/v1/instances",
+        json!({"name": "fanout", "input": {"activities": 1, "pad": "y".repeat(1 << 20)}}),
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "over the client's payload limit: {p}"
+    );
+    // One bad item refuses the whole batch.
+    let batch = json!({"instances": [order("b1"), {"name": "nope"}]});
+    let (status, p) = post(server, "/v1/instances/batch", batch).await;
+    assert_eq!(
+        (status, p["field"].clone()),
+        (StatusCode::UNPROCESSABLE_ENTITY, json!("instances[1].name"))
+    );
+    let batch = json!({"tasks": [{"name": "work", "input": {}}, {"name": "work", "input": {}, "options": {"retry": {"jitter": 3.0}}}]});
+    let (status, p) = post(server, "/v1/tasks/batch", batch).await;
+    assert_eq!(
+        (status, p["field"].clone()),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!("tasks[1].options.retry.jitter")
+        )
+    );
+    let batch = json!({"tasks": [{"name": "work", "input": {}}, {"name": "work", "input": {}, "options": {"queue": "$mine"}}]});
+    let (status, _) = post(server, "/v1/tasks/batch", batch).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (status, _) = post(
+        server,
+        "/v1/tasks",
+        json!({"name": "work", "input": {}, "options": {"priority": 40000}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (status, _) = post(server, "/v1/events", json!({"events": [{"type": ""}]})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (status, p) = get(server, "/v1/instances?limit=0").await;
+    assert_eq!(
+        (status, p["field"].clone()),
+        (StatusCode::UNPROCESSABLE_ENTITY, json!("limit"))
+    );
+    let (status, _) = get(server, "/v1/instances?colour=red").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _) = get(server, "/v1/instances?cursor=forged").await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (status, _) = get(server, "/v1/tasks/abc").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _) = get(server, "/v1/nothing-here").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let response = http()
+        .delete(server.url("/v1/queues"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer(response).await.0, StatusCode::METHOD_NOT_ALLOWED);
+
+    let (_, after) = get(server, "/v1/instances?limit=1000").await;
+    let (_, tasks_after) = get(server, "/v1/tasks?limit=1000").await;
+    assert_eq!(before["items"], after["items"], "no instance was written");
+    assert_eq!(tasks_before, tasks_after, "no task was written");
+}
+
+async fn every_route(store_args: &[String]) {
+    let mut server = Server::start(store_args, &[]);
+    let (status, _) = get(&server, "/healthz").await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = get(&server, "/readyz").await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, registry) = get(&server, "/v1/registry").await;
+    assert_eq!(registry["tasks"], json!(["work"]));
+    bad_input(&server).await;
+    instances(&server).await;
+    tasks(&server).await;
+    events(&server).await;
+    server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_on_sqlite() {
+    let (args, _store, _dir) = common::sqlite().await;
+    every_route(&args).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_on_postgres() {
+    let Some((args, _store)) = common::postgres().await else {
+        return;
+    };
+    every_route(&args).await;
+}
+
+/// Two servers on one PostgreSQL: what one starts, the other waits for and sees finish.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_share_one_postgres() {
+    let Some((args, _store)) = common::postgres().await else {
+        return;
+    };
+    let a = Server::start(&args, &[]);
+    let b = Server::start(&args, &["--no-worker"]);
+    let fanout =
+        |i: usize| json!({"name": "fanout", "id": format!("f{i}"), "input": {"activities": 3}});
+    let (status, started) = post(
+        &b,
+        "/v1/instances/batch",
+        json!({"instances": (0..10).map(fanout).collect::<Vec<_>>()}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{started}");
+    for i in 0..10 {
+        let (_, done) = get(&b, &format!("/v1/instances/f{i}/wait?timeout_ms=20000")).await;
+        assert_eq!(done["status"], "Completed", "{done}");
+    }
+    let (_, registry) = get(&b, "/v1/registry").await;
+    assert_eq!(registry["worker"], false);
+    drop(a);
+}
+
+/// Outside loopback the server refuses to serve without auth.
+#[test]
+fn a_public_address_needs_auth_or_an_explicit_opt_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("x.db").display().to_string();
+    let out = common::run(&["--db".into(), db], &["server", "--listen", "0.0.0.0:0"]);
+    assert!(!out.status.success());
+    assert!(
+        common::text(&out).contains("--insecure-no-auth"),
+        "{}",
+        common::text(&out)
+    );
+}
