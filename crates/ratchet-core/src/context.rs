@@ -181,7 +181,15 @@ impl State {
             }
             HistoryEvent::CancelRequested { reason } => {
                 if self.cancel.is_none() {
-                    self.cancel = Some((reason.clone(), self.next_seq));
+                    // Steps taken before the request fail; later ones (cleanup) run. A request
+                    // that arrives before the code took any step cancels every step: none ran
+                    // that needs cleaning up, and none should start.
+                    let before = if self.next_seq == 0 {
+                        u32::MAX
+                    } else {
+                        self.next_seq
+                    };
+                    self.cancel = Some((reason.clone(), before));
                     self.wakers.drain().for_each(|(_, w)| w.wake());
                     self.signal_wakers.drain(..).for_each(Waker::wake);
                 }

@@ -237,7 +237,8 @@ impl Client {
     }
 
     /// Asks an instance to cancel. Its pending steps fail with `Cancelled`; the code may clean
-    /// up, and the instance ends with status Cancelled.
+    /// up, and the instance ends with status Cancelled. An instance whose code has not run yet
+    /// runs none of its steps: each fails with `Cancelled`.
     ///
     /// # Errors
     ///

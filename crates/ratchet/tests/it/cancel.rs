@@ -60,6 +60,47 @@ async fn cancellation_lets_the_code_clean_up(store: Arc<dyn Store>) {
     r.shutdown().await;
 }
 
+/// An instance cancelled before its code first ran runs none of its steps: the first fails
+/// with `Cancelled`, and so do the rest (there is nothing of its own to clean up).
+async fn cancelling_before_the_first_turn_runs_no_step(store: Arc<dyn Store>) {
+    let ran = Arc::new(AtomicU32::new(0));
+    let counter = ran.clone();
+    // Started and cancelled while no runtime runs it.
+    let plain = ratchet::Client::new(store.clone());
+    plain
+        .start_with("ship", (), StartOptions::id("s"))
+        .await
+        .unwrap();
+    plain.cancel("s", "changed my mind").await.unwrap();
+    let r = start(&store, move |b| {
+        b.orchestration("ship", |ctx: OrchestrationContext, _: ()| async move {
+            ctx.set_custom_status("shipping");
+            match ctx.activity::<()>("send", ()).await {
+                Err(e) if e.is_cancelled() => {
+                    // Even a cleanup step fails: nothing ran that needs one.
+                    let cleanup = ctx.activity::<()>("send", ()).await;
+                    assert!(cleanup.is_err_and(|e| e.is_cancelled()));
+                    Err(e)
+                }
+                other => other.map(|()| "shipped".to_string()),
+            }
+        })
+        .activity("send", move |_ctx: ActivityContext, _: ()| {
+            let counter = counter.clone();
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, ActivityError>(())
+            }
+        })
+    })
+    .await;
+    let outcome = r.client().wait("s", WAIT).await.unwrap();
+    assert_eq!(outcome.status, InstanceStatus::Cancelled);
+    assert_eq!(outcome.error.unwrap().message, "changed my mind");
+    assert_eq!(ran.load(Ordering::SeqCst), 0, "no activity ran");
+    r.shutdown().await;
+}
+
 async fn termination_is_immediate(store: Arc<dyn Store>) {
     let r = start(&store, |b| {
         b.orchestration("waiter", |ctx: OrchestrationContext, _: ()| async move {
@@ -123,6 +164,7 @@ async fn terminating_a_child_fails_the_parent_step(store: Arc<dyn Store>) {
 
 crate::on_every_backend!(
     cancellation_lets_the_code_clean_up,
+    cancelling_before_the_first_turn_runs_no_step,
     termination_is_immediate,
     terminating_a_child_fails_the_parent_step,
 );
