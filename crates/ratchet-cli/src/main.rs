@@ -235,6 +235,12 @@ async fn run(matches: clap::ArgMatches) -> anyhow::Result<()> {
     if let Command::Bench { args } = &cli.command {
         return run_bench(args, cli.database_url.as_deref());
     }
+    if let Command::Server(args) = &cli.command {
+        if args.print_openapi {
+            out!("{}", ratchet_server::openapi().to_pretty_json()?);
+            return Ok(());
+        }
+    }
     // Bad events are refused before the database is opened (or created).
     let append = match &cli.command {
         Command::Events(events::EventCommand::Append(args)) => Some(events::parse_append(args)?),

@@ -22,6 +22,9 @@ pub(crate) struct ServerArgs {
     /// Serve on an address other machines can reach although the API asks for no token.
     #[arg(long)]
     insecure_no_auth: bool,
+    /// Print the API's OpenAPI document and exit (docs/openapi.json is this output).
+    #[arg(long)]
+    pub(crate) print_openapi: bool,
     #[command(flatten)]
     worker: WorkerArgs,
 }

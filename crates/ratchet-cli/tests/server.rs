@@ -125,6 +125,22 @@ fn order(id: &str) -> Value {
            "input": {"id": id, "items": ["book"], "amount_cents": 100, "step_ms": 0}})
 }
 
+/// Returns once the order `id` waits for its delivery signal (its custom status says so).
+async fn awaiting_delivery(server: &Server, id: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, order) = get(server, &format!("/v1/instances/{id}")).await;
+        if order["custom_status"] == "awaiting-delivery" {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the order never awaited delivery: {order}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Starts, lists, pages, waits, signals, cancels, terminates and reads history.
 async fn instances(server: &Server) {
     let (status, started) = post(server, "/v1/instances", order("o1")).await;
@@ -139,19 +155,8 @@ async fn instances(server: &Server) {
             (status, body, asked.elapsed())
         })
     };
-    // The signal goes in once the order waits for it (its custom status says so).
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let (_, o1) = get(server, "/v1/instances/o1").await;
-        if o1["custom_status"] == "awaiting-delivery" {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the order never awaited delivery: {o1}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // The signal goes in once the order waits for it.
+    awaiting_delivery(server, "o1").await;
     // A signal it does not wait for is kept; its repeat under the same dedup id is not.
     let noise = json!({"name": "noise", "dedup_id": "n1"});
     let (status, raised) = post(server, "/v1/instances/o1/signals", noise.clone()).await;
@@ -198,6 +203,8 @@ async fn instances(server: &Server) {
         "urn:ratchet:problem:already-exists"
     );
     assert_eq!(outcomes[2]["id"], "o3");
+    // (A cancel reaches the steps in flight: the order's wait for its signal.)
+    awaiting_delivery(server, "o2").await;
     let (status, _) = post(
         server,
         "/v1/instances/o2/cancel",
@@ -542,6 +549,14 @@ async fn every_route(store_args: &[String]) {
     assert_eq!(status, StatusCode::OK);
     let (_, registry) = get(&server, "/v1/registry").await;
     assert_eq!(registry["tasks"], json!(["work"]));
+    let (status, served) = get(&server, "/openapi.json").await;
+    assert_eq!(status, StatusCode::OK);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/openapi.json");
+    let checked_in: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(
+        served, checked_in,
+        "the served document is docs/openapi.json"
+    );
     bad_input(&server).await;
     instances(&server).await;
     tasks(&server).await;

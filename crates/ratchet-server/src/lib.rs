@@ -25,6 +25,6 @@ mod state;
 mod time;
 
 pub use problem::{Problem, ProblemBody};
-pub use routes::router;
+pub use routes::{openapi, router};
 pub use serve::serve;
 pub use state::{ServerLimits, ServerState};

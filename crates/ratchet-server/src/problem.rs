@@ -17,7 +17,7 @@ const PROBLEM_JSON: &str = "application/problem+json";
 pub struct Problem(Box<ProblemBody>);
 
 /// The fields of a [`Problem`].
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct ProblemBody {
     /// Stable identifier of the kind of problem: `urn:ratchet:problem:<kind>`.
     #[serde(rename = "type")]

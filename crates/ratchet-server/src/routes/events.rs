@@ -8,8 +8,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use futures::{Stream, StreamExt};
 use ratchet::{
     AppendCondition, AppendOutcome, Direction, EventAppend, EventQuery, EventRead, NewEvent,
@@ -17,21 +16,50 @@ use ratchet::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::{comma_list, page_size};
 use crate::extract::{JsonBody, QueryParams};
-use crate::problem::Problem;
+use crate::problem::{Problem, ProblemBody};
 use crate::state::ServerState;
+use crate::time::rfc3339;
 
-pub(crate) fn routes() -> Router<ServerState> {
-    Router::new()
-        .route("/v1/events", post(append).get(read))
-        .route("/v1/events/query", post(query))
-        .route("/v1/events/stream", get(stream))
+pub(crate) fn routes() -> OpenApiRouter<ServerState> {
+    OpenApiRouter::new()
+        .routes(routes!(append, read))
+        .routes(routes!(query))
+        .routes(routes!(stream))
+}
+
+/// An event as the API shows it.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct EventView {
+    position: u64,
+    #[serde(rename = "type")]
+    kind: String,
+    tags: Vec<String>,
+    payload: Value,
+    metadata: Value,
+    recorded_at: String,
+}
+
+impl From<StoredEvent> for EventView {
+    fn from(e: StoredEvent) -> Self {
+        Self {
+            position: e.position.0,
+            kind: e.kind,
+            tags: e.tags,
+            payload: e.payload,
+            metadata: e.metadata,
+            recorded_at: rfc3339(e.recorded_at),
+        }
+    }
 }
 
 /// One event to append.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct EventInput {
     #[serde(rename = "type")]
@@ -45,7 +73,7 @@ struct EventInput {
 }
 
 /// One item of a query: any of `types` (every type when empty), carrying all `tags`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ItemInput {
     #[serde(default)]
@@ -64,7 +92,7 @@ fn to_query(items: Vec<ItemInput>) -> EventQuery {
 }
 
 /// Fail the append if an event matching `fail_if_events_match` was appended after `after`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ConditionInput {
     fail_if_events_match: Vec<ItemInput>,
@@ -72,7 +100,7 @@ struct ConditionInput {
     after: Option<u64>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct AppendInput {
     events: Vec<EventInput>,
@@ -82,7 +110,7 @@ struct AppendInput {
     idempotency_key: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct AppendedView {
     first: u64,
     last: u64,
@@ -91,6 +119,21 @@ struct AppendedView {
     duplicate: bool,
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/events",
+    tag = "events",
+    operation_id = "events_append",
+    request_body = AppendInput,
+    responses(
+        (status = 201, description = "Appended", body = AppendedView), (status = 200, description = "Appended before under this idempotency key: nothing appended", body = AppendedView), (status = 409, description = "The condition failed: `position` is the event that matches it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 400, description = "Malformed JSON, query or path", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 422, description = "A value is not acceptable; `field` names it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 413, description = "The body or batch is over its limit; `limit` says it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not JSON", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
 async fn append(
     State(state): State<ServerState>,
     JsonBody(input): JsonBody<AppendInput>,
@@ -128,9 +171,9 @@ async fn append(
 }
 
 /// A page of events.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct EventPageView {
-    events: Vec<StoredEvent>,
+    events: Vec<EventView>,
     /// The store's last position when the page was read.
     head: u64,
     /// Pass as `after` (forward) or `before` (backward) for the next page; absent when this
@@ -139,7 +182,7 @@ struct EventPageView {
     next: Option<u64>,
 }
 
-#[derive(Clone, Copy, Debug, Default, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 enum DirectionParam {
     #[default]
@@ -147,7 +190,8 @@ enum DirectionParam {
     Backward,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct ReadParams {
     /// Types, comma-separated (any of them).
@@ -162,7 +206,7 @@ struct ReadParams {
 }
 
 /// A read with a query of many items, in the body.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct QueryInput {
     #[serde(default)]
@@ -186,6 +230,19 @@ fn one_item(types: Option<&str>, tags: Option<&str>) -> EventQuery {
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/events",
+    tag = "events",
+    operation_id = "events_read",
+    params(ReadParams),
+    responses(
+        (status = 200, description = "A page of events", body = EventPageView),
+        (status = 400, description = "Malformed JSON, query or path", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 422, description = "A value is not acceptable; `field` names it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
 async fn read(
     State(state): State<ServerState>,
     QueryParams(p): QueryParams<ReadParams>,
@@ -194,6 +251,20 @@ async fn read(
     page(&state, query, p.after, p.before, p.limit, p.direction).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/events/query",
+    tag = "events",
+    operation_id = "events_query",
+    request_body = QueryInput,
+    responses(
+        (status = 200, description = "A page of events", body = EventPageView),
+        (status = 400, description = "Malformed JSON, query or path", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 422, description = "A value is not acceptable; `field` names it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not JSON", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
 async fn query(
     State(state): State<ServerState>,
     JsonBody(q): JsonBody<QueryInput>,
@@ -233,13 +304,14 @@ async fn page(
         .then(|| page.events.last().map(|e| e.position.0))
         .flatten();
     Ok(Json(EventPageView {
-        events: page.events,
+        events: page.events.into_iter().map(EventView::from).collect(),
         head: page.head.0,
         next,
     }))
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct StreamParams {
     types: Option<String>,
@@ -252,6 +324,19 @@ struct StreamParams {
 /// Every matching event after the start, then each new one as it is appended; each SSE
 /// message's id is the event's position, so a reconnecting client resumes where it was and
 /// loses or repeats nothing.
+#[utoipa::path(
+    get,
+    path = "/v1/events/stream",
+    tag = "events",
+    operation_id = "events_stream",
+    params(StreamParams, ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this position (sent by browsers when they reconnect)")),
+    responses(
+        (status = 200, description = "Server-Sent Events: each message's `id` is the event's position and its `data` the event as JSON", content_type = "text/event-stream", body = EventView),
+        (status = 400, description = "Malformed JSON, query or path", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 422, description = "A value is not acceptable; `field` names it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
 async fn stream(
     State(state): State<ServerState>,
     headers: HeaderMap,
@@ -281,12 +366,11 @@ async fn stream(
         .filter_map(|item| async move {
             match item {
                 Ok(event) => {
-                    let data = serde_json::to_string(&event).unwrap_or_default();
+                    let position = event.position.0;
+                    let data = serde_json::to_string(&EventView::from(event)).unwrap_or_default();
                     // No SSE event name: a browser's `onmessage` sees every event, and the
                     // type is in the data.
-                    Some(Ok(Event::default()
-                        .id(event.position.0.to_string())
-                        .data(data)))
+                    Some(Ok(Event::default().id(position.to_string()).data(data)))
                 }
                 // The subscription carries on after a pause; the client needs no word of it.
                 Err(e) => {

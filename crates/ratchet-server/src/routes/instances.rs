@@ -7,8 +7,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use ratchet::{
@@ -17,35 +16,40 @@ use ratchet::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::{comma_list, page_size};
 use crate::extract::{parse_json, JsonBody, PathParam, QueryParams};
-use crate::problem::Problem;
+use crate::problem::{Problem, ProblemBody};
 use crate::state::ServerState;
 use crate::time::{parse_rfc3339, rfc3339};
 
-pub(crate) fn routes() -> Router<ServerState> {
-    Router::new()
-        .route("/v1/instances", post(start).get(list))
-        .route("/v1/instances/batch", post(start_batch))
-        .route("/v1/instances/{id}", get(show))
-        .route("/v1/instances/{id}/history", get(history))
-        .route("/v1/instances/{id}/signals", post(signal))
-        .route("/v1/instances/{id}/cancel", post(cancel))
-        .route("/v1/instances/{id}/terminate", post(terminate))
-        .route("/v1/instances/{id}/wait", get(wait))
+pub(crate) fn routes() -> OpenApiRouter<ServerState> {
+    OpenApiRouter::new()
+        .routes(routes!(start, list))
+        .routes(routes!(start_batch))
+        .routes(routes!(show))
+        .routes(routes!(history))
+        .routes(routes!(signal))
+        .routes(routes!(cancel))
+        .routes(routes!(terminate))
+        .routes(routes!(wait))
 }
 
 /// An instance as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct InstanceView {
     id: String,
     name: String,
     version: Option<u32>,
+    #[schema(value_type = String, example = "Running")]
     status: InstanceStatus,
     execution: u32,
     input: Value,
     output: Option<Value>,
+    #[schema(value_type = Option<Object>)]
     error: Option<ErrorInfo>,
     custom_status: Option<Value>,
     parent: Option<ParentView>,
@@ -57,7 +61,7 @@ pub(crate) struct InstanceView {
 
 /// The parent of a sub-orchestration: its instance, the execution and the step that started
 /// this one.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct ParentView {
     instance: String,
     execution: u32,
@@ -90,7 +94,7 @@ impl From<InstanceRecord> for InstanceView {
 }
 
 /// What to do when the id is taken.
-#[derive(Clone, Copy, Debug, Default, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 enum IfExistsParam {
     /// Refuse with 409.
@@ -113,7 +117,7 @@ impl From<IfExistsParam> for IfExists {
 }
 
 /// A start.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct StartRequest {
     /// The orchestration.
@@ -137,11 +141,27 @@ impl StartRequest {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct Started {
     id: String,
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/instances",
+    tag = "instances",
+    operation_id = "instances_start",
+    request_body = StartRequest,
+    responses(
+        (status = 201, description = "Started (or, with `if_exists: use_existing`, the existing instance)", body = Started),
+        (status = 400, description = "Malformed JSON, query or path", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 422, description = "A value is not acceptable; `field` names it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 409, description = "Not possible in the current state", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 413, description = "The body or batch is over its limit; `limit` says it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not JSON", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
 async fn start(
     State(state): State<ServerState>,
     JsonBody(req): JsonBody<StartRequest>,
@@ -163,24 +183,40 @@ fn created(location: &str, body: impl Serialize) -> Response {
     response
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct StartBatch {
     instances: Vec<StartRequest>,
 }
 
 /// The outcome of one start of a batch: its id, or the problem that refused it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct BatchItem {
     #[serde(skip_serializing_if = "Option::is_none")]
     id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<ProblemBody>)]
     problem: Option<Problem>,
 }
 
 /// Many starts: every item is checked first, and one bad item refuses the whole batch
 /// before anything is written; the starts then run concurrently, so the client merges them
 /// into as few store calls as it can, and each reports its own outcome (an id taken).
+#[utoipa::path(
+    post,
+    path = "/v1/instances/batch",
+    tag = "instances",
+    operation_id = "instances_start_batch",
+    request_body = StartBatch,
+    responses(
+        (status = 200, description = "Each start's outcome, in order", body = [BatchItem]),
+        (status = 400, description = "Malformed JSON, query or path", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 422, description = "A value is not acceptable; `field` names it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 413, description = "The body or batch is over its limit; `limit` says it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not JSON", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
 async fn start_batch(
     State(state): State<ServerState>,
     JsonBody(batch): JsonBody<StartBatch>,
@@ -232,6 +268,18 @@ async fn start_batch(
     ))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/instances/{id}",
+    tag = "instances",
+    operation_id = "instances_show",
+    params(("id" = String, Path, description = "Instance id")),
+    responses(
+        (status = 200, description = "The instance", body = InstanceView),
+        (status = 404, description = "No such instance or task", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
 async fn show(
     State(state): State<ServerState>,
     PathParam(id): PathParam<String>,
@@ -239,7 +287,8 @@ async fn show(
     Ok(Json(state.client.status(&id).await?.into()))
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct ListParams {
     /// Statuses, comma-separated.
@@ -252,7 +301,7 @@ struct ListParams {
     cursor: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct InstancePage {
     items: Vec<InstanceView>,
     /// Pass as `cursor` for the next page; absent on the last.
@@ -261,6 +310,19 @@ struct InstancePage {
 }
 
 /// Newest first, a page at a time by keyset (creation time and id), never by offset.
+#[utoipa::path(
+    get,
+    path = "/v1/instances",
+    tag = "instances",
+    operation_id = "instances_list",
+    params(ListParams),
+    responses(
+        (status = 200, description = "A page, newest first", body = InstancePage),
+        (status = 400, description = "Malformed JSON, query or path", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 422, description = "A value is not acceptable; `field` names it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
 async fn list(
     State(state): State<ServerState>,
     QueryParams(params): QueryParams<ListParams>,
@@ -309,7 +371,8 @@ fn decode_cursor(text: &str) -> Result<(Timestamp, String), Problem> {
     Ok((Timestamp(at.parse().map_err(|_| bad())?), id.to_string()))
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct HistoryParams {
     /// Only events after this index of the history (the `next` of the previous page).
@@ -317,22 +380,37 @@ struct HistoryParams {
     limit: Option<u32>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct HistoryItem {
     /// Its index in this listing: pass as `after` to read on from it.
     index: usize,
     execution: u32,
     seq: u32,
+    #[schema(value_type = Object)]
     event: HistoryEvent,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct HistoryPage {
     items: Vec<HistoryItem>,
     #[serde(skip_serializing_if = "Option::is_none")]
     next: Option<usize>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/instances/{id}/history",
+    tag = "instances",
+    operation_id = "instances_history",
+    params(("id" = String, Path, description = "Instance id"), HistoryParams),
+    responses(
+        (status = 200, description = "A page of the history", body = HistoryPage),
+        (status = 400, description = "Malformed JSON, query or path", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 422, description = "A value is not acceptable; `field` names it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 404, description = "No such instance or task", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
 async fn history(
     State(state): State<ServerState>,
     PathParam(id): PathParam<String>,
@@ -361,7 +439,7 @@ async fn history(
     Ok(Json(HistoryPage { items, next }))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct SignalRequest {
     name: String,
@@ -372,12 +450,30 @@ struct SignalRequest {
     dedup_id: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct Signalled {
     /// False when a signal with the same dedup id was raised before (nothing was raised).
     raised: bool,
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/instances/{id}/signals",
+    tag = "instances",
+    operation_id = "instances_signal",
+    params(("id" = String, Path, description = "Instance id")),
+    request_body = SignalRequest,
+    responses(
+        (status = 202, description = "Raised", body = Signalled), (status = 200, description = "Raised before under this dedup id: nothing raised", body = Signalled),
+        (status = 400, description = "Malformed JSON, query or path", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 422, description = "A value is not acceptable; `field` names it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 404, description = "No such instance or task", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 409, description = "Not possible in the current state", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 413, description = "The body or batch is over its limit; `limit` says it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not JSON", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
 async fn signal(
     State(state): State<ServerState>,
     PathParam(id): PathParam<String>,
@@ -403,7 +499,7 @@ async fn signal(
     Ok((status, Json(Signalled { raised })).into_response())
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct StopRequest {
     #[serde(default)]
@@ -419,6 +515,20 @@ fn reason(body: &[u8], default: &str) -> Result<String, Problem> {
     Ok(stop.reason.unwrap_or_else(|| default.to_string()))
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/instances/{id}/cancel",
+    tag = "instances",
+    operation_id = "instances_cancel",
+    params(("id" = String, Path, description = "Instance id")),
+    request_body = Option<StopRequest>,
+    responses(
+        (status = 202, description = "Asked: its code may clean up"),
+        (status = 404, description = "No such instance or task", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 409, description = "Not possible in the current state", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
 async fn cancel(
     State(state): State<ServerState>,
     PathParam(id): PathParam<String>,
@@ -429,6 +539,20 @@ async fn cancel(
     Ok(StatusCode::ACCEPTED)
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/instances/{id}/terminate",
+    tag = "instances",
+    operation_id = "instances_terminate",
+    params(("id" = String, Path, description = "Instance id")),
+    request_body = Option<StopRequest>,
+    responses(
+        (status = 202, description = "Stopped"),
+        (status = 404, description = "No such instance or task", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 409, description = "Not possible in the current state", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
 async fn terminate(
     State(state): State<ServerState>,
     PathParam(id): PathParam<String>,
@@ -439,7 +563,8 @@ async fn terminate(
     Ok(StatusCode::ACCEPTED)
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct WaitParams {
     /// How long to hold the request open, in milliseconds (default 30 s, at most the server's
@@ -449,6 +574,19 @@ struct WaitParams {
 
 /// A long poll: answers as soon as the instance finishes (woken by the client's hub, which
 /// the runtime and the store's notifications feed), or with its current state at the timeout.
+#[utoipa::path(
+    get,
+    path = "/v1/instances/{id}/wait",
+    tag = "instances",
+    operation_id = "instances_wait",
+    params(("id" = String, Path, description = "Instance id"), WaitParams),
+    responses(
+        (status = 200, description = "The instance once finished, or as it stands at the timeout", body = InstanceView),
+        (status = 400, description = "Malformed JSON, query or path", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 404, description = "No such instance or task", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
 async fn wait(
     State(state): State<ServerState>,
     PathParam(id): PathParam<String>,

@@ -8,20 +8,58 @@ mod tasks;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
-use axum::Router;
+use axum::{Json, Router};
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
 
 use crate::problem::Problem;
 use crate::state::ServerState;
 
-/// The API's router on `state`: every route under `/v1`, and `/healthz`, `/readyz`.
-pub fn router(state: ServerState) -> Router {
-    let limit = state.limits.max_body_bytes;
-    Router::new()
+/// What the OpenAPI document says of the API as a whole.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Ratchet",
+        description = "Durable workflows, a task queue and an event store on PostgreSQL or SQLite. \
+                       Errors are application/problem+json (RFC 9457) with a stable `type`.",
+        license(name = "Apache-2.0", identifier = "Apache-2.0")
+    ),
+    tags(
+        (name = "instances", description = "Orchestration instances: start, inspect, steer, wait"),
+        (name = "tasks", description = "Standalone tasks: enqueue, inspect, steer, wait"),
+        (name = "queues", description = "Task queues: depths, pause, resume, limits"),
+        (name = "events", description = "The event store: append, read, follow"),
+        (name = "system", description = "Health and what this server runs")
+    )
+)]
+struct ApiDoc;
+
+/// Every route with its OpenAPI description.
+fn documented() -> OpenApiRouter<ServerState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(instances::routes())
         .merge(tasks::routes())
         .merge(queues::routes())
         .merge(events::routes())
         .merge(system::routes())
+}
+
+/// The OpenAPI 3.1 document of the API, generated from its handlers and types (served at
+/// `/openapi.json`; `docs/openapi.json` is a copy a test keeps in sync).
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    documented().into_openapi()
+}
+
+/// The API's router on `state`: every route under `/v1`, `/healthz`, `/readyz` and
+/// `/openapi.json`.
+pub fn router(state: ServerState) -> Router {
+    let limit = state.limits.max_body_bytes;
+    let (routes, document) = documented().split_for_parts();
+    routes
+        .route(
+            "/openapi.json",
+            axum::routing::get(move || async move { Json(document) }),
+        )
         .fallback(|| async { Problem::not_found("no such route") })
         .method_not_allowed_fallback(|| async {
             Problem::new(

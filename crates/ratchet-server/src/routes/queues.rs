@@ -1,25 +1,27 @@
 //! `/v1/queues`: list with depths by state, pause, resume, limits.
 
 use axum::extract::State;
-use axum::routing::{get, post, put};
-use axum::{Json, Router};
+use axum::Json;
 use ratchet::{QueueLimits, QueueStats, TaskState};
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::extract::{JsonBody, PathParam};
-use crate::problem::Problem;
+use crate::problem::{Problem, ProblemBody};
 use crate::state::ServerState;
 
-pub(crate) fn routes() -> Router<ServerState> {
-    Router::new()
-        .route("/v1/queues", get(list))
-        .route("/v1/queues/{name}/pause", post(pause))
-        .route("/v1/queues/{name}/resume", post(resume))
-        .route("/v1/queues/{name}/limits", put(limit))
+pub(crate) fn routes() -> OpenApiRouter<ServerState> {
+    OpenApiRouter::new()
+        .routes(routes!(list))
+        .routes(routes!(pause))
+        .routes(routes!(resume))
+        .routes(routes!(limit))
 }
 
 /// A queue's limits: absent means none.
-#[derive(Debug, Default, Deserialize, Serialize)]
+#[derive(Debug, Default, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct Limits {
     #[serde(default)]
@@ -31,7 +33,7 @@ struct Limits {
 }
 
 /// A queue as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct QueueView {
     name: String,
     paused: bool,
@@ -61,16 +63,38 @@ impl From<QueueStats> for QueueView {
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/queues",
+    tag = "queues",
+    operation_id = "queues_list",
+    responses(
+        (status = 200, description = "Every queue", body = [QueueView]),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
 async fn list(State(state): State<ServerState>) -> Result<Json<Vec<QueueView>>, Problem> {
     let queues = state.client.queues().await?;
     Ok(Json(queues.into_iter().map(QueueView::from).collect()))
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct Done {
     queue: String,
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/queues/{name}/pause",
+    tag = "queues",
+    operation_id = "queues_pause",
+    params(("name" = String, Path, description = "Queue name")),
+    responses(
+        (status = 200, description = "Paused everywhere", body = Done),
+        (status = 422, description = "A value is not acceptable; `field` names it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
 async fn pause(
     State(state): State<ServerState>,
     PathParam(name): PathParam<String>,
@@ -79,6 +103,18 @@ async fn pause(
     Ok(Json(Done { queue: name }))
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/queues/{name}/resume",
+    tag = "queues",
+    operation_id = "queues_resume",
+    params(("name" = String, Path, description = "Queue name")),
+    responses(
+        (status = 200, description = "Resumed", body = Done),
+        (status = 422, description = "A value is not acceptable; `field` names it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
 async fn resume(
     State(state): State<ServerState>,
     PathParam(name): PathParam<String>,
@@ -88,6 +124,21 @@ async fn resume(
 }
 
 /// Replaces the queue's limits; `{}` removes them.
+#[utoipa::path(
+    put,
+    path = "/v1/queues/{name}/limits",
+    tag = "queues",
+    operation_id = "queues_limit",
+    params(("name" = String, Path, description = "Queue name")),
+    request_body = Limits,
+    responses(
+        (status = 200, description = "Limits replaced", body = Done),
+        (status = 400, description = "Malformed JSON, query or path", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 422, description = "A value is not acceptable; `field` names it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not JSON", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
 async fn limit(
     State(state): State<ServerState>,
     PathParam(name): PathParam<String>,

@@ -6,47 +6,51 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use ratchet::{
     EnqueueOutcome, Error, ErrorInfo, RetryPolicy, TaskActionOutcome, TaskFilter, TaskId,
     TaskOptions, TaskRecord, TaskRequest, TaskState,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::{comma_list, page_size};
 use crate::extract::{JsonBody, PathParam, QueryParams};
-use crate::problem::Problem;
+use crate::problem::{Problem, ProblemBody};
 use crate::state::ServerState;
 use crate::time::{parse_rfc3339, rfc3339};
 
-pub(crate) fn routes() -> Router<ServerState> {
-    Router::new()
-        .route("/v1/tasks", post(enqueue).get(list))
-        .route("/v1/tasks/batch", post(enqueue_batch))
-        .route("/v1/tasks/cancel", post(act_many_cancel))
-        .route("/v1/tasks/retry", post(act_many_retry))
-        .route("/v1/tasks/discard", post(act_many_discard))
-        .route("/v1/tasks/{id}", get(show))
-        .route("/v1/tasks/{id}/wait", get(wait))
-        .route("/v1/tasks/{id}/cancel", post(cancel))
-        .route("/v1/tasks/{id}/retry", post(retry))
-        .route("/v1/tasks/{id}/discard", post(discard))
+pub(crate) fn routes() -> OpenApiRouter<ServerState> {
+    OpenApiRouter::new()
+        .routes(routes!(enqueue, list))
+        .routes(routes!(enqueue_batch))
+        .routes(routes!(act_many_cancel))
+        .routes(routes!(act_many_retry))
+        .routes(routes!(act_many_discard))
+        .routes(routes!(show))
+        .routes(routes!(wait))
+        .routes(routes!(cancel))
+        .routes(routes!(retry))
+        .routes(routes!(discard))
 }
 
 /// A task as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct TaskView {
     id: i64,
     queue: String,
     name: String,
+    #[schema(value_type = String, example = "Available")]
     state: TaskState,
     priority: i16,
     attempt: u32,
     max_attempts: u32,
     input: Value,
     output: Option<Value>,
+    #[schema(value_type = Option<Object>)]
     error: Option<ErrorInfo>,
     unique_key: Option<String>,
     metadata: Option<Value>,
@@ -79,7 +83,7 @@ impl From<TaskRecord> for TaskView {
 }
 
 /// Retries of a task; absent fields keep the defaults.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct RetryInput {
     max_attempts: Option<u32>,
@@ -92,7 +96,7 @@ struct RetryInput {
 
 /// A task's options; absent fields keep the defaults (queue `default`, priority 0, 20
 /// attempts, 5 minutes per attempt).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct OptionsInput {
     queue: Option<String>,
@@ -151,7 +155,7 @@ impl OptionsInput {
 }
 
 /// A task to enqueue.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct EnqueueRequest {
     name: String,
@@ -162,7 +166,7 @@ struct EnqueueRequest {
 }
 
 /// The outcome of an enqueue.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct Enqueued {
     id: i64,
     /// True when an unfinished task held the unique key: nothing was enqueued, and `id` is
@@ -224,6 +228,21 @@ fn requests(
         .collect()
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/tasks",
+    tag = "tasks",
+    operation_id = "tasks_enqueue",
+    request_body = EnqueueRequest,
+    responses(
+        (status = 201, description = "Enqueued", body = Enqueued), (status = 200, description = "An unfinished task holds the unique key: nothing enqueued", body = Enqueued),
+        (status = 400, description = "Malformed JSON, query or path", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 422, description = "A value is not acceptable; `field` names it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 413, description = "The body or batch is over its limit; `limit` says it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not JSON", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
 async fn enqueue(
     State(state): State<ServerState>,
     JsonBody(req): JsonBody<EnqueueRequest>,
@@ -245,13 +264,28 @@ async fn enqueue(
     Ok((status, Json(Enqueued::from(outcome))).into_response())
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct EnqueueBatch {
     tasks: Vec<EnqueueRequest>,
 }
 
 /// Many tasks in one store round trip, all or nothing.
+#[utoipa::path(
+    post,
+    path = "/v1/tasks/batch",
+    tag = "tasks",
+    operation_id = "tasks_enqueue_batch",
+    request_body = EnqueueBatch,
+    responses(
+        (status = 201, description = "Each task's outcome, in order", body = [Enqueued]),
+        (status = 400, description = "Malformed JSON, query or path", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 422, description = "A value is not acceptable; `field` names it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 413, description = "The body or batch is over its limit; `limit` says it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not JSON", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
 async fn enqueue_batch(
     State(state): State<ServerState>,
     JsonBody(batch): JsonBody<EnqueueBatch>,
@@ -273,6 +307,19 @@ async fn enqueue_batch(
     Ok((StatusCode::CREATED, Json(body)).into_response())
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/tasks/{id}",
+    tag = "tasks",
+    operation_id = "tasks_show",
+    params(("id" = i64, Path, description = "Task id")),
+    responses(
+        (status = 200, description = "The task", body = TaskView),
+        (status = 400, description = "Malformed JSON, query or path", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 404, description = "No such instance or task", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
 async fn show(
     State(state): State<ServerState>,
     PathParam(id): PathParam<i64>,
@@ -280,7 +327,8 @@ async fn show(
     Ok(Json(state.client.task(TaskId(id)).await?.into()))
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct ListParams {
     queue: Option<String>,
@@ -291,6 +339,19 @@ struct ListParams {
 }
 
 /// Newest first.
+#[utoipa::path(
+    get,
+    path = "/v1/tasks",
+    tag = "tasks",
+    operation_id = "tasks_list",
+    params(ListParams),
+    responses(
+        (status = 200, description = "Newest first", body = [TaskView]),
+        (status = 400, description = "Malformed JSON, query or path", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 422, description = "A value is not acceptable; `field` names it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
 async fn list(
     State(state): State<ServerState>,
     QueryParams(params): QueryParams<ListParams>,
@@ -311,13 +372,27 @@ async fn list(
     Ok(Json(tasks.into_iter().map(TaskView::from).collect()))
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct WaitParams {
     timeout_ms: Option<u64>,
 }
 
 /// Answers when the task finishes, or with its current state at the timeout.
+#[utoipa::path(
+    get,
+    path = "/v1/tasks/{id}/wait",
+    tag = "tasks",
+    operation_id = "tasks_wait",
+    params(("id" = i64, Path, description = "Task id"), WaitParams),
+    responses(
+        (status = 200, description = "The task once finished, or as it stands at the timeout", body = TaskView),
+        (status = 400, description = "Malformed JSON, query or path", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 404, description = "No such instance or task", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
 async fn wait(
     State(state): State<ServerState>,
     PathParam(id): PathParam<i64>,
@@ -333,13 +408,26 @@ async fn wait(
     Ok(Json(record.into()))
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct Acted {
     /// `done`, or `requested` for a running task that stops when its worker next hears from
     /// the store.
     outcome: &'static str,
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/tasks/{id}/cancel",
+    tag = "tasks",
+    operation_id = "tasks_cancel",
+    params(("id" = i64, Path, description = "Task id")),
+    responses(
+        (status = 200, description = "Cancelled, or asked to stop", body = Acted),
+        (status = 404, description = "No such instance or task", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 409, description = "Not possible in the current state", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
 async fn cancel(
     State(state): State<ServerState>,
     PathParam(id): PathParam<i64>,
@@ -351,6 +439,19 @@ async fn cancel(
     Ok(Json(Acted { outcome }))
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/tasks/{id}/retry",
+    tag = "tasks",
+    operation_id = "tasks_retry",
+    params(("id" = i64, Path, description = "Task id")),
+    responses(
+        (status = 200, description = "Ready to run again", body = Acted),
+        (status = 404, description = "No such instance or task", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 409, description = "Not possible in the current state", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
 async fn retry(
     State(state): State<ServerState>,
     PathParam(id): PathParam<i64>,
@@ -359,6 +460,19 @@ async fn retry(
     Ok(Json(Acted { outcome: "done" }))
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/tasks/{id}/discard",
+    tag = "tasks",
+    operation_id = "tasks_discard",
+    params(("id" = i64, Path, description = "Task id")),
+    responses(
+        (status = 200, description = "Removed", body = Acted),
+        (status = 404, description = "No such instance or task", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 409, description = "Not possible in the current state", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
 async fn discard(
     State(state): State<ServerState>,
     PathParam(id): PathParam<i64>,
@@ -367,19 +481,20 @@ async fn discard(
     Ok(Json(Acted { outcome: "done" }))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ManyIds {
     ids: Vec<i64>,
 }
 
 /// The outcome of an action on one task of many.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct ActedOn {
     id: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
     outcome: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<ProblemBody>)]
     problem: Option<Problem>,
 }
 
@@ -432,6 +547,20 @@ async fn act_many(
     Ok(Json(futures::future::join_all(calls).await))
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/tasks/cancel",
+    tag = "tasks",
+    operation_id = "tasks_act_many_cancel",
+    request_body = ManyIds,
+    responses(
+        (status = 200, description = "Each task's outcome", body = [ActedOn]),
+        (status = 400, description = "Malformed JSON, query or path", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 422, description = "A value is not acceptable; `field` names it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 413, description = "The body or batch is over its limit; `limit` says it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
 async fn act_many_cancel(
     State(state): State<ServerState>,
     JsonBody(body): JsonBody<ManyIds>,
@@ -439,6 +568,20 @@ async fn act_many_cancel(
     act_many(state, body.ids, Action::Cancel).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/tasks/retry",
+    tag = "tasks",
+    operation_id = "tasks_act_many_retry",
+    request_body = ManyIds,
+    responses(
+        (status = 200, description = "Each task's outcome", body = [ActedOn]),
+        (status = 400, description = "Malformed JSON, query or path", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 422, description = "A value is not acceptable; `field` names it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 413, description = "The body or batch is over its limit; `limit` says it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
 async fn act_many_retry(
     State(state): State<ServerState>,
     JsonBody(body): JsonBody<ManyIds>,
@@ -446,6 +589,20 @@ async fn act_many_retry(
     act_many(state, body.ids, Action::Retry).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/tasks/discard",
+    tag = "tasks",
+    operation_id = "tasks_act_many_discard",
+    request_body = ManyIds,
+    responses(
+        (status = 200, description = "Each task's outcome", body = [ActedOn]),
+        (status = 400, description = "Malformed JSON, query or path", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 422, description = "A value is not acceptable; `field` names it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 413, description = "The body or batch is over its limit; `limit` says it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
 async fn act_many_discard(
     State(state): State<ServerState>,
     JsonBody(body): JsonBody<ManyIds>,

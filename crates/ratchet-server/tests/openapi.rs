@@ -1,0 +1,37 @@
+//! The checked-in OpenAPI document is the one the code generates.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[test]
+fn docs_openapi_json_is_in_sync_with_the_code() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/openapi.json");
+    let checked_in = std::fs::read_to_string(&path).expect("docs/openapi.json");
+    let generated = ratchet_server::openapi().to_pretty_json().unwrap();
+    assert!(
+        checked_in.trim_end() == generated.trim_end(),
+        "docs/openapi.json is stale: run `cargo run -- server --print-openapi > docs/openapi.json`"
+    );
+    let doc: serde_json::Value = serde_json::from_str(&generated).unwrap();
+    assert_eq!(doc["openapi"], "3.1.0");
+    // Every operation has an id of its own, and every error answer is a problem.
+    let mut ids = std::collections::BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let id = op["operationId"].as_str().expect("an operation id");
+            assert!(
+                ids.insert(id.to_string()),
+                "{method} {path}: duplicate id {id}"
+            );
+            for (status, response) in op["responses"].as_object().unwrap() {
+                if status.starts_with('4') || status.starts_with('5') {
+                    assert!(
+                        response["content"]
+                            .get("application/problem+json")
+                            .is_some(),
+                        "{method} {path} {status} is not a problem"
+                    );
+                }
+            }
+        }
+    }
+    assert!(ids.len() >= 30, "{ids:?}");
+}
