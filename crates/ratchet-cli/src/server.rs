@@ -69,14 +69,12 @@ pub(crate) async fn run(
         ),
         None => "running nothing here (--no-worker)".to_string(),
     };
+    let metrics = ratchet_server::install_recorder()?;
     out!("ratchet server on http://{address} ({about}), {what}; Ctrl-C to stop");
-    serve(
-        listener,
-        router(ServerState::new(client)),
-        worker::wait_for_stop(),
-    )
-    .await
-    .context("serving")?;
+    let state = ServerState::new(client).with_metrics(metrics);
+    serve(listener, router(state), worker::wait_for_stop())
+        .await
+        .context("serving")?;
     if let Some(started) = started {
         out!("server stopping: finishing or releasing its work");
         started.ratchet.shutdown().await;

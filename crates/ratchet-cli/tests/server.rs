@@ -561,7 +561,65 @@ async fn every_route(store_args: &[String]) {
     instances(&server).await;
     tasks(&server).await;
     events(&server).await;
+    metrics(&server).await;
     server.stop();
+}
+
+/// `/metrics` parses as Prometheus text and holds the figures an operator pages on, each
+/// non-zero after the run above.
+async fn metrics(server: &Server) {
+    let response = http().get(server.url("/metrics")).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let text = response.text().await.unwrap();
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
+        .expect("Prometheus text format");
+    let total = |name: &str| -> f64 {
+        scrape
+            .samples
+            .iter()
+            .filter(|s| s.metric == name)
+            .map(|s| match &s.value {
+                prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v) => *v,
+                prometheus_parse::Value::Histogram(buckets) => {
+                    buckets.last().map_or(0.0, |b| b.count)
+                }
+                prometheus_parse::Value::Summary(_) => 0.0,
+            })
+            .sum()
+    };
+    for name in [
+        "ratchet_turns_total",
+        "ratchet_turn_seconds",
+        "ratchet_commits_total",
+        "ratchet_commit_seconds",
+        "ratchet_committed_items_total",
+        "ratchet_claims_total",
+        "ratchet_attempts_total",
+        "ratchet_attempt_seconds",
+        "ratchet_store_round_trips_total",
+        "ratchet_store_commits_total",
+        "ratchet_queue_tasks",
+        "ratchet_http_requests_total",
+        "ratchet_http_request_seconds",
+    ] {
+        assert!(total(name) > 0.0, "{name} is missing or zero in:\n{text}");
+    }
+    let by_route = scrape.samples.iter().any(|s| {
+        s.metric == "ratchet_http_requests_total"
+            && s.labels.get("route") == Some("/v1/instances/:id/wait")
+            && s.labels.get("status") == Some("200")
+    });
+    assert!(by_route, "requests are counted by route pattern and status");
+    let failed_attempts = scrape
+        .samples
+        .iter()
+        .any(|s| s.metric == "ratchet_attempts_total" && s.labels.get("outcome") == Some("failed"));
+    assert!(
+        failed_attempts,
+        "the dead letter's failed attempt is counted"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -292,7 +292,16 @@ async fn flush(
         instance_lease: Some(lease),
         now,
     };
-    let outcome = match shared.store.commit(batch).await {
+    let (turn_count, completion_count) = (batch.turns.len(), batch.completions.len());
+    let asked = std::time::Instant::now();
+    let answer = shared.store.commit(batch).await;
+    crate::metrics::commit(
+        turn_count,
+        completion_count,
+        asked.elapsed(),
+        answer.is_ok(),
+    );
+    let outcome = match answer {
         Ok(outcome) => outcome,
         Err(e) => {
             let e = Arc::new(e);
@@ -317,6 +326,7 @@ async fn flush(
         .filter(|c| **c == CompletionResult::Stale)
         .count();
     if stale > 0 {
+        crate::metrics::completions_refused(stale);
         tracing::debug!(stale, "completions refused for a lost lease");
     }
     for claimed in outcome.locked {

@@ -92,7 +92,15 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                     now,
                 }),
             };
-            match shared.store.instance_claim(claim).await {
+            let asked = std::time::Instant::now();
+            let answer = shared.store.instance_claim(claim).await;
+            match &answer {
+                Ok(c) => {
+                    crate::metrics::claim(c.instances.len(), c.tasks.len(), asked.elapsed(), true)
+                }
+                Err(_) => crate::metrics::claim(0, 0, asked.elapsed(), false),
+            }
+            match answer {
                 Ok(claimed) => {
                     found = !claimed.instances.is_empty() || !claimed.tasks.is_empty();
                     busy |= orchestration_room > 0 && claimed.instances.len() == orchestration_room;

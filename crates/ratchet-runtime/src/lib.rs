@@ -36,6 +36,7 @@ mod hub;
 mod lifecycle;
 mod liveness;
 mod maintenance;
+mod metrics;
 mod notifier;
 mod registry;
 mod running;

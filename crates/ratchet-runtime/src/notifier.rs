@@ -11,6 +11,7 @@ use crate::runtime::Shared;
 pub(crate) async fn run(shared: Arc<Shared>, mut work: watch::Receiver<u64>) {
     while work.changed().await.is_ok() {
         work.borrow_and_update();
+        crate::metrics::notification("work");
         shared.wake.remote_work.notify_one();
     }
 }

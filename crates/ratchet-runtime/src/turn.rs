@@ -56,10 +56,12 @@ async fn run(shared: &Arc<Shared>, claimed: ClaimedInstance) {
         }
     };
     let inbound_len = inbound.len();
+    let started = std::time::Instant::now();
     let turn = match replay_error {
         Some(error) => cached.exec.fail_turn(now, inbound, error),
         None => cached.exec.turn(now, inbound),
     };
+    crate::metrics::turn(&claimed.name, started.elapsed());
     let commit = build_commit(shared, &claimed, &cached, turn, inbound_len, now);
     let outcome = outcome_of(&claimed.id, &commit);
     let running = !commit.status.is_finished() && commit.continue_as_new.is_none();
@@ -95,6 +97,7 @@ async fn run(shared: &Arc<Shared>, claimed: ClaimedInstance) {
             }
         }
         Ok(_) => {
+            crate::metrics::turn_refused();
             tracing::debug!(instance = %claimed.id, "turn refused: the lease was lost");
             shared.cache.forget(&claimed.id);
         }

@@ -32,11 +32,19 @@ pub(crate) fn spawn(shared: Arc<Shared>, task: ClaimedTask) {
         if permit.is_none() || !shared.capacity.running.start(task.id) {
             return;
         }
+        let started = std::time::Instant::now();
         let result = match (&task.owner, attempts_spent(&task)) {
             (_, Some(lost)) => lost,
             (Some(_), None) => activity(&shared, &task).await,
             (None, None) => standalone(&shared, &task, cancelled).await,
         };
+        crate::metrics::attempt(
+            task.owner.is_some(),
+            &task.name,
+            &task.queue,
+            &result,
+            started.elapsed(),
+        );
         drop(permit);
         if shared.capacity.running.release(task.id) {
             let instance = task.owner.as_ref().map(|o| o.instance.clone());

@@ -18,12 +18,15 @@
 #![deny(missing_docs)]
 
 mod extract;
+mod metrics;
 mod problem;
 mod routes;
 mod serve;
 mod state;
 mod time;
 
+pub use metrics::{install_recorder, MetricsError};
+pub use metrics_exporter_prometheus::PrometheusHandle;
 pub use problem::{Problem, ProblemBody};
 pub use routes::{openapi, router};
 pub use serve::serve;

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use metrics_exporter_prometheus::PrometheusHandle;
 use ratchet::Client;
 
 /// Limits on what one request may ask for.
@@ -35,6 +36,7 @@ impl Default for ServerLimits {
 pub struct ServerState {
     pub(crate) client: Client,
     pub(crate) limits: ServerLimits,
+    pub(crate) metrics: Option<PrometheusHandle>,
 }
 
 impl ServerState {
@@ -45,7 +47,14 @@ impl ServerState {
         Self {
             client,
             limits: ServerLimits::default(),
+            metrics: None,
         }
+    }
+
+    /// Serves `/metrics` from `handle` (see [`crate::install_recorder`]).
+    pub fn with_metrics(mut self, handle: PrometheusHandle) -> Self {
+        self.metrics = Some(handle);
+        self
     }
 
     /// Replaces the limits.

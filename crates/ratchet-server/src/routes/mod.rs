@@ -50,8 +50,8 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     documented().into_openapi()
 }
 
-/// The API's router on `state`: every route under `/v1`, `/healthz`, `/readyz` and
-/// `/openapi.json`.
+/// The API's router on `state`: every route under `/v1`, `/healthz`, `/readyz`,
+/// `/openapi.json` and `/metrics`.
 pub fn router(state: ServerState) -> Router {
     let limit = state.limits.max_body_bytes;
     let (routes, document) = documented().split_for_parts();
@@ -60,6 +60,9 @@ pub fn router(state: ServerState) -> Router {
             "/openapi.json",
             axum::routing::get(move || async move { Json(document) }),
         )
+        .route("/metrics", axum::routing::get(crate::metrics::render))
+        // After the routes: it sees which one matched.
+        .route_layer(axum::middleware::from_fn(crate::metrics::track))
         .fallback(|| async { Problem::not_found("no such route") })
         .method_not_allowed_fallback(|| async {
             Problem::new(
