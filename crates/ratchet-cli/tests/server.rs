@@ -662,6 +662,50 @@ async fn two_servers_share_one_postgres() {
     drop(a);
 }
 
+/// The README's curl lines work as written (on a fresh file, with the server's address for
+/// `localhost:8080`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_curl_examples_work() {
+    let readme = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"),
+    )
+    .unwrap();
+    let section = readme
+        .split("## Over HTTP")
+        .nth(1)
+        .and_then(|s| s.split("```sh").nth(1))
+        .and_then(|s| s.split("```").next())
+        .expect("the README's HTTP example");
+    // Lines ending in a backslash go on.
+    let commands: Vec<String> = section
+        .replace("\\\n", " ")
+        .lines()
+        .filter(|l| l.starts_with("curl "))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(commands.len(), 6, "{commands:?}");
+    let (args, _store, _dir) = common::sqlite().await;
+    let server = Server::start(&args, &[]);
+    let address = server.base.trim_start_matches("http://").to_string();
+    let mut outputs = Vec::new();
+    for command in &commands {
+        let command = command.replace("localhost:8080", &address);
+        let out = std::process::Command::new("sh")
+            .args(["-c", &command])
+            .output()
+            .expect("run curl (the tests need curl installed)");
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(out.status.success(), "{command}: {}", common::text(&out));
+        assert!(!text.contains("urn:ratchet:problem"), "{command}: {text}");
+        outputs.push(text);
+    }
+    let waited: Value = serde_json::from_str(&outputs[2]).unwrap();
+    assert_eq!(waited["status"], "Completed", "{waited}");
+    assert_eq!(waited["output"]["delivered"], "front door");
+    let read: Value = serde_json::from_str(&outputs[5]).unwrap();
+    assert_eq!(read["events"][0]["payload"]["student"], "s-1");
+}
+
 /// Outside loopback the server refuses to serve without auth.
 #[test]
 fn a_public_address_needs_auth_or_an_explicit_opt_out() {
