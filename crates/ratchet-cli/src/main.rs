@@ -17,6 +17,7 @@ mod input;
 mod logging;
 mod server;
 mod tasks;
+mod tokens;
 mod worker;
 
 use std::sync::Arc;
@@ -79,6 +80,9 @@ enum Command {
     /// Inspect queues; pause, resume and limit them across every process.
     #[command(subcommand)]
     Queues(tasks::QueueCommand),
+    /// Make, list and revoke the API tokens `ratchet server --auth` asks for.
+    #[command(subcommand)]
+    Tokens(tokens::TokenCommand),
     /// Append events (optionally only if no matching event arrived since a position), read
     /// them by type and tag, and follow them live.
     #[command(subcommand)]
@@ -271,6 +275,7 @@ async fn run(matches: clap::ArgMatches) -> anyhow::Result<()> {
         Command::Instances(cmd) => instances(Client::new(store.into_dyn()), cmd).await,
         Command::Tasks(cmd) => tasks::tasks(Client::new(store.into_dyn()), cmd).await,
         Command::Queues(cmd) => tasks::queues(Client::new(store.into_dyn()), cmd).await,
+        Command::Tokens(cmd) => tokens::run(store.into_dyn(), cmd).await,
         Command::Events(cmd) => {
             events::run(Client::new(store.into_dyn()).events(), cmd, append).await
         }

@@ -19,8 +19,11 @@ pub(crate) struct ServerArgs {
     /// Serve the API only, running no orchestration or task here (other processes run them).
     #[arg(long)]
     no_worker: bool,
+    /// Ask every request for a bearer token (`ratchet tokens create`) with the scope it needs.
+    #[arg(long, env = "RATCHET_AUTH")]
+    auth: bool,
     /// Serve on an address other machines can reach although the API asks for no token.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "auth")]
     insecure_no_auth: bool,
     /// Print the API's OpenAPI document and exit (docs/openapi.json is this output).
     #[arg(long)]
@@ -41,10 +44,11 @@ pub(crate) async fn run(
     about: &str,
     args: ServerArgs,
 ) -> anyhow::Result<()> {
-    if !args.listen.ip().is_loopback() && !args.insecure_no_auth {
+    if !args.listen.ip().is_loopback() && !args.auth && !args.insecure_no_auth {
         bail!(
             "refusing to serve on {} without authentication: other machines could reach the API; \
-             serve on 127.0.0.1, or pass --insecure-no-auth behind a proxy that authenticates",
+             pass --auth (and make tokens with `ratchet tokens create`), serve on 127.0.0.1, \
+             or pass --insecure-no-auth behind a proxy that authenticates",
             args.listen
         );
     }
@@ -71,7 +75,9 @@ pub(crate) async fn run(
     };
     let metrics = ratchet_server::install_recorder()?;
     out!("ratchet server on http://{address} ({about}), {what}; Ctrl-C to stop");
-    let state = ServerState::new(client).with_metrics(metrics);
+    let state = ServerState::new(client)
+        .with_metrics(metrics)
+        .with_auth(args.auth);
     serve(listener, router(state), worker::wait_for_stop())
         .await
         .context("serving")?;

@@ -706,6 +706,123 @@ async fn the_readme_curl_examples_work() {
     assert_eq!(read["events"][0]["payload"]["student"], "s-1");
 }
 
+/// With `--auth`, every request but the probes needs a token of the right scope, and a revoked
+/// token is refused from its next request.
+async fn auth(store_args: &[String]) {
+    let token = |name: &str, scope: &str| {
+        let out = common::run(
+            store_args,
+            &["tokens", "create", "--name", name, "--scope", scope],
+        );
+        assert!(out.status.success(), "{}", common::text(&out));
+        let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert!(token.starts_with("rt_"), "{token}");
+        token
+    };
+    // Tokens are made before the server runs: it reads them from the database per request.
+    let migrate = common::run(store_args, &["migrate"]);
+    assert!(migrate.status.success(), "{}", common::text(&migrate));
+    let (reader, writer, admin) = (
+        token("dash", "read"),
+        token("ci", "write"),
+        token("ops", "admin"),
+    );
+    let server = Server::start(store_args, &["--auth"]);
+    let call = |method: reqwest::Method, path: &str, token: Option<&str>, body: Option<Value>| {
+        let mut request = http().request(method, server.url(path));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        async move { answer(request.send().await.unwrap()).await }
+    };
+    use reqwest::Method;
+    for open in ["/healthz", "/readyz", "/openapi.json"] {
+        assert_eq!(
+            call(Method::GET, open, None, None).await.0,
+            StatusCode::OK,
+            "{open}"
+        );
+    }
+    let (status, p) = call(Method::GET, "/v1/queues", None, None).await;
+    assert_eq!(
+        (status, p["type"].clone()),
+        (
+            StatusCode::UNAUTHORIZED,
+            json!("urn:ratchet:problem:unauthorized")
+        )
+    );
+    let (status, _) = call(Method::GET, "/v1/queues", Some("rt_nope_nope"), None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        call(Method::GET, "/v1/queues", Some(&reader), None).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        call(Method::GET, "/metrics", Some(&reader), None).await.0,
+        StatusCode::OK
+    );
+    let start = json!({"name": "fanout", "id": "a1", "input": {"activities": 1}});
+    let (status, p) = call(
+        Method::POST,
+        "/v1/instances",
+        Some(&reader),
+        Some(start.clone()),
+    )
+    .await;
+    assert_eq!(
+        (status, p["type"].clone()),
+        (
+            StatusCode::FORBIDDEN,
+            json!("urn:ratchet:problem:forbidden")
+        )
+    );
+    assert_eq!(
+        call(Method::POST, "/v1/instances", Some(&writer), Some(start))
+            .await
+            .0,
+        StatusCode::CREATED
+    );
+    let pause = "/v1/queues/default/pause";
+    assert_eq!(
+        call(Method::POST, pause, Some(&writer), Some(json!({})))
+            .await
+            .0,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        call(Method::POST, pause, Some(&admin), Some(json!({})))
+            .await
+            .0,
+        StatusCode::OK
+    );
+    let id = writer.split('_').nth(1).unwrap().to_string();
+    let out = common::run(store_args, &["tokens", "revoke", &id]);
+    assert!(out.status.success(), "{}", common::text(&out));
+    let (status, p) = call(Method::GET, "/v1/queues", Some(&writer), None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{p}");
+    let out = common::run(store_args, &["tokens", "list", "--json"]);
+    let listed = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(listed.lines().count(), 3, "{listed}");
+    assert!(!listed.contains(&writer), "a list never shows a secret");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_and_scopes_on_sqlite() {
+    let (args, _store, _dir) = common::sqlite().await;
+    auth(&args).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_and_scopes_on_postgres() {
+    let Some((args, _store)) = common::postgres().await else {
+        return;
+    };
+    auth(&args).await;
+}
+
 /// Outside loopback the server refuses to serve without auth.
 #[test]
 fn a_public_address_needs_auth_or_an_explicit_opt_out() {

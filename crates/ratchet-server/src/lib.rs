@@ -17,6 +17,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod auth;
 mod extract;
 mod metrics;
 mod problem;
@@ -25,6 +26,7 @@ mod serve;
 mod state;
 mod time;
 
+pub use auth::{hash as token_hash, issue as issue_token, IssuedToken, Scope, TokenError};
 pub use metrics::{install_recorder, MetricsError};
 pub use metrics_exporter_prometheus::PrometheusHandle;
 pub use problem::{Problem, ProblemBody};

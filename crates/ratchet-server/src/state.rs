@@ -37,6 +37,7 @@ pub struct ServerState {
     pub(crate) client: Client,
     pub(crate) limits: ServerLimits,
     pub(crate) metrics: Option<PrometheusHandle>,
+    pub(crate) auth: bool,
 }
 
 impl ServerState {
@@ -48,7 +49,15 @@ impl ServerState {
             client,
             limits: ServerLimits::default(),
             metrics: None,
+            auth: false,
         }
+    }
+
+    /// Asks every request but the probes and `/openapi.json` for a bearer token with the
+    /// scope it needs (tokens are made with [`crate::issue_token`] and stored in the database).
+    pub fn with_auth(mut self, required: bool) -> Self {
+        self.auth = required;
+        self
     }
 
     /// Serves `/metrics` from `handle` (see [`crate::install_recorder`]).

@@ -63,6 +63,7 @@ mod task;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod tls;
+mod token;
 
 pub use config::PostgresConfig;
 pub use migrate::SCHEMA_VERSION;

@@ -10,9 +10,9 @@ use ratchet_store::{
     AppendOutcome, ClaimedTask, CommitBatch, CommitOutcome, CreateOutcome, EnqueueOutcome,
     EventAppend, EventPage, EventRead, Fence, HistoryRecord, InstanceClaim, InstanceClaimed,
     InstanceFilter, InstanceRecord, Lease, LeaseRelease, LeaseState, NamedQueries, NewInstance,
-    NewSignal, NewTask, QueueStats, QueueUpdate, Result, SignalOutcome, StopOutcome, Store,
-    StoreError, StoreStats, TaskAction, TaskActionOutcome, TaskClaim, TaskFilter, TaskId,
-    TaskRecord, WakeupSender, Wakeups, WorkerAlive,
+    NewSignal, NewTask, NewToken, QueueStats, QueueUpdate, Result, SignalOutcome, StopOutcome,
+    Store, StoreError, StoreStats, TaskAction, TaskActionOutcome, TaskClaim, TaskFilter, TaskId,
+    TaskRecord, TokenRecord, WakeupSender, Wakeups, WorkerAlive,
 };
 use tokio::task::JoinHandle;
 use tokio_postgres::Row;
@@ -34,6 +34,7 @@ fn queries(schema: &str) -> NamedQueries {
         include_str!("../sql/queues.sql"),
         include_str!("../sql/events.sql"),
         include_str!("../sql/workers.sql"),
+        include_str!("../sql/tokens.sql"),
     ])
     .map(|sql| migrate::in_schema(sql, schema))
 }
@@ -715,6 +716,33 @@ impl Store for PostgresStore {
                 crate::share::lock(&c.store.share).forget();
                 Ok(())
             })
+        })
+        .await
+    }
+
+    async fn token_create(&self, token: NewToken) -> Result<()> {
+        let token = &token;
+        self.call(1, |c| {
+            Box::pin(async move { crate::token::create(&c, token).await })
+        })
+        .await
+    }
+
+    async fn token_list(&self) -> Result<Vec<TokenRecord>> {
+        self.call(0, |c| Box::pin(async move { crate::token::list(&c).await }))
+            .await
+    }
+
+    async fn token_revoke(&self, id: &str, now: Timestamp) -> Result<bool> {
+        self.call(1, |c| {
+            Box::pin(async move { crate::token::revoke(&c, id, now).await })
+        })
+        .await
+    }
+
+    async fn token_find(&self, hash: &str) -> Result<Option<TokenRecord>> {
+        self.call(0, |c| {
+            Box::pin(async move { crate::token::find(&c, hash).await })
         })
         .await
     }

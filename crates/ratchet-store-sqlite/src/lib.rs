@@ -35,6 +35,7 @@ mod migrate;
 mod queue;
 mod store;
 mod task;
+mod token;
 mod wake;
 
 pub use migrate::SCHEMA_VERSION;

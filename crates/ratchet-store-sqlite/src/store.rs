@@ -12,10 +12,11 @@ use ratchet_store::{
     StoreError, StoreStats, TaskAction, TaskActionOutcome, TaskClaim, TaskFilter, TaskId,
     TaskRecord, WakeupSender, Wakeups, WorkerAlive,
 };
+use ratchet_store::{NewToken, TokenRecord};
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use crate::convert::db_err;
-use crate::{commit, event, instance, migrate, queue, task, wake};
+use crate::{commit, event, instance, migrate, queue, task, token, wake};
 
 /// The named statements of this backend, from `sql/*.sql`.
 fn queries() -> &'static NamedQueries {
@@ -29,6 +30,7 @@ fn queries() -> &'static NamedQueries {
             include_str!("../sql/queues.sql"),
             include_str!("../sql/events.sql"),
             include_str!("../sql/workers.sql"),
+            include_str!("../sql/tokens.sql"),
         ])
     })
 }
@@ -336,6 +338,24 @@ impl Store for SqliteStore {
         // Its leases may be ready for others now.
         self.wakeups.work_ready();
         Ok(())
+    }
+
+    async fn token_create(&self, new: NewToken) -> Result<()> {
+        self.write(move |tx| token::create(tx, &new)).await
+    }
+
+    async fn token_list(&self) -> Result<Vec<TokenRecord>> {
+        self.read(token::list).await
+    }
+
+    async fn token_revoke(&self, id: &str, now: Timestamp) -> Result<bool> {
+        let id = id.to_string();
+        self.write(move |tx| token::revoke(tx, &id, now)).await
+    }
+
+    async fn token_find(&self, hash: &str) -> Result<Option<TokenRecord>> {
+        let hash = hash.to_string();
+        self.read(move |conn| token::find(conn, &hash)).await
     }
 
     async fn lease_release(&self, release: LeaseRelease) -> Result<()> {

@@ -26,6 +26,7 @@ mod queue;
 mod sql;
 mod store;
 mod task;
+mod token;
 mod wakeup;
 
 #[cfg(feature = "conformance")]
@@ -59,4 +60,5 @@ pub use store::{
 pub use task::{
     ClaimedTask, NewTask, TaskCompletion, TaskId, TaskOwner, TaskResult, ACTIVITY_QUEUE,
 };
+pub use token::{NewToken, TokenRecord};
 pub use wakeup::{WakeupSender, Wakeups};

@@ -354,6 +354,35 @@ pub trait Store: Send + Sync + 'static {
     /// [`crate::StoreError::Invalid`] for a bad query; database failures.
     async fn event_read(&self, read: EventRead) -> Result<EventPage>;
 
+    /// Records an API token (its hash). One round trip.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Invalid`] when the id or hash is taken; database failures.
+    async fn token_create(&self, token: crate::NewToken) -> Result<()>;
+
+    /// Every recorded token, revoked ones included, oldest first. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures only.
+    async fn token_list(&self) -> Result<Vec<crate::TokenRecord>>;
+
+    /// Revokes a token at `now`: `false` when there is no such token or it was revoked
+    /// already. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures only.
+    async fn token_revoke(&self, id: &str, now: Timestamp) -> Result<bool>;
+
+    /// The token with this hash, revoked or not. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures only.
+    async fn token_find(&self, hash: &str) -> Result<Option<crate::TokenRecord>>;
+
     /// The database's clock, which every process's leases, visibility times and timers are
     /// judged by (each process measures its offset from it; see the runtime's `Clock`). One
     /// round trip on a server; the local clock on an embedded store, which has one host.

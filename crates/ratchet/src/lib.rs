@@ -119,8 +119,9 @@ pub use ratchet_runtime::{
 pub use ratchet_store::{
     validate_queue_name, AppendCondition, AppendOutcome, Direction, EnqueueOutcome, EventAppend,
     EventPage, EventQuery, EventRead, HistoryRecord, IfExists, InstanceFilter, InstanceRecord,
-    InstanceStatus, NewEvent, Position, QueryItem, QueueLimits, QueueStats, Store, StoreError,
-    StoreStats, StoredEvent, TaskActionOutcome, TaskFilter, TaskId, TaskRecord, TaskState,
+    InstanceStatus, NewEvent, NewToken, Position, QueryItem, QueueLimits, QueueStats, Store,
+    StoreError, StoreStats, StoredEvent, TaskActionOutcome, TaskFilter, TaskId, TaskRecord,
+    TaskState, TokenRecord,
 };
 #[cfg(feature = "postgres")]
 pub use ratchet_store_postgres::{

@@ -24,6 +24,9 @@ use crate::state::ServerState;
                        Errors are application/problem+json (RFC 9457) with a stable `type`.",
         license(name = "Apache-2.0", identifier = "Apache-2.0")
     ),
+    modifiers(&BearerTokens),
+    // A server started with --auth asks for a token; one without asks for none.
+    security(("bearer" = []), ()),
     tags(
         (name = "instances", description = "Orchestration instances: start, inspect, steer, wait"),
         (name = "tasks", description = "Standalone tasks: enqueue, inspect, steer, wait"),
@@ -33,6 +36,27 @@ use crate::state::ServerState;
     )
 )]
 struct ApiDoc;
+
+/// The bearer tokens of `ratchet server --auth`.
+struct BearerTokens;
+
+impl utoipa::Modify for BearerTokens {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+        let mut scheme = Http::new(HttpAuthScheme::Bearer);
+        scheme.description = Some(
+            "A token from `ratchet tokens create`, with the scope the route needs: read for \
+             GET, write for changes to work, admin for queues and discards. A missing, unknown \
+             or revoked token gets 401 (`unauthorized`), one without the scope 403 \
+             (`forbidden`)."
+                .to_string(),
+        );
+        openapi
+            .components
+            .get_or_insert_with(Default::default)
+            .add_security_scheme("bearer", SecurityScheme::Http(scheme));
+    }
+}
 
 /// Every route with its OpenAPI description.
 fn documented() -> OpenApiRouter<ServerState> {
@@ -61,7 +85,12 @@ pub fn router(state: ServerState) -> Router {
             axum::routing::get(move || async move { Json(document) }),
         )
         .route("/metrics", axum::routing::get(crate::metrics::render))
-        // After the routes: it sees which one matched.
+        // After the routes: each sees which one matched. The last added runs first, so a
+        // refused token is counted too.
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::auth::check,
+        ))
         .route_layer(axum::middleware::from_fn(crate::metrics::track))
         .fallback(|| async { Problem::not_found("no such route") })
         .method_not_allowed_fallback(|| async {

@@ -539,6 +539,48 @@ pub async fn list_pages_by_keyset(store: &dyn Store) {
     assert_eq!(seen, vec!["e", "d", "c", "b", "a"]);
 }
 
+/// Tokens are found by their hash until revoked (and after, marked so); an id or a hash is
+/// recorded once.
+pub async fn tokens_are_found_by_hash_and_revoked(store: &dyn Store) {
+    use crate::NewToken;
+    let token = |id: &str, hash: &str| NewToken {
+        id: id.into(),
+        name: format!("token {id}"),
+        hash: hash.into(),
+        scopes: vec!["read".into(), "write".into()],
+        created_at: T0,
+    };
+    store.token_create(token("a", "h-a")).await.unwrap();
+    store.token_create(token("b", "h-b")).await.unwrap();
+    assert!(matches!(
+        store.token_create(token("a", "h-c")).await,
+        Err(crate::StoreError::Invalid(_))
+    ));
+    assert!(
+        store.token_create(token("c", "h-a")).await.is_err(),
+        "a hash is unique"
+    );
+    let found = store.token_find("h-a").await.unwrap().unwrap();
+    assert_eq!(
+        (found.id.as_str(), found.scopes.clone(), found.revoked_at),
+        ("a", vec!["read".to_string(), "write".to_string()], None)
+    );
+    assert!(store.token_find("h-nope").await.unwrap().is_none());
+    assert!(store.token_revoke("a", Timestamp(T0.0 + 5)).await.unwrap());
+    assert!(
+        !store.token_revoke("a", Timestamp(T0.0 + 6)).await.unwrap(),
+        "once"
+    );
+    assert!(!store.token_revoke("zzz", T0).await.unwrap());
+    let revoked = store.token_find("h-a").await.unwrap().unwrap();
+    assert_eq!(revoked.revoked_at, Some(Timestamp(T0.0 + 5)));
+    let all = store.token_list().await.unwrap();
+    assert_eq!(
+        all.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+        vec!["a", "b"]
+    );
+}
+
 pub async fn purge_removes_finished(store: &dyn Store) {
     start(store, "a").await;
     start(store, "b").await;

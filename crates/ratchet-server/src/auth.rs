@@ -1,0 +1,231 @@
+//! Bearer tokens with scopes. A token is `rt_<id>_<secret>`; the store keeps its SHA-256,
+//! never the token, so a leaked database gives no usable token. Each request's token is looked
+//! up by its hash (one indexed read), so a revoked token is refused from the next request.
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use ratchet::{NewToken, Timestamp};
+use sha2::{Digest, Sha256};
+
+use crate::problem::Problem;
+use crate::state::ServerState;
+
+/// What a token may do; each scope includes the ones before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Scope {
+    /// Read anything: instances, histories, tasks, queues, events, metrics.
+    Read,
+    /// Change work: start, signal, cancel, terminate; enqueue, cancel and retry tasks; append
+    /// events.
+    Write,
+    /// Change the system: pause, resume and limit queues; discard tasks.
+    Admin,
+}
+
+impl Scope {
+    /// Its name: `read`, `write` or `admin`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Write => "write",
+            Self::Admin => "admin",
+        }
+    }
+}
+
+impl std::str::FromStr for Scope {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "read" => Ok(Self::Read),
+            "write" => Ok(Self::Write),
+            "admin" => Ok(Self::Admin),
+            other => Err(format!(
+                "unknown scope {other:?} (expected read, write or admin)"
+            )),
+        }
+    }
+}
+
+/// Why a token could not be made.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot make a token: {0}")]
+pub struct TokenError(String);
+
+/// A token just made: the text to hand out (shown once, never stored) and what to store.
+#[derive(Debug)]
+pub struct IssuedToken {
+    /// `rt_<id>_<secret>`.
+    pub token: String,
+    /// Its record, with the hash.
+    pub record: NewToken,
+}
+
+/// Makes a token named `name` with `scopes`, from the operating system's random source.
+///
+/// # Errors
+///
+/// [`TokenError`] for an empty or overlong name, no scope, or no random source.
+pub fn issue(name: &str, scopes: &[Scope], now: Timestamp) -> Result<IssuedToken, TokenError> {
+    if name.trim().is_empty() || name.len() > 200 || name.chars().any(char::is_control) {
+        return Err(TokenError(
+            "a token's name has 1 to 200 bytes without control characters".into(),
+        ));
+    }
+    if scopes.is_empty() {
+        return Err(TokenError("a token needs at least one scope".into()));
+    }
+    let mut id = [0u8; 6];
+    let mut secret = [0u8; 32];
+    getrandom::fill(&mut id).map_err(|e| TokenError(e.to_string()))?;
+    getrandom::fill(&mut secret).map_err(|e| TokenError(e.to_string()))?;
+    let id = hex(&id);
+    let token = format!("rt_{id}_{}", URL_SAFE_NO_PAD.encode(secret));
+    let mut scopes: Vec<Scope> = scopes.to_vec();
+    scopes.sort();
+    scopes.dedup();
+    Ok(IssuedToken {
+        record: NewToken {
+            id,
+            name: name.trim().to_string(),
+            hash: hash(&token),
+            scopes: scopes.iter().map(|s| s.as_str().to_string()).collect(),
+            created_at: now,
+        },
+        token,
+    })
+}
+
+/// The hash a token is stored and found by: hex SHA-256.
+pub fn hash(token: &str) -> String {
+    hex(&Sha256::digest(token.as_bytes()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The scope a request needs, by method and route pattern.
+fn needed(method: &Method, route: &str) -> Scope {
+    if method == Method::GET || method == Method::HEAD {
+        return Scope::Read;
+    }
+    if route.starts_with("/v1/queues/") || route.ends_with("/discard") {
+        return Scope::Admin;
+    }
+    Scope::Write
+}
+
+/// Routes anyone may call: probes and the API's description.
+fn public(route: &str) -> bool {
+    matches!(route, "/healthz" | "/readyz" | "/openapi.json")
+}
+
+fn unauthorized(detail: &str) -> Response {
+    let mut response = Problem::new(
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        "Unauthorized",
+        detail,
+    )
+    .into_response();
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"ratchet\""),
+    );
+    response
+}
+
+/// Checks the request's bearer token and its scope, when the server asks for tokens.
+pub(crate) async fn check(
+    State(state): State<ServerState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if !state.auth {
+        return next.run(request).await;
+    }
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_default();
+    if public(&route) {
+        return next.run(request).await;
+    }
+    let Some(token) = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+    else {
+        return unauthorized("this server asks for a token: Authorization: Bearer <token>");
+    };
+    let record = match state.client.store().token_find(&hash(token)).await {
+        Ok(Some(record)) if record.revoked_at.is_none() => record,
+        Ok(Some(_)) => return unauthorized("this token was revoked"),
+        Ok(None) => return unauthorized("this token is not known here"),
+        Err(e) => return Problem::from(e).into_response(),
+    };
+    let needs = needed(request.method(), &route);
+    let granted = record
+        .scopes
+        .iter()
+        .filter_map(|s| s.parse::<Scope>().ok())
+        .max();
+    if granted.is_none_or(|g| g < needs) {
+        return Problem::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "Forbidden",
+            format!(
+                "token {} may not do this: it needs the {} scope",
+                record.id,
+                needs.as_str()
+            ),
+        )
+        .into_response();
+    }
+    next.run(request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_random_and_stored_by_hash_only() {
+        let a = issue("ci", &[Scope::Write, Scope::Read], Timestamp(1)).unwrap();
+        let b = issue("ci", &[Scope::Read], Timestamp(1)).unwrap();
+        assert_ne!(a.token, b.token);
+        assert!(a.token.starts_with(&format!("rt_{}_", a.record.id)));
+        assert_eq!(a.record.hash, hash(&a.token));
+        assert!(!a.record.hash.contains(&a.token));
+        assert_eq!(a.record.scopes, vec!["read", "write"]);
+        assert!(issue("", &[Scope::Read], Timestamp(1)).is_err());
+        assert!(issue("x", &[], Timestamp(1)).is_err());
+    }
+
+    #[test]
+    fn routes_need_the_scope_of_what_they_change() {
+        assert_eq!(needed(&Method::GET, "/v1/queues"), Scope::Read);
+        assert_eq!(needed(&Method::POST, "/v1/instances"), Scope::Write);
+        assert_eq!(
+            needed(&Method::POST, "/v1/queues/{name}/pause"),
+            Scope::Admin
+        );
+        assert_eq!(
+            needed(&Method::POST, "/v1/tasks/{id}/discard"),
+            Scope::Admin
+        );
+        assert_eq!(needed(&Method::POST, "/v1/tasks/{id}/retry"), Scope::Write);
+        assert!("root".parse::<Scope>().is_err());
+        assert!(Scope::Admin > Scope::Write && Scope::Write > Scope::Read);
+    }
+}
