@@ -42,10 +42,11 @@ pub(crate) struct FanoutArgs {
     backlog: Option<u64>,
 }
 
+/// What each fan-out orchestration does: its input.
 #[derive(Clone, Copy, Serialize, Deserialize)]
-struct Shape {
-    activities: u32,
-    activity_ms: u64,
+pub(crate) struct Shape {
+    pub(crate) activities: u32,
+    pub(crate) activity_ms: u64,
 }
 
 impl Shape {
@@ -76,18 +77,28 @@ async fn sleep(_ctx: ActivityContext, (i, ms): (u64, u64)) -> Result<u64, Activi
 
 /// The worker: the fan-out orchestration and its activity, at most `in_flight` at once.
 async fn start_worker(store: Arc<dyn Store>, args: &FanoutArgs) -> anyhow::Result<Ratchet> {
-    let room = args.in_flight.max(1);
+    fan_out_worker(store, args.in_flight, args.activities, |b| b).await
+}
+
+/// A runtime of `bench_fanout` (and its activity `bench_sleep`) sized for `in_flight`
+/// orchestrations of `activities` each, with whatever `more` registers.
+pub(crate) async fn fan_out_worker(
+    store: Arc<dyn Store>,
+    in_flight: usize,
+    activities: u32,
+    more: impl FnOnce(ratchet::Builder) -> ratchet::Builder,
+) -> anyhow::Result<Ratchet> {
+    let room = in_flight.max(1);
     let config = RuntimeConfig {
-        max_activities: (room * args.activities as usize * 2).max(256),
+        max_activities: (room * activities as usize * 2).max(256),
         ..orchestration_config(room)
     };
-    Ok(Ratchet::builder()
+    let builder = Ratchet::builder()
         .store(store)
         .config(config)
         .orchestration("bench_fanout", fan_out)
-        .activity("bench_sleep", sleep)
-        .start()
-        .await?)
+        .activity("bench_sleep", sleep);
+    Ok(more(builder).start().await?)
 }
 
 /// Instances not finished yet (at most `limit` counted).

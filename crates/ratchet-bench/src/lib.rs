@@ -21,6 +21,7 @@ macro_rules! out {
 mod env;
 mod events;
 mod fanout;
+mod http;
 mod measure;
 mod pgstats;
 mod proxy;
@@ -46,6 +47,9 @@ pub(crate) use measure::{Correctness, Latencies, Report};
 enum BenchCommand {
     /// Closed loop of fan-out orchestrations: each schedules N activities and joins them.
     Fanout(fanout::FanoutArgs),
+    /// The fan-out closed loop through `ratchet server`'s HTTP API, beside the in-process
+    /// client on the same run; and the latency one start adds over HTTP.
+    Http(http::HttpArgs),
     /// Instances that wait for a signal and complete: serial, parallel, ladder, burst, soak.
     Signals(signals::SignalArgs),
     /// Standalone tasks: drain a bulk-enqueued backlog, or keep up with a steady rate.
@@ -81,6 +85,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
 async fn run(cmd: BenchCommand, database_url: Option<&str>) -> anyhow::Result<()> {
     let reports = match cmd {
         BenchCommand::Fanout(args) => vec![fanout::run(args, database_url).await?],
+        BenchCommand::Http(args) => vec![http::run(args, database_url).await?],
         BenchCommand::Signals(args) => vec![signals::run(args, database_url).await?],
         BenchCommand::Tasks(args) => vec![tasks::run(args, database_url).await?],
         BenchCommand::Events(args) => events::run(args, database_url).await?,

@@ -9,6 +9,17 @@ use std::process::Command;
 /// Each scenario, shortened to about a second.
 const SCENARIOS: &[&[&str]] = &[
     &["fanout", "--duration", "1s", "--warmup", "0s"],
+    &[
+        "http",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0s",
+        "--starts",
+        "20",
+        "--clients",
+        "4",
+    ],
     &["signals", "serial", "--instances", "4"],
     &[
         "signals",
@@ -234,6 +245,7 @@ fn every_scenario_runs_on_both_backends_and_reports() {
     let markdown = std::fs::read_to_string(out.join("report.md")).unwrap();
     for scenario in [
         "fanout",
+        "http",
         "signals",
         "tasks",
         "ladder",

@@ -572,8 +572,23 @@ struct WaitParams {
     timeout_ms: Option<u64>,
 }
 
+/// How a wait ended: the instance's outcome, or where it stands at the timeout.
+#[derive(Debug, Serialize, ToSchema)]
+struct WaitOutcome {
+    id: String,
+    /// False when the wait timed out first.
+    finished: bool,
+    #[schema(value_type = String, example = "Completed")]
+    status: InstanceStatus,
+    output: Option<Value>,
+    #[schema(value_type = Option<Object>)]
+    error: Option<ErrorInfo>,
+}
+
 /// A long poll: answers as soon as the instance finishes (woken by the client's hub, which
-/// the runtime and the store's notifications feed), or with its current state at the timeout.
+/// the runtime and the store's notifications feed), or with where it stands at the timeout.
+/// It reads the instance once when asked (it may have finished already) and again only at a
+/// timeout.
 #[utoipa::path(
     get,
     path = "/v1/instances/{id}/wait",
@@ -581,7 +596,7 @@ struct WaitParams {
     operation_id = "instances_wait",
     params(("id" = String, Path, description = "Instance id"), WaitParams),
     responses(
-        (status = 200, description = "The instance once finished, or as it stands at the timeout", body = InstanceView),
+        (status = 200, description = "The outcome once finished, or where it stands at the timeout", body = WaitOutcome),
         (status = 400, description = "Malformed JSON, query or path", body = ProblemBody, content_type = "application/problem+json"),
         (status = 404, description = "No such instance or task", body = ProblemBody, content_type = "application/problem+json"),
         (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
@@ -591,14 +606,30 @@ async fn wait(
     State(state): State<ServerState>,
     PathParam(id): PathParam<String>,
     QueryParams(params): QueryParams<WaitParams>,
-) -> Result<Json<InstanceView>, Problem> {
+) -> Result<Json<WaitOutcome>, Problem> {
     let timeout =
         Duration::from_millis(params.timeout_ms.unwrap_or(30_000)).min(state.limits.max_wait);
-    match state.client.wait(&id, timeout).await {
-        Ok(_) | Err(Error::Timeout(_)) | Err(Error::Failed { .. }) | Err(Error::Decode { .. }) => {}
+    let outcome = match state.client.wait(&id, timeout).await {
+        Ok(o) => WaitOutcome {
+            id: o.id,
+            finished: true,
+            status: o.status,
+            output: o.output,
+            error: o.error,
+        },
+        Err(Error::Timeout(_)) => {
+            let r = state.client.status(&id).await?;
+            WaitOutcome {
+                finished: r.status.is_finished(),
+                id: r.id,
+                status: r.status,
+                output: r.output,
+                error: r.error,
+            }
+        }
         Err(e) => return Err(e.into()),
-    }
-    Ok(Json(state.client.status(&id).await?.into()))
+    };
+    Ok(Json(outcome))
 }
 
 #[cfg(test)]
