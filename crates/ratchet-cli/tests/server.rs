@@ -246,6 +246,31 @@ async fn instances(server: &Server) {
     assert_eq!(seen.len(), 3, "{seen:?}");
     let (_, finished) = get(server, "/v1/instances?status=Completed,Terminated").await;
     assert_eq!(finished["items"].as_array().unwrap().len(), 2);
+
+    // A finished instance restarts under its id; a running one does not.
+    let (status, _) = post(server, "/v1/instances/o3/restart", json!({})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (_, o3) = get(server, "/v1/instances/o3").await;
+    assert!(
+        !o3["status"].as_str().unwrap().ends_with("ed"),
+        "running again: {o3}"
+    );
+    let (status, _) = post(server, "/v1/instances/o3/restart", json!({})).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let (status, _) = post(server, "/v1/instances/o3/terminate", json!({})).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let (status, purged) = post(
+        server,
+        "/v1/instances/purge",
+        json!({"finished_before": "2999-01-01T00:00:00Z"}),
+    )
+    .await;
+    assert_eq!(
+        (status, purged["removed"].clone()),
+        (StatusCode::OK, json!(3))
+    );
+    let (_, left) = get(server, "/v1/instances").await;
+    assert_eq!(left["items"], json!([]), "{left}");
     let (status, _) = get(server, "/v1/instances/nope").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }

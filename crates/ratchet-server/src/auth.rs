@@ -22,7 +22,7 @@ pub enum Scope {
     /// Change work: start, signal, cancel, terminate; enqueue, cancel and retry tasks; append
     /// events.
     Write,
-    /// Change the system: pause, resume and limit queues; discard tasks.
+    /// Change the system: pause, resume and limit queues; discard tasks; purge instances.
     Admin,
 }
 
@@ -115,7 +115,8 @@ fn needed(method: &Method, route: &str) -> Scope {
     if method == Method::GET || method == Method::HEAD {
         return Scope::Read;
     }
-    if route.starts_with("/v1/queues/") || route.ends_with("/discard") {
+    if route.starts_with("/v1/queues/") || route.ends_with("/discard") || route.ends_with("/purge")
+    {
         return Scope::Admin;
     }
     Scope::Write

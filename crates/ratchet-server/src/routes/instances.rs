@@ -36,6 +36,8 @@ pub(crate) fn routes() -> OpenApiRouter<ServerState> {
         .routes(routes!(cancel))
         .routes(routes!(terminate))
         .routes(routes!(wait))
+        .routes(routes!(restart))
+        .routes(routes!(purge))
 }
 
 /// An instance as the API shows it.
@@ -630,6 +632,83 @@ async fn wait(
         Err(e) => return Err(e.into()),
     };
     Ok(Json(outcome))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+struct Restarted {
+    id: String,
+}
+
+/// Starts a finished instance afresh under the same id, with the same name and input.
+#[utoipa::path(
+    post,
+    path = "/v1/instances/{id}/restart",
+    tag = "instances", operation_id = "instances_restart",
+    params(("id" = String, Path, description = "Instance id")),
+    responses(
+        (status = 201, description = "Started afresh", body = Restarted),
+        (status = 404, description = "No such instance", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 409, description = "It has not finished", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
+async fn restart(
+    State(state): State<ServerState>,
+    PathParam(id): PathParam<String>,
+) -> Result<Response, Problem> {
+    let record = state.client.status(&id).await?;
+    if !record.status.is_finished() {
+        return Err(Problem::new(
+            StatusCode::CONFLICT,
+            "running",
+            "Instance still running",
+            format!(
+                "instance {id:?} is {}: only a finished one restarts",
+                record.status
+            ),
+        ));
+    }
+    let options = StartOptions::id(id.clone()).if_exists(IfExists::RestartIfFinished);
+    state
+        .client
+        .start_with(&record.name, &record.input, options)
+        .await?;
+    Ok(created(&format!("/v1/instances/{id}"), Restarted { id }))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct PurgeRequest {
+    /// Remove instances that finished before this time (RFC 3339).
+    finished_before: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+struct Purged {
+    removed: u64,
+}
+
+/// Removes finished instances, with their history, that finished before a time.
+#[utoipa::path(
+    post,
+    path = "/v1/instances/purge",
+    tag = "instances", operation_id = "instances_purge",
+    request_body = PurgeRequest,
+    responses(
+        (status = 200, description = "How many were removed", body = Purged),
+        (status = 400, description = "Malformed JSON", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 422, description = "Not a time", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
+async fn purge(
+    State(state): State<ServerState>,
+    JsonBody(req): JsonBody<PurgeRequest>,
+) -> Result<Json<Purged>, Problem> {
+    let before = parse_rfc3339(&req.finished_before)
+        .map_err(|e| Problem::invalid(e).field("finished_before"))?;
+    let removed = state.client.store().instance_purge(before).await?;
+    Ok(Json(Purged { removed }))
 }
 
 #[cfg(test)]
