@@ -187,6 +187,7 @@ pub(crate) async fn start(store: Arc<dyn Store>, args: WorkerArgs) -> anyhow::Re
         .unwrap_or_else(|| format!("pid-{}", std::process::id()));
     let lease = Duration::from_millis(args.lease_ms);
     let config = RuntimeConfig {
+        label: Some(label.clone()),
         lease,
         heartbeat: lease / 3,
         poll_interval: Duration::from_millis(args.poll_ms),

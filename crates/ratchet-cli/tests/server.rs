@@ -684,6 +684,39 @@ async fn two_servers_share_one_postgres() {
     }
     let (_, registry) = get(&b, "/v1/registry").await;
     assert_eq!(registry["worker"], false);
+
+    // The fleet: A says what it runs; B, which runs nothing, refuses what nobody runs.
+    let (_, workers) = get(&b, "/v1/workers").await;
+    let listed = workers.as_array().unwrap();
+    assert_eq!(listed.len(), 1, "{workers}");
+    assert_eq!(listed[0]["alive"], true);
+    assert!(listed[0]["orchestrations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|o| o["name"] == "fanout"));
+    assert_eq!(listed[0]["tasks"], json!(["work"]));
+    assert!(listed[0]["label"].as_str().unwrap().starts_with("pid-"));
+    let (status, p) = post(&b, "/v1/instances", json!({"name": "nobody-runs-this"})).await;
+    assert_eq!(
+        (status, p["field"].clone()),
+        (StatusCode::UNPROCESSABLE_ENTITY, json!("name"))
+    );
+    let batch = json!({"tasks": [{"name": "work", "input": {}}, {"name": "nope"}]});
+    let (status, p) = post(&b, "/v1/tasks/batch", batch).await;
+    assert_eq!(
+        (status, p["field"].clone()),
+        (StatusCode::UNPROCESSABLE_ENTITY, json!("tasks[1].name"))
+    );
+    let (status, _) = post(
+        &b,
+        "/v1/instances?allow_unknown=true",
+        json!({"name": "nobody-runs-this"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "allowed when asked");
+    let (status, _) = post(&b, "/v1/tasks", json!({"name": "work", "input": {"ms": 1}})).await;
+    assert_eq!(status, StatusCode::CREATED, "A runs it");
     drop(a);
 }
 

@@ -26,6 +26,8 @@ impl QueueConfig {
 /// How a runtime behaves. Every field has a sensible default; see [`RuntimeConfig::default`].
 #[derive(Clone, Debug)]
 pub struct RuntimeConfig {
+    /// A name for this process, shown with what it runs (`GET /v1/workers`, the console).
+    pub label: Option<String>,
     /// Orchestration turns run at once.
     pub max_orchestrations: usize,
     /// Activities run at once.
@@ -74,6 +76,7 @@ pub struct RuntimeConfig {
 impl Default for RuntimeConfig {
     fn default() -> Self {
         Self {
+            label: None,
             max_orchestrations: 256,
             max_activities: 256,
             lease: Duration::from_secs(15),

@@ -6,11 +6,12 @@
 
 use std::sync::Arc;
 
-use ratchet_store::WorkerAlive;
+use ratchet_store::{WorkerAbout, WorkerAlive};
 
 use crate::runtime::Shared;
 
 pub(crate) async fn run(shared: Arc<Shared>) {
+    let about = about(&shared);
     let mut tick = tokio::time::interval(shared.config.heartbeat);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -23,9 +24,25 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             stall_grace: shared.config.stall_grace,
             now,
             queues: shared.task_queues(),
+            about: about.clone(),
         };
         if let Err(e) = shared.store.worker_alive(alive).await {
             tracing::warn!(error = %e, "could not tell the store this process is alive");
         }
+    }
+}
+
+/// What this process says of itself: it does not change while it runs.
+fn about(shared: &Shared) -> WorkerAbout {
+    let names = shared.registry.names();
+    WorkerAbout {
+        label: shared.config.label.clone(),
+        host: gethostname::gethostname().into_string().ok(),
+        pid: std::process::id(),
+        max_orchestrations: u32::try_from(shared.config.max_orchestrations).unwrap_or(u32::MAX),
+        max_activities: u32::try_from(shared.config.max_activities).unwrap_or(u32::MAX),
+        orchestrations: names.orchestrations,
+        activities: names.activities,
+        tasks: names.tasks,
     }
 }

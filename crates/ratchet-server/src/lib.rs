@@ -19,6 +19,7 @@
 
 mod auth;
 mod extract;
+mod fleet;
 mod metrics;
 mod problem;
 mod routes;

@@ -38,6 +38,7 @@ pub struct ServerState {
     pub(crate) limits: ServerLimits,
     pub(crate) metrics: Option<PrometheusHandle>,
     pub(crate) auth: bool,
+    pub(crate) fleet: std::sync::Arc<crate::fleet::Fleet>,
 }
 
 impl ServerState {
@@ -50,6 +51,7 @@ impl ServerState {
             limits: ServerLimits::default(),
             metrics: None,
             auth: false,
+            fleet: std::sync::Arc::default(),
         }
     }
 

@@ -12,7 +12,7 @@ use ratchet_store::{
     InstanceFilter, InstanceRecord, Lease, LeaseRelease, LeaseState, NamedQueries, NewInstance,
     NewSignal, NewTask, NewToken, QueueStats, QueueUpdate, Result, SignalOutcome, StopOutcome,
     Store, StoreError, StoreStats, TaskAction, TaskActionOutcome, TaskClaim, TaskFilter, TaskId,
-    TaskRecord, TokenRecord, WakeupSender, Wakeups, WorkerAlive,
+    TaskRecord, TokenRecord, WakeupSender, Wakeups, WorkerAlive, WorkerRecord,
 };
 use tokio::task::JoinHandle;
 use tokio_postgres::Row;
@@ -686,12 +686,14 @@ impl Store for PostgresStore {
         let timeout = self.inner.config.connect_timeout;
         self.call_on(&self.inner.lifeline, timeout, 1, |c| {
             Box::pin(async move {
+                let about = ratchet_store::codec::to_json(&alive.about);
                 let said = [
                     p(&alive.owner),
                     p(&alive.until.0),
                     p(&alive.now.0),
                     p(&grace),
                     p(&alive.queues),
+                    p(&about),
                 ];
                 c.query("worker_alive", &said).await?;
                 // Who else serves what, the listener reads when work arrives.
@@ -716,6 +718,13 @@ impl Store for PostgresStore {
                 crate::share::lock(&c.store.share).forget();
                 Ok(())
             })
+        })
+        .await
+    }
+
+    async fn worker_list(&self) -> Result<Vec<WorkerRecord>> {
+        self.call(0, |c| {
+            Box::pin(async move { crate::worker::list(&c).await })
         })
         .await
     }

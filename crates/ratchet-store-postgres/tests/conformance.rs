@@ -1020,6 +1020,7 @@ async fn work_for_a_queue_wakes_one_server_first_and_no_other_queue() {
                 stall_grace: Duration::from_secs(10),
                 now,
                 queues: vec![queue.into()],
+                about: Default::default(),
             })
             .await
             .unwrap();

@@ -37,6 +37,7 @@ mod store;
 mod task;
 mod token;
 mod wake;
+mod worker;
 
 pub use migrate::SCHEMA_VERSION;
 pub use store::SqliteStore;

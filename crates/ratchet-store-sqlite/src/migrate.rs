@@ -9,6 +9,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0002_task_queue.sql"),
     include_str!("../migrations/0003_events.sql"),
     include_str!("../migrations/0004_api_tokens.sql"),
+    include_str!("../migrations/0005_worker_about.sql"),
 ];
 
 /// The schema version this code creates and understands.

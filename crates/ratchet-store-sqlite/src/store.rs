@@ -12,11 +12,11 @@ use ratchet_store::{
     StoreError, StoreStats, TaskAction, TaskActionOutcome, TaskClaim, TaskFilter, TaskId,
     TaskRecord, WakeupSender, Wakeups, WorkerAlive,
 };
-use ratchet_store::{NewToken, TokenRecord};
+use ratchet_store::{NewToken, TokenRecord, WorkerRecord};
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use crate::convert::db_err;
-use crate::{commit, event, instance, migrate, queue, task, token, wake};
+use crate::{commit, event, instance, migrate, queue, task, token, wake, worker};
 
 /// The named statements of this backend, from `sql/*.sql`.
 fn queries() -> &'static NamedQueries {
@@ -302,14 +302,20 @@ impl Store for SqliteStore {
     }
 
     async fn worker_alive(&self, alive: WorkerAlive) -> Result<()> {
+        // (One process's stores hear each other's work directly: the queues choose nobody
+        // to wake here; they are kept for people.)
         let WorkerAlive {
             owner,
             until,
             stall_grace,
             now,
-            // One process's stores hear each other's work directly: nobody to choose among.
-            queues: _,
+            queues,
+            about,
         } = alive;
+        let (queues, about) = (
+            crate::convert::to_json(&queues),
+            crate::convert::to_json(&about),
+        );
         let grace = i64::try_from(stall_grace.as_millis()).unwrap_or(i64::MAX);
         self.write(move |tx| {
             tx.prepare_cached(sql("worker_forget_silent"))
@@ -318,7 +324,9 @@ impl Store for SqliteStore {
                 .map_err(db_err)?;
             tx.prepare_cached(sql("worker_alive"))
                 .map_err(db_err)?
-                .execute(rusqlite::params![owner, until.0, now.0, grace])
+                .execute(rusqlite::params![
+                    owner, until.0, now.0, grace, queues, about
+                ])
                 .map_err(db_err)?;
             Ok(())
         })
@@ -338,6 +346,10 @@ impl Store for SqliteStore {
         // Its leases may be ready for others now.
         self.wakeups.work_ready();
         Ok(())
+    }
+
+    async fn worker_list(&self) -> Result<Vec<WorkerRecord>> {
+        self.read(worker::list).await
     }
 
     async fn token_create(&self, new: NewToken) -> Result<()> {

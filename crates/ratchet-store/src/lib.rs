@@ -55,7 +55,7 @@ pub use queue::{
 pub use sql::NamedQueries;
 pub use store::{
     InstanceClaim, InstanceClaimed, LeaseRelease, QueueClaim, Registered, Store, StoreStats,
-    TaskClaim, WorkerAlive,
+    TaskClaim, WorkerAbout, WorkerAlive, WorkerRecord,
 };
 pub use task::{
     ClaimedTask, NewTask, TaskCompletion, TaskId, TaskOwner, TaskResult, ACTIVITY_QUEUE,

@@ -1,5 +1,6 @@
 use async_trait::async_trait;
 use ratchet_core::Timestamp;
+use serde::{Deserialize, Serialize};
 
 use crate::{
     AppendOutcome, ClaimedInstance, ClaimedTask, CommitBatch, CommitOutcome, CreateOutcome,
@@ -99,6 +100,48 @@ pub struct WorkerAlive {
     /// The task queues it claims from (a store may wake one of a queue's processes first
     /// for new work there).
     pub queues: Vec<String>,
+    /// What it is and runs, for people and for checks that a name is served somewhere.
+    pub about: WorkerAbout,
+}
+
+/// What a process says of itself in [`WorkerAlive`]: who it is, how much it runs at once,
+/// and the names it runs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WorkerAbout {
+    /// A name people gave it (`ratchet worker --label`).
+    pub label: Option<String>,
+    /// The machine it runs on.
+    pub host: Option<String>,
+    /// Its process id there.
+    pub pid: u32,
+    /// Orchestration turns it runs at once at most.
+    pub max_orchestrations: u32,
+    /// Activities it runs at once at most.
+    pub max_activities: u32,
+    /// Orchestration names with their versions.
+    pub orchestrations: Vec<(String, Vec<u32>)>,
+    /// Activity names.
+    pub activities: Vec<String>,
+    /// Standalone task names.
+    pub tasks: Vec<String>,
+}
+
+/// A process as [`Store::worker_list`] reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerRecord {
+    /// Its id (the owner named in its leases).
+    pub id: String,
+    /// When it first said it was alive.
+    pub started_at: Timestamp,
+    /// When it last said so.
+    pub seen_at: Timestamp,
+    /// Alive until then unless it says so again.
+    pub alive_until: Timestamp,
+    /// The task queues it claims from.
+    pub queues: Vec<String>,
+    /// What it said of itself.
+    pub about: WorkerAbout,
 }
 
 /// Leases to give back (graceful shutdown).
@@ -360,6 +403,14 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// [`StoreError::Invalid`] when the id or hash is taken; database failures.
     async fn token_create(&self, token: crate::NewToken) -> Result<()>;
+
+    /// The processes that said they were alive, most recently seen first (those that said
+    /// they were gone, or were silent for a day, are forgotten). One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures only.
+    async fn worker_list(&self) -> Result<Vec<WorkerRecord>>;
 
     /// Every recorded token, revoked ones included, oldest first. One round trip.
     ///

@@ -20,8 +20,9 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{comma_list, page_size};
+use super::{comma_list, page_size, WriteParams};
 use crate::extract::{parse_json, JsonBody, PathParam, QueryParams};
+use crate::fleet::{self, Kind};
 use crate::problem::{Problem, ProblemBody};
 use crate::state::ServerState;
 use crate::time::{parse_rfc3339, rfc3339};
@@ -153,6 +154,7 @@ struct Started {
     path = "/v1/instances",
     tag = "instances",
     operation_id = "instances_start",
+    params(WriteParams),
     request_body = StartRequest,
     responses(
         (status = 201, description = "Started (or, with `if_exists: use_existing`, the existing instance)", body = Started),
@@ -166,8 +168,18 @@ struct Started {
 )]
 async fn start(
     State(state): State<ServerState>,
+    QueryParams(params): QueryParams<WriteParams>,
     JsonBody(req): JsonBody<StartRequest>,
 ) -> Result<Response, Problem> {
+    let names = [(0, req.name.as_str())];
+    fleet::check(
+        &state,
+        Kind::Orchestration,
+        names,
+        params.allow_unknown,
+        |_| "name".to_string(),
+    )
+    .await?;
     let handle = state
         .client
         .start_with(&req.name, &req.input, req.options())
@@ -209,6 +221,7 @@ struct BatchItem {
     path = "/v1/instances/batch",
     tag = "instances",
     operation_id = "instances_start_batch",
+    params(WriteParams),
     request_body = StartBatch,
     responses(
         (status = 200, description = "Each start's outcome, in order", body = [BatchItem]),
@@ -221,6 +234,7 @@ struct BatchItem {
 )]
 async fn start_batch(
     State(state): State<ServerState>,
+    QueryParams(params): QueryParams<WriteParams>,
     JsonBody(batch): JsonBody<StartBatch>,
 ) -> Result<Json<Vec<BatchItem>>, Problem> {
     let max = state.limits.max_batch;
@@ -247,6 +261,15 @@ async fn start_batch(
                 p.field(field)
             })?;
     }
+    let names = batch.instances.iter().map(|r| r.name.as_str()).enumerate();
+    fleet::check(
+        &state,
+        Kind::Orchestration,
+        names,
+        params.allow_unknown,
+        |i| format!("instances[{i}].name"),
+    )
+    .await?;
     let starts = batch.instances.iter().map(|req| {
         state
             .client

@@ -5,6 +5,7 @@ mod instances;
 mod queues;
 mod system;
 mod tasks;
+mod workers;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
@@ -66,6 +67,7 @@ fn documented() -> OpenApiRouter<ServerState> {
         .merge(queues::routes())
         .merge(events::routes())
         .merge(system::routes())
+        .merge(workers::routes())
 }
 
 /// The OpenAPI 3.1 document of the API, generated from its handlers and types (served at
@@ -103,6 +105,17 @@ pub fn router(state: ServerState) -> Router {
         })
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
+}
+
+/// Query parameters of a start or an enqueue.
+#[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct WriteParams {
+    /// Accept a name no live or recent worker runs (a server without a worker refuses it
+    /// otherwise, since nothing would run it).
+    #[serde(default)]
+    pub(crate) allow_unknown: bool,
 }
 
 /// A page size asked for, or `default`, within the server's limit.

@@ -17,8 +17,9 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{comma_list, page_size};
+use super::{comma_list, page_size, WriteParams};
 use crate::extract::{JsonBody, PathParam, QueryParams};
+use crate::fleet::{self, Kind};
 use crate::problem::{Problem, ProblemBody};
 use crate::state::ServerState;
 use crate::time::{parse_rfc3339, rfc3339};
@@ -233,6 +234,7 @@ fn requests(
     path = "/v1/tasks",
     tag = "tasks",
     operation_id = "tasks_enqueue",
+    params(WriteParams),
     request_body = EnqueueRequest,
     responses(
         (status = 201, description = "Enqueued", body = Enqueued), (status = 200, description = "An unfinished task holds the unique key: nothing enqueued", body = Enqueued),
@@ -245,8 +247,14 @@ fn requests(
 )]
 async fn enqueue(
     State(state): State<ServerState>,
+    QueryParams(params): QueryParams<WriteParams>,
     JsonBody(req): JsonBody<EnqueueRequest>,
 ) -> Result<Response, Problem> {
+    let names = [(0, req.name.as_str())];
+    fleet::check(&state, Kind::Task, names, params.allow_unknown, |_| {
+        "name".to_string()
+    })
+    .await?;
     let requests = requests(&state, vec![req], "")?;
     let outcome = state
         .client
@@ -276,6 +284,7 @@ struct EnqueueBatch {
     path = "/v1/tasks/batch",
     tag = "tasks",
     operation_id = "tasks_enqueue_batch",
+    params(WriteParams),
     request_body = EnqueueBatch,
     responses(
         (status = 201, description = "Each task's outcome, in order", body = [Enqueued]),
@@ -288,6 +297,7 @@ struct EnqueueBatch {
 )]
 async fn enqueue_batch(
     State(state): State<ServerState>,
+    QueryParams(params): QueryParams<WriteParams>,
     JsonBody(batch): JsonBody<EnqueueBatch>,
 ) -> Result<Response, Problem> {
     let max = state.limits.max_batch;
@@ -301,6 +311,11 @@ async fn enqueue_batch(
         )
         .field("tasks"));
     }
+    let names = batch.tasks.iter().map(|t| t.name.as_str()).enumerate();
+    fleet::check(&state, Kind::Task, names, params.allow_unknown, |i| {
+        format!("tasks[{i}].name")
+    })
+    .await?;
     let requests = requests(&state, batch.tasks, "tasks")?;
     let outcomes = state.client.enqueue_many(requests).await?;
     let body: Vec<Enqueued> = outcomes.into_iter().map(Enqueued::from).collect();

@@ -402,7 +402,39 @@ fn alive(owner: &str, until: Timestamp, now: Timestamp) -> crate::WorkerAlive {
         stall_grace: Duration::from_secs(600),
         now,
         queues: vec!["q".into()],
+        about: crate::WorkerAbout {
+            label: Some(format!("label of {owner}")),
+            tasks: vec!["t".into()],
+            ..Default::default()
+        },
     }
+}
+
+/// The processes that say they are alive are listed with what they said of themselves; one
+/// that says it is gone is not.
+pub async fn workers_are_listed_with_what_they_run(store: &dyn Store) {
+    store
+        .worker_alive(alive("a", Timestamp(T0.0 + 60_000), T0))
+        .await
+        .unwrap();
+    let later = Timestamp(T0.0 + 5);
+    store
+        .worker_alive(alive("b", Timestamp(T0.0 + 60_000), later))
+        .await
+        .unwrap();
+    let listed = store.worker_list().await.unwrap();
+    assert_eq!(
+        listed.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(),
+        vec!["b", "a"],
+        "most recently seen first"
+    );
+    assert_eq!(listed[1].about.label.as_deref(), Some("label of a"));
+    assert_eq!(listed[1].about.tasks, vec!["t".to_string()]);
+    assert_eq!((listed[1].started_at, listed[0].seen_at), (T0, later));
+    assert_eq!(listed[0].queues, vec!["q".to_string()]);
+    store.worker_gone("a").await.unwrap();
+    let left = store.worker_list().await.unwrap();
+    assert_eq!(left.len(), 1);
 }
 
 /// An expired lease of a process that says it is alive is not taken over (a database stall

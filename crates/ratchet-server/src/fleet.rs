@@ -1,0 +1,141 @@
+//! The fleet: the processes that said they are alive, and the names they run. A server that
+//! runs no worker checks a start or an enqueue against it, so a name that nothing runs is
+//! refused instead of waiting forever; the view is read at most once a second.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ratchet::{Timestamp, WorkerRecord};
+use tokio::sync::Mutex;
+
+use crate::problem::Problem;
+use crate::state::ServerState;
+
+/// How long a process seen last is still counted as one that runs its names: a worker
+/// restarting, or briefly cut off, should not make its names unknown.
+const RECENT: Duration = Duration::from_secs(60 * 60);
+
+/// How long a read of the fleet serves checks.
+const FRESH: Duration = Duration::from_secs(1);
+
+/// Names some live or recent process runs.
+#[derive(Debug, Default)]
+pub(crate) struct Served {
+    orchestrations: BTreeSet<String>,
+    tasks: BTreeSet<String>,
+}
+
+/// The last read of the fleet.
+#[derive(Default)]
+pub(crate) struct Fleet {
+    last: Mutex<Option<(Instant, Arc<Served>)>>,
+}
+
+impl Fleet {
+    async fn served(&self, state: &ServerState) -> Result<Arc<Served>, Problem> {
+        let mut last = self.last.lock().await;
+        if let Some((at, served)) = &*last {
+            if at.elapsed() < FRESH {
+                return Ok(served.clone());
+            }
+        }
+        let workers = state.client.store().worker_list().await?;
+        let served = Arc::new(served_by(&workers, Timestamp::now()));
+        *last = Some((Instant::now(), served.clone()));
+        Ok(served)
+    }
+}
+
+/// The names of the processes alive now or seen within [`RECENT`].
+fn served_by(workers: &[WorkerRecord], now: Timestamp) -> Served {
+    let recent = Timestamp(now.0 - i64::try_from(RECENT.as_millis()).unwrap_or(i64::MAX));
+    let mut served = Served::default();
+    for w in workers
+        .iter()
+        .filter(|w| w.alive_until >= now || w.seen_at >= recent)
+    {
+        served
+            .orchestrations
+            .extend(w.about.orchestrations.iter().map(|(name, _)| name.clone()));
+        served.tasks.extend(w.about.tasks.iter().cloned());
+    }
+    served
+}
+
+/// What is started or enqueued.
+#[derive(Clone, Copy)]
+pub(crate) enum Kind {
+    Orchestration,
+    Task,
+}
+
+/// Refuses `name` when this server runs no worker (its client checks names itself when it
+/// does) and no live or recent process runs it, unless the caller allows unknown names.
+pub(crate) async fn check(
+    state: &ServerState,
+    kind: Kind,
+    names: impl IntoIterator<Item = (usize, &str)>,
+    allow_unknown: bool,
+    field: impl Fn(usize) -> String,
+) -> Result<(), Problem> {
+    if allow_unknown || state.client.registry().is_some() {
+        return Ok(());
+    }
+    let served = state.fleet.served(state).await?;
+    for (i, name) in names {
+        let (known, what) = match kind {
+            Kind::Orchestration => (served.orchestrations.contains(name), "orchestration"),
+            Kind::Task => (served.tasks.contains(name), "task"),
+        };
+        if !known {
+            return Err(Problem::new(
+                axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+                "unknown-name",
+                "Nothing registered under this name",
+                format!(
+                    "no live or recent worker runs {what} {name:?}; start one that does, or \
+                     pass allow_unknown=true to accept it anyway"
+                ),
+            )
+            .field(field(i)));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ratchet::WorkerAbout;
+
+    fn worker(seen: i64, alive_until: i64, orchestration: &str) -> WorkerRecord {
+        WorkerRecord {
+            id: orchestration.into(),
+            started_at: Timestamp(0),
+            seen_at: Timestamp(seen),
+            alive_until: Timestamp(alive_until),
+            queues: vec![],
+            about: WorkerAbout {
+                orchestrations: vec![(orchestration.into(), vec![1])],
+                tasks: vec![format!("{orchestration}-task")],
+                ..WorkerAbout::default()
+            },
+        }
+    }
+
+    #[test]
+    fn live_and_recent_workers_count_and_long_silent_ones_do_not() {
+        let now = Timestamp(10_000_000);
+        let workers = [
+            worker(now.0, now.0 + 1, "live"),
+            worker(now.0 - 60_000, now.0 - 1, "recent"),
+            worker(now.0 - 2 * 3_600_000, now.0 - 3_600_000, "gone"),
+        ];
+        let served = served_by(&workers, now);
+        assert!(served.orchestrations.contains("live"));
+        assert!(served.orchestrations.contains("recent"));
+        assert!(!served.orchestrations.contains("gone"));
+        assert!(served.tasks.contains("live-task"));
+    }
+}
