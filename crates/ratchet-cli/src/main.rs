@@ -15,6 +15,7 @@ mod demo;
 mod events;
 mod input;
 mod logging;
+mod ops;
 mod server;
 mod tasks;
 mod tokens;
@@ -26,9 +27,10 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use ops::Ops;
 use ratchet::{
-    Client, IfExists, InstanceFilter, InstanceStatus, PostgresConfig, PostgresStore, SqliteStore,
-    StartOptions, Store, Timestamp,
+    Client, InstanceFilter, InstanceStatus, PostgresConfig, PostgresStore, SqliteStore, Store,
+    Timestamp,
 };
 
 /// Ratchet: durable workflows in plain async Rust, on an embedded SQLite file or PostgreSQL.
@@ -48,6 +50,13 @@ struct Cli {
     /// transaction mode).
     #[arg(long, global = true)]
     no_notify: bool,
+    /// Run `instances`, `tasks` and `queues` commands on this `ratchet server` (its URL)
+    /// instead of the database: no database credentials needed.
+    #[arg(long, global = true, env = "RATCHET_SERVER")]
+    server: Option<String>,
+    /// The bearer token for --server (`ratchet tokens create`).
+    #[arg(long, global = true, env = "RATCHET_TOKEN", hide_env_values = true)]
+    token: Option<String>,
     /// On an error, print every cause and where it happened (with RUST_BACKTRACE=1), not
     /// just what went wrong.
     #[arg(short, long, global = true)]
@@ -245,6 +254,19 @@ async fn run(matches: clap::ArgMatches) -> anyhow::Result<()> {
             return Ok(());
         }
     }
+    // On a server: the commands that have a remote form run over HTTP and open no database.
+    if let Some(server) = cli.server.clone().filter(|s| !s.is_empty()) {
+        let remote = ops::Remote::new(&server, cli.token.clone())?;
+        return match cli.command {
+            Command::Instances(cmd) => instances(&remote, cmd).await,
+            Command::Tasks(cmd) => tasks::tasks(&remote, cmd).await,
+            Command::Queues(cmd) => tasks::queues(&remote, cmd).await,
+            other => bail!(
+                "--server runs instances, tasks and queues commands; {} needs the database",
+                command_name(&other)
+            ),
+        };
+    }
     // Bad events are refused before the database is opened (or created).
     let append = match &cli.command {
         Command::Events(events::EventCommand::Append(args)) => Some(events::parse_append(args)?),
@@ -272,14 +294,32 @@ async fn run(matches: clap::ArgMatches) -> anyhow::Result<()> {
             out!("{about}: schema at version {version}");
             Ok(())
         }
-        Command::Instances(cmd) => instances(Client::new(store.into_dyn()), cmd).await,
-        Command::Tasks(cmd) => tasks::tasks(Client::new(store.into_dyn()), cmd).await,
-        Command::Queues(cmd) => tasks::queues(Client::new(store.into_dyn()), cmd).await,
+        Command::Instances(cmd) => instances(&ops::Local(Client::new(store.into_dyn())), cmd).await,
+        Command::Tasks(cmd) => tasks::tasks(&ops::Local(Client::new(store.into_dyn())), cmd).await,
+        Command::Queues(cmd) => {
+            tasks::queues(&ops::Local(Client::new(store.into_dyn())), cmd).await
+        }
         Command::Tokens(cmd) => tokens::run(store.into_dyn(), cmd).await,
         Command::Events(cmd) => {
             events::run(Client::new(store.into_dyn()).events(), cmd, append).await
         }
         Command::Bench { .. } => Ok(()),
+    }
+}
+
+/// A command's name, for messages.
+fn command_name(command: &Command) -> &'static str {
+    match command {
+        Command::Demo(_) => "demo",
+        Command::Worker(_) => "worker",
+        Command::Server(_) => "server",
+        Command::Migrate => "migrate",
+        Command::Instances(_) => "instances",
+        Command::Tasks(_) => "tasks",
+        Command::Queues(_) => "queues",
+        Command::Tokens(_) => "tokens",
+        Command::Events(_) => "events",
+        Command::Bench { .. } => "bench",
     }
 }
 
@@ -371,18 +411,7 @@ async fn open_store(cli: &Cli, migrate: bool) -> anyhow::Result<(OpenStore, Stri
     Ok((OpenStore::Sqlite(Arc::new(store)), db))
 }
 
-/// An instance as one JSON object, its times in RFC 3339.
-fn instance_json(r: &ratchet::InstanceRecord) -> serde_json::Value {
-    serde_json::json!({
-        "id": r.id, "name": r.name, "version": r.version, "status": r.status.to_string(),
-        "execution": r.execution, "input": r.input, "output": r.output, "error": r.error,
-        "custom_status": r.custom_status, "parent": r.parent, "history_len": r.history_len,
-        "created_at": input::rfc3339(r.created_at), "updated_at": input::rfc3339(r.updated_at),
-        "finished_at": r.finished_at.map(input::rfc3339),
-    })
-}
-
-async fn instances(client: Client, cmd: InstanceCommand) -> anyhow::Result<()> {
+async fn instances(ops: &dyn Ops, cmd: InstanceCommand) -> anyhow::Result<()> {
     match cmd {
         InstanceCommand::List {
             status,
@@ -405,10 +434,10 @@ async fn instances(client: Client, cmd: InstanceCommand) -> anyhow::Result<()> {
                 limit: Some(limit),
                 ..InstanceFilter::default()
             };
-            let list = client.list(filter).await?;
+            let list = ops.instances(filter).await?;
             if json {
                 for r in &list {
-                    out!("{}", instance_json(r));
+                    out!("{r}");
                 }
                 return Ok(());
             }
@@ -423,17 +452,17 @@ async fn instances(client: Client, cmd: InstanceCommand) -> anyhow::Result<()> {
             for r in list {
                 out!(
                     "{:<38} {:<16} {:<15} {:>4} {:>8}  {}",
-                    r.id,
-                    r.name,
-                    r.status.to_string(),
-                    r.execution,
-                    r.history_len,
-                    input::rfc3339(r.created_at)
+                    text(&r["id"]),
+                    text(&r["name"]),
+                    text(&r["status"]),
+                    r["execution"],
+                    r["history_len"],
+                    text(&r["created_at"])
                 );
             }
         }
         InstanceCommand::Show { id, json } => {
-            let r = instance_json(&client.status(&id).await?);
+            let r = ops.instance(&id).await?;
             if json {
                 out!("{r}");
             } else {
@@ -441,18 +470,15 @@ async fn instances(client: Client, cmd: InstanceCommand) -> anyhow::Result<()> {
             }
         }
         InstanceCommand::History { id, json } => {
-            for h in client.history(&id).await? {
+            for h in ops.history(&id).await? {
                 if json {
-                    out!(
-                        "{}",
-                        serde_json::json!({"execution": h.execution, "seq": h.seq, "event": h.event})
-                    );
+                    out!("{h}");
                 } else {
                     out!(
                         "{:>3} {:>4}  {}",
-                        h.execution,
-                        h.seq,
-                        serde_json::to_string(&h.event)?
+                        h["execution"],
+                        h["seq"],
+                        serde_json::to_string(&h["event"])?
                     );
                 }
             }
@@ -464,21 +490,12 @@ async fn instances(client: Client, cmd: InstanceCommand) -> anyhow::Result<()> {
             use_existing,
         } => {
             let input = input::json(&input, "--input")?;
-            let options = StartOptions {
-                id,
-                if_exists: if use_existing {
-                    IfExists::UseExisting
-                } else {
-                    IfExists::Fail
-                },
-            };
-            let handle = client.start_with(&name, input, options).await?;
-            out!("{}", handle.id());
+            out!("{}", ops.start(&name, input, id, use_existing).await?);
         }
         InstanceCommand::Purge { older_than_days } => {
             let age = i64::try_from(older_than_days.saturating_mul(86_400_000)).unwrap_or(i64::MAX);
             let before = Timestamp(Timestamp::now().as_millis().saturating_sub(age));
-            let purged = client.store().instance_purge(before).await?;
+            let purged = ops.purge(before).await?;
             out!("removed {purged} finished instance(s)");
         }
         InstanceCommand::Signal {
@@ -488,10 +505,7 @@ async fn instances(client: Client, cmd: InstanceCommand) -> anyhow::Result<()> {
             dedup,
         } => {
             let payload = input::json(&payload, "--payload")?;
-            let raised = match dedup {
-                Some(d) => client.signal_once(&id, &name, payload, &d).await?,
-                None => client.signal(&id, &name, payload).await.map(|()| true)?,
-            };
+            let raised = ops.signal(&id, &name, payload, dedup).await?;
             out!(
                 "{}",
                 if raised {
@@ -502,25 +516,31 @@ async fn instances(client: Client, cmd: InstanceCommand) -> anyhow::Result<()> {
             );
         }
         InstanceCommand::Cancel { id, reason } => {
-            client.cancel(&id, &reason).await?;
+            ops.cancel(&id, &reason).await?;
             out!("cancellation requested");
         }
         InstanceCommand::Terminate { id, reason } => {
-            client.terminate(&id, &reason).await?;
+            ops.terminate(&id, &reason).await?;
             out!("terminated");
         }
         InstanceCommand::Wait { id, timeout_secs } => {
-            let o = client.wait(&id, Duration::from_secs(timeout_secs)).await?;
-            out!("{}: {}", o.id, o.status);
-            if let Some(out) = o.output {
-                out!("{}", serde_json::to_string_pretty(&out)?);
+            let o = ops.wait(&id, Duration::from_secs(timeout_secs)).await?;
+            out!("{}: {}", text(&o["id"]), text(&o["status"]));
+            if !o["output"].is_null() {
+                out!("{}", serde_json::to_string_pretty(&o["output"])?);
             }
-            if let Some(e) = o.error {
-                bail!("{e}");
+            if !o["error"].is_null() {
+                let error: ratchet::ErrorInfo = serde_json::from_value(o["error"].clone())?;
+                bail!("{error}");
             }
         }
     }
     Ok(())
+}
+
+/// A JSON string as plain text (other values as JSON).
+pub(crate) fn text(v: &serde_json::Value) -> String {
+    v.as_str().map_or_else(|| v.to_string(), str::to_string)
 }
 
 #[cfg(test)]

@@ -4,12 +4,12 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use crate::input::rfc3339;
 use clap::Subcommand;
-use ratchet::{
-    Client, EnqueueOutcome, QueueLimits, TaskFilter, TaskId, TaskOptions, TaskRecord, TaskRequest,
-    TaskState,
-};
+use ratchet::{QueueLimits, TaskFilter, TaskOptions, TaskRequest, TaskState};
+use serde_json::Value;
+
+use crate::ops::{Act, Ops};
+use crate::text;
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum TaskCommand {
@@ -134,31 +134,26 @@ pub(crate) enum QueueCommand {
 /// Tasks per enqueue call of `tasks enqueue --count`: memory stays bounded however many.
 const ENQUEUE_BATCH: u32 = 5_000;
 
-/// A task as one JSON object, its times in RFC 3339.
-fn record(t: &TaskRecord) -> serde_json::Value {
-    serde_json::json!({
-        "id": t.id.0, "queue": t.queue, "name": t.name, "state": t.state.to_string(),
-        "priority": t.priority, "attempt": t.attempt, "max_attempts": t.max_attempts,
-        "input": t.input, "output": t.output, "error": t.error, "unique_key": t.unique_key,
-        "metadata": t.metadata, "created_at": rfc3339(t.created_at),
-        "run_at": rfc3339(t.visible_at), "finished_at": t.finished_at.map(rfc3339),
-    })
-}
-
-fn line(t: &TaskRecord) -> String {
+fn line(t: &Value) -> String {
+    let error = match t["error"].is_null() {
+        true => String::new(),
+        false => serde_json::from_value::<ratchet::ErrorInfo>(t["error"].clone())
+            .map(|e| e.to_string())
+            .unwrap_or_else(|_| t["error"].to_string()),
+    };
     format!(
         "{:>10} {:<14} {:<20} {:<10} {:>3}/{:<3} {}",
-        t.id.0,
-        t.queue,
-        t.name,
-        t.state.to_string(),
-        t.attempt,
-        t.max_attempts,
-        t.error.as_ref().map(|e| e.to_string()).unwrap_or_default()
+        t["id"],
+        text(&t["queue"]),
+        text(&t["name"]),
+        text(&t["state"]),
+        t["attempt"],
+        t["max_attempts"],
+        error
     )
 }
 
-pub(crate) async fn tasks(client: Client, cmd: TaskCommand) -> anyhow::Result<()> {
+pub(crate) async fn tasks(ops: &dyn Ops, cmd: TaskCommand) -> anyhow::Result<()> {
     match cmd {
         TaskCommand::List {
             queue,
@@ -178,10 +173,10 @@ pub(crate) async fn tasks(client: Client, cmd: TaskCommand) -> anyhow::Result<()
                 name,
                 limit: Some(limit),
             };
-            let tasks = client.tasks(filter).await?;
+            let tasks = ops.tasks(filter).await?;
             if json {
                 for t in &tasks {
-                    out!("{}", record(t));
+                    out!("{t}");
                 }
                 return Ok(());
             }
@@ -197,7 +192,7 @@ pub(crate) async fn tasks(client: Client, cmd: TaskCommand) -> anyhow::Result<()
                 out!("{}", line(t));
             }
         }
-        TaskCommand::Show { id, json } => show(&client.task(TaskId(id)).await?, json)?,
+        TaskCommand::Show { id, json } => show(&ops.task(id).await?, json)?,
         TaskCommand::Enqueue {
             name,
             input,
@@ -230,10 +225,10 @@ pub(crate) async fn tasks(client: Client, cmd: TaskCommand) -> anyhow::Result<()
                 Ok(TaskRequest::new(&name, &input)?.options(options))
             };
             if count == 1 {
-                let outcomes = client.enqueue_many(vec![request(0)?]).await?;
+                let outcomes = ops.enqueue(vec![request(0)?]).await?;
                 match outcomes.first() {
-                    Some(EnqueueOutcome::Enqueued(id)) => out!("{}", id.0),
-                    Some(o) => out!("duplicate: task {} holds the unique key", o.id().0),
+                    Some((id, false)) => out!("{id}"),
+                    Some((id, true)) => out!("duplicate: task {id} holds the unique key"),
                     None => bail!("the store returned no outcome"),
                 }
                 return Ok(());
@@ -248,13 +243,14 @@ pub(crate) async fn tasks(client: Client, cmd: TaskCommand) -> anyhow::Result<()
                 let requests = (next..end)
                     .map(request)
                     .collect::<ratchet::Result<Vec<_>>>()?;
-                let outcomes = client.enqueue_many(requests).await.with_context(|| {
+                let outcomes = ops.enqueue(requests).await.with_context(|| {
                     format!("enqueueing tasks {next}..{end} of {count} ({enqueued} were enqueued before)")
                 })?;
-                for outcome in &outcomes {
-                    match outcome {
-                        EnqueueOutcome::Enqueued(_) => enqueued += 1,
-                        _ => duplicates += 1,
+                for (_, duplicate) in &outcomes {
+                    if *duplicate {
+                        duplicates += 1;
+                    } else {
+                        enqueued += 1;
                     }
                 }
                 progress.inc(u64::from(end - next));
@@ -264,32 +260,30 @@ pub(crate) async fn tasks(client: Client, cmd: TaskCommand) -> anyhow::Result<()
             out!("enqueued {enqueued}, {duplicates} duplicate(s)");
         }
         TaskCommand::Wait { id, timeout_secs } => {
-            let t = client
-                .task_wait(TaskId(id), Duration::from_secs(timeout_secs))
-                .await?;
+            let t = ops.task_wait(id, Duration::from_secs(timeout_secs)).await?;
             show(&t, false)?;
-            if t.state != TaskState::Completed {
-                bail!("task {id} ended {}", t.state);
+            if t["state"] != "Completed" {
+                bail!("task {id} ended {}", text(&t["state"]));
             }
         }
         TaskCommand::Retry { ids } => {
             for id in ids {
-                client.task_retry(TaskId(id)).await?;
+                ops.task_act(id, Act::Retry).await?;
                 out!("{id}: queued again");
             }
         }
         TaskCommand::Discard { ids } => {
             for id in ids {
-                client.task_discard(TaskId(id)).await?;
+                ops.task_act(id, Act::Discard).await?;
                 out!("{id}: discarded");
             }
         }
         TaskCommand::Cancel { ids } => {
             for id in ids {
-                let outcome = client.task_cancel(TaskId(id)).await?;
+                let requested = ops.task_act(id, Act::Cancel).await?;
                 out!(
                     "{id}: {}",
-                    if outcome == ratchet::TaskActionOutcome::Requested {
+                    if requested {
                         "cancellation requested; it stops at its worker's next heartbeat"
                     } else {
                         "cancelled"
@@ -301,33 +295,22 @@ pub(crate) async fn tasks(client: Client, cmd: TaskCommand) -> anyhow::Result<()
     Ok(())
 }
 
-fn show(t: &TaskRecord, one_line: bool) -> anyhow::Result<()> {
+fn show(t: &Value, one_line: bool) -> anyhow::Result<()> {
     if one_line {
-        out!("{}", record(t));
+        out!("{t}");
     } else {
-        out!("{}", serde_json::to_string_pretty(&record(t))?);
+        out!("{}", serde_json::to_string_pretty(t)?);
     }
     Ok(())
 }
 
-pub(crate) async fn queues(client: Client, cmd: QueueCommand) -> anyhow::Result<()> {
+pub(crate) async fn queues(ops: &dyn Ops, cmd: QueueCommand) -> anyhow::Result<()> {
     match cmd {
         QueueCommand::List { json } => {
+            let queues = ops.queues().await?;
             if json {
-                for q in client.queues().await? {
-                    let counts: serde_json::Map<String, serde_json::Value> = TaskState::ALL
-                        .iter()
-                        .map(|s| (s.to_string(), q.count(*s).into()))
-                        .collect();
-                    out!(
-                        "{}",
-                        serde_json::json!({
-                            "queue": q.queue, "paused": q.paused,
-                            "rate_per_second": q.limits.rate_per_second,
-                            "burst": q.limits.burst, "concurrency": q.limits.concurrency,
-                            "tasks": counts,
-                        })
-                    );
+                for q in &queues {
+                    out!("{q}");
                 }
                 return Ok(());
             }
@@ -343,36 +326,37 @@ pub(crate) async fn queues(client: Client, cmd: QueueCommand) -> anyhow::Result<
                 "dead",
                 "cancelled"
             );
-            for q in client.queues().await? {
+            for q in &queues {
                 let limits = [
-                    q.limits.rate_per_second.map(|r| format!("{r}/s")),
-                    q.limits.burst.map(|b| format!("burst {b}")),
-                    q.limits.concurrency.map(|c| format!("{c} at once")),
+                    q["rate_per_second"].as_f64().map(|r| format!("{r}/s")),
+                    q["burst"].as_u64().map(|b| format!("burst {b}")),
+                    q["concurrency"].as_u64().map(|c| format!("{c} at once")),
                 ]
                 .into_iter()
                 .flatten()
                 .collect::<Vec<_>>()
                 .join(", ");
+                let n = |s: TaskState| q["tasks"][s.to_string()].as_u64().unwrap_or(0);
                 out!(
                     "{:<16} {:<7} {:>9} {:>9} {:>8} {:>9} {:>9} {:>6} {:>9}  {limits}",
-                    q.queue,
-                    if q.paused { "yes" } else { "no" },
-                    q.count(TaskState::Scheduled),
-                    q.count(TaskState::Available),
-                    q.count(TaskState::Running),
-                    q.count(TaskState::Retrying),
-                    q.count(TaskState::Completed),
-                    q.count(TaskState::Dead),
-                    q.count(TaskState::Cancelled)
+                    text(&q["queue"]),
+                    if q["paused"] == true { "yes" } else { "no" },
+                    n(TaskState::Scheduled),
+                    n(TaskState::Available),
+                    n(TaskState::Running),
+                    n(TaskState::Retrying),
+                    n(TaskState::Completed),
+                    n(TaskState::Dead),
+                    n(TaskState::Cancelled)
                 );
             }
         }
         QueueCommand::Pause { queue } => {
-            client.queue_pause(&queue).await?;
+            ops.queue_pause(&queue, true).await?;
             out!("{queue}: paused everywhere");
         }
         QueueCommand::Resume { queue } => {
-            client.queue_resume(&queue).await?;
+            ops.queue_pause(&queue, false).await?;
             out!("{queue}: resumed");
         }
         QueueCommand::Limit {
@@ -386,7 +370,7 @@ pub(crate) async fn queues(client: Client, cmd: QueueCommand) -> anyhow::Result<
                 burst,
                 concurrency,
             };
-            client.queue_limit(&queue, limits).await?;
+            ops.queue_limit(&queue, limits).await?;
             out!("{queue}: limits set");
         }
     }

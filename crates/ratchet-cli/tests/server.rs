@@ -861,6 +861,80 @@ async fn auth(store_args: &[String]) {
     assert!(out.status.success(), "{}", common::text(&out));
     let (status, p) = call(Method::GET, "/v1/queues", Some(&writer), None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{p}");
+    // The CLI on the server: no database credentials, the token's scope holds.
+    let remote = |token: &str, args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_ratchet"))
+            .args(["--server", &server.base, "--token", token])
+            .args(args)
+            .env_remove("DATABASE_URL")
+            .output()
+            .unwrap()
+    };
+    let started = remote(
+        &admin,
+        &[
+            "instances",
+            "start",
+            "fanout",
+            "--id",
+            "r1",
+            "--input",
+            r#"{"activities":2}"#,
+        ],
+    );
+    assert!(started.status.success(), "{}", common::text(&started));
+    assert_eq!(String::from_utf8_lossy(&started.stdout).trim(), "r1");
+    let waited = remote(
+        &reader,
+        &["instances", "wait", "r1", "--timeout-secs", "20"],
+    );
+    assert!(
+        common::text(&waited).contains("r1: Completed"),
+        "{}",
+        common::text(&waited)
+    );
+    let listed = remote(&reader, &["instances", "list", "--json"]);
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).contains("\"id\":\"r1\""),
+        "{}",
+        common::text(&listed)
+    );
+    let history = remote(&reader, &["instances", "history", "r1"]);
+    assert!(
+        common::text(&history).contains("ExecutionStarted"),
+        "{}",
+        common::text(&history)
+    );
+    // (The admin paused the queue above.)
+    let resumed = remote(&admin, &["queues", "resume", "default"]);
+    assert!(resumed.status.success(), "{}", common::text(&resumed));
+    let enqueued = remote(
+        &admin,
+        &["tasks", "enqueue", "work", "--input", r#"{"ms":1}"#],
+    );
+    let task = String::from_utf8_lossy(&enqueued.stdout).trim().to_string();
+    assert!(task.parse::<i64>().is_ok(), "{}", common::text(&enqueued));
+    let done = remote(&reader, &["tasks", "wait", &task, "--timeout-secs", "20"]);
+    assert!(done.status.success(), "{}", common::text(&done));
+    let queues = remote(&reader, &["queues", "list"]);
+    assert!(
+        common::text(&queues).contains("default"),
+        "{}",
+        common::text(&queues)
+    );
+    let refused = remote(&reader, &["queues", "resume", "default"]);
+    assert!(!refused.status.success());
+    assert!(
+        common::text(&refused).contains("needs the admin scope"),
+        "{}",
+        common::text(&refused)
+    );
+    let missing = remote(&reader, &["instances", "show", "no/such id"]);
+    assert!(
+        common::text(&missing).contains("not found"),
+        "{}",
+        common::text(&missing)
+    );
     let out = common::run(store_args, &["tokens", "list", "--json"]);
     let listed = String::from_utf8_lossy(&out.stdout).to_string();
     assert_eq!(listed.lines().count(), 3, "{listed}");

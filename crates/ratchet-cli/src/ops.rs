@@ -1,0 +1,584 @@
+//! What the `instances`, `tasks` and `queues` commands do, on the database directly or on a
+//! `ratchet server` (`--server`): each answers with the JSON the commands print, the same
+//! objects either way (the server's API has the shapes of `--json`).
+
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use async_trait::async_trait;
+use ratchet::{
+    Client, EnqueueOutcome, IfExists, InstanceFilter, QueueLimits, StartOptions, TaskFilter,
+    TaskId, TaskRequest, TaskState, Timestamp,
+};
+use serde_json::{json, Value};
+
+use crate::input::rfc3339;
+
+/// A task action.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Act {
+    Cancel,
+    Retry,
+    Discard,
+}
+
+impl Act {
+    fn path(self) -> &'static str {
+        match self {
+            Self::Cancel => "cancel",
+            Self::Retry => "retry",
+            Self::Discard => "discard",
+        }
+    }
+}
+
+/// The operations, each one store call (locally) or one request (remotely).
+#[async_trait]
+pub(crate) trait Ops: Send + Sync {
+    async fn instances(&self, filter: InstanceFilter) -> anyhow::Result<Vec<Value>>;
+    async fn instance(&self, id: &str) -> anyhow::Result<Value>;
+    /// `{execution, seq, event}` each.
+    async fn history(&self, id: &str) -> anyhow::Result<Vec<Value>>;
+    async fn start(
+        &self,
+        name: &str,
+        input: Value,
+        id: Option<String>,
+        use_existing: bool,
+    ) -> anyhow::Result<String>;
+    /// False when the dedup id was used before.
+    async fn signal(
+        &self,
+        id: &str,
+        name: &str,
+        payload: Value,
+        dedup: Option<String>,
+    ) -> anyhow::Result<bool>;
+    async fn cancel(&self, id: &str, reason: &str) -> anyhow::Result<()>;
+    async fn terminate(&self, id: &str, reason: &str) -> anyhow::Result<()>;
+    /// `{id, status, output, error}`, or an error at the timeout.
+    async fn wait(&self, id: &str, timeout: Duration) -> anyhow::Result<Value>;
+    async fn purge(&self, before: Timestamp) -> anyhow::Result<u64>;
+    async fn tasks(&self, filter: TaskFilter) -> anyhow::Result<Vec<Value>>;
+    async fn task(&self, id: i64) -> anyhow::Result<Value>;
+    /// Each task's id and whether it was a duplicate; all or nothing.
+    async fn enqueue(&self, requests: Vec<TaskRequest>) -> anyhow::Result<Vec<(i64, bool)>>;
+    /// The task once finished, or an error at the timeout.
+    async fn task_wait(&self, id: i64, timeout: Duration) -> anyhow::Result<Value>;
+    /// True when a running task was asked to stop (not stopped yet).
+    async fn task_act(&self, id: i64, act: Act) -> anyhow::Result<bool>;
+    /// `{queue, paused, rate_per_second, burst, concurrency, tasks: {State: n}}` each.
+    async fn queues(&self) -> anyhow::Result<Vec<Value>>;
+    async fn queue_pause(&self, queue: &str, paused: bool) -> anyhow::Result<()>;
+    async fn queue_limit(&self, queue: &str, limits: QueueLimits) -> anyhow::Result<()>;
+}
+
+/// An instance as one JSON object, its times in RFC 3339.
+pub(crate) fn instance_json(r: &ratchet::InstanceRecord) -> Value {
+    json!({
+        "id": r.id, "name": r.name, "version": r.version, "status": r.status.to_string(),
+        "execution": r.execution, "input": r.input, "output": r.output, "error": r.error,
+        "custom_status": r.custom_status, "parent": r.parent, "history_len": r.history_len,
+        "created_at": rfc3339(r.created_at), "updated_at": rfc3339(r.updated_at),
+        "finished_at": r.finished_at.map(rfc3339),
+    })
+}
+
+/// A task as one JSON object, its times in RFC 3339.
+pub(crate) fn task_json(t: &ratchet::TaskRecord) -> Value {
+    json!({
+        "id": t.id.0, "queue": t.queue, "name": t.name, "state": t.state.to_string(),
+        "priority": t.priority, "attempt": t.attempt, "max_attempts": t.max_attempts,
+        "input": t.input, "output": t.output, "error": t.error, "unique_key": t.unique_key,
+        "metadata": t.metadata, "created_at": rfc3339(t.created_at),
+        "run_at": rfc3339(t.visible_at), "finished_at": t.finished_at.map(rfc3339),
+    })
+}
+
+/// On the database, through a client.
+pub(crate) struct Local(pub(crate) Client);
+
+#[async_trait]
+impl Ops for Local {
+    async fn instances(&self, filter: InstanceFilter) -> anyhow::Result<Vec<Value>> {
+        Ok(self
+            .0
+            .list(filter)
+            .await?
+            .iter()
+            .map(instance_json)
+            .collect())
+    }
+
+    async fn instance(&self, id: &str) -> anyhow::Result<Value> {
+        Ok(instance_json(&self.0.status(id).await?))
+    }
+
+    async fn history(&self, id: &str) -> anyhow::Result<Vec<Value>> {
+        Ok(self
+            .0
+            .history(id)
+            .await?
+            .into_iter()
+            .map(|h| json!({"execution": h.execution, "seq": h.seq, "event": h.event}))
+            .collect())
+    }
+
+    async fn start(
+        &self,
+        name: &str,
+        input: Value,
+        id: Option<String>,
+        use_existing: bool,
+    ) -> anyhow::Result<String> {
+        let options = StartOptions {
+            id,
+            if_exists: if use_existing {
+                IfExists::UseExisting
+            } else {
+                IfExists::Fail
+            },
+        };
+        Ok(self
+            .0
+            .start_with(name, input, options)
+            .await?
+            .id()
+            .to_string())
+    }
+
+    async fn signal(
+        &self,
+        id: &str,
+        name: &str,
+        payload: Value,
+        dedup: Option<String>,
+    ) -> anyhow::Result<bool> {
+        Ok(match dedup {
+            Some(d) => self.0.signal_once(id, name, payload, &d).await?,
+            None => self.0.signal(id, name, payload).await.map(|()| true)?,
+        })
+    }
+
+    async fn cancel(&self, id: &str, reason: &str) -> anyhow::Result<()> {
+        Ok(self.0.cancel(id, reason).await?)
+    }
+
+    async fn terminate(&self, id: &str, reason: &str) -> anyhow::Result<()> {
+        Ok(self.0.terminate(id, reason).await?)
+    }
+
+    async fn wait(&self, id: &str, timeout: Duration) -> anyhow::Result<Value> {
+        let o = self.0.wait(id, timeout).await?;
+        Ok(
+            json!({"id": o.id, "status": o.status.to_string(), "output": o.output, "error": o.error}),
+        )
+    }
+
+    async fn purge(&self, before: Timestamp) -> anyhow::Result<u64> {
+        Ok(self.0.store().instance_purge(before).await?)
+    }
+
+    async fn tasks(&self, filter: TaskFilter) -> anyhow::Result<Vec<Value>> {
+        Ok(self.0.tasks(filter).await?.iter().map(task_json).collect())
+    }
+
+    async fn task(&self, id: i64) -> anyhow::Result<Value> {
+        Ok(task_json(&self.0.task(TaskId(id)).await?))
+    }
+
+    async fn enqueue(&self, requests: Vec<TaskRequest>) -> anyhow::Result<Vec<(i64, bool)>> {
+        Ok(self
+            .0
+            .enqueue_many(requests)
+            .await?
+            .into_iter()
+            .map(|o| (o.id().0, !matches!(o, EnqueueOutcome::Enqueued(_))))
+            .collect())
+    }
+
+    async fn task_wait(&self, id: i64, timeout: Duration) -> anyhow::Result<Value> {
+        Ok(task_json(&self.0.task_wait(TaskId(id), timeout).await?))
+    }
+
+    async fn task_act(&self, id: i64, act: Act) -> anyhow::Result<bool> {
+        let id = TaskId(id);
+        Ok(match act {
+            Act::Cancel => self.0.task_cancel(id).await? == ratchet::TaskActionOutcome::Requested,
+            Act::Retry => self.0.task_retry(id).await.map(|()| false)?,
+            Act::Discard => self.0.task_discard(id).await.map(|()| false)?,
+        })
+    }
+
+    async fn queues(&self) -> anyhow::Result<Vec<Value>> {
+        Ok(self
+            .0
+            .queues()
+            .await?
+            .into_iter()
+            .map(|q| {
+                let counts: serde_json::Map<String, Value> = TaskState::ALL
+                    .iter()
+                    .map(|s| (s.to_string(), q.count(*s).into()))
+                    .collect();
+                json!({
+                    "queue": q.queue, "paused": q.paused,
+                    "rate_per_second": q.limits.rate_per_second,
+                    "burst": q.limits.burst, "concurrency": q.limits.concurrency,
+                    "tasks": counts,
+                })
+            })
+            .collect())
+    }
+
+    async fn queue_pause(&self, queue: &str, paused: bool) -> anyhow::Result<()> {
+        if paused {
+            self.0.queue_pause(queue).await?;
+        } else {
+            self.0.queue_resume(queue).await?;
+        }
+        Ok(())
+    }
+
+    async fn queue_limit(&self, queue: &str, limits: QueueLimits) -> anyhow::Result<()> {
+        Ok(self.0.queue_limit(queue, limits).await?)
+    }
+}
+
+/// On a `ratchet server`, over its HTTP API.
+pub(crate) struct Remote {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+}
+
+/// How long a request may take beyond what it waits for.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl Remote {
+    pub(crate) fn new(server: &str, token: Option<String>) -> anyhow::Result<Self> {
+        let base = server.trim_end_matches('/').to_string();
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            bail!("--server takes an http:// or https:// URL, got {server:?}");
+        }
+        Ok(Self {
+            http: reqwest::Client::new(),
+            base,
+            token,
+        })
+    }
+
+    /// One request; a problem answer becomes an error that says what the server said.
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+        wait: Duration,
+    ) -> anyhow::Result<Value> {
+        let url = format!("{}{path}", self.base);
+        let mut request = self
+            .http
+            .request(method, &url)
+            .timeout(REQUEST_TIMEOUT + wait);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request
+            .send()
+            .await
+            .with_context(|| format!("calling {url}"))?;
+        let status = response.status();
+        let text = response.text().await.context("reading the answer")?;
+        let value: Value = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        };
+        if status.is_success() {
+            return Ok(value);
+        }
+        let detail = value["detail"].as_str().map_or_else(
+            || format!("{status}: {value}"),
+            |d| match value["field"].as_str() {
+                Some(field) => format!("{d} (field {field})"),
+                None => d.to_string(),
+            },
+        );
+        bail!("{detail}")
+    }
+
+    async fn get(&self, path: &str) -> anyhow::Result<Value> {
+        self.call(reqwest::Method::GET, path, None, Duration::ZERO)
+            .await
+    }
+
+    async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
+        self.call(reqwest::Method::POST, path, Some(body), Duration::ZERO)
+            .await
+    }
+}
+
+/// `s` as a path segment or query value.
+fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn items(v: Value) -> Vec<Value> {
+    match v {
+        Value::Array(items) => items,
+        _ => Vec::new(),
+    }
+}
+
+#[async_trait]
+impl Ops for Remote {
+    async fn instances(&self, f: InstanceFilter) -> anyhow::Result<Vec<Value>> {
+        let mut query = vec![format!("limit={}", f.limit.unwrap_or(100))];
+        if !f.statuses.is_empty() {
+            let s: Vec<String> = f.statuses.iter().map(ToString::to_string).collect();
+            query.push(format!("status={}", enc(&s.join(","))));
+        }
+        if let Some(name) = &f.name {
+            query.push(format!("name={}", enc(name)));
+        }
+        if let Some(after) = f.created_after {
+            query.push(format!("created_after={}", enc(&rfc3339(after))));
+        }
+        let page = self
+            .get(&format!("/v1/instances?{}", query.join("&")))
+            .await?;
+        Ok(items(page["items"].clone()))
+    }
+
+    async fn instance(&self, id: &str) -> anyhow::Result<Value> {
+        self.get(&format!("/v1/instances/{}", enc(id))).await
+    }
+
+    async fn history(&self, id: &str) -> anyhow::Result<Vec<Value>> {
+        let mut all = Vec::new();
+        let mut after: Option<u64> = None;
+        loop {
+            let path = match after {
+                Some(a) => format!("/v1/instances/{}/history?after={a}", enc(id)),
+                None => format!("/v1/instances/{}/history", enc(id)),
+            };
+            let page = self.get(&path).await?;
+            for item in items(page["items"].clone()) {
+                all.push(json!({"execution": item["execution"], "seq": item["seq"],
+                                "event": item["event"]}));
+            }
+            match page["next"].as_u64() {
+                Some(next) => after = Some(next),
+                None => return Ok(all),
+            }
+        }
+    }
+
+    async fn start(
+        &self,
+        name: &str,
+        input: Value,
+        id: Option<String>,
+        use_existing: bool,
+    ) -> anyhow::Result<String> {
+        let body = json!({"name": name, "input": input, "id": id,
+            "if_exists": if use_existing { "use_existing" } else { "fail" }});
+        let started = self.post("/v1/instances", body).await?;
+        started["id"]
+            .as_str()
+            .map(str::to_string)
+            .context("the server answered without an id")
+    }
+
+    async fn signal(
+        &self,
+        id: &str,
+        name: &str,
+        payload: Value,
+        dedup: Option<String>,
+    ) -> anyhow::Result<bool> {
+        let body = json!({"name": name, "payload": payload, "dedup_id": dedup});
+        let raised = self
+            .post(&format!("/v1/instances/{}/signals", enc(id)), body)
+            .await?;
+        Ok(raised["raised"].as_bool().unwrap_or(true))
+    }
+
+    async fn cancel(&self, id: &str, reason: &str) -> anyhow::Result<()> {
+        let path = format!("/v1/instances/{}/cancel", enc(id));
+        self.post(&path, json!({"reason": reason})).await.map(drop)
+    }
+
+    async fn terminate(&self, id: &str, reason: &str) -> anyhow::Result<()> {
+        let path = format!("/v1/instances/{}/terminate", enc(id));
+        self.post(&path, json!({"reason": reason})).await.map(drop)
+    }
+
+    async fn wait(&self, id: &str, timeout: Duration) -> anyhow::Result<Value> {
+        // The server holds a wait for a minute at most: ask again until the timeout.
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let path = format!(
+                "/v1/instances/{}/wait?timeout_ms={}",
+                enc(id),
+                left.as_millis()
+            );
+            let o = self.call(reqwest::Method::GET, &path, None, left).await?;
+            if o["finished"] == true {
+                return Ok(
+                    json!({"id": o["id"], "status": o["status"], "output": o["output"],
+                                 "error": o["error"]}),
+                );
+            }
+            if tokio::time::Instant::now() >= deadline {
+                bail!("timed out waiting for instance \"{id}\"");
+            }
+        }
+    }
+
+    async fn purge(&self, before: Timestamp) -> anyhow::Result<u64> {
+        let purged = self
+            .post(
+                "/v1/instances/purge",
+                json!({"finished_before": rfc3339(before)}),
+            )
+            .await?;
+        Ok(purged["removed"].as_u64().unwrap_or(0))
+    }
+
+    async fn tasks(&self, f: TaskFilter) -> anyhow::Result<Vec<Value>> {
+        let mut query = vec![format!("limit={}", f.limit.unwrap_or(100))];
+        if let Some(queue) = &f.queue {
+            query.push(format!("queue={}", enc(queue)));
+        }
+        if !f.states.is_empty() {
+            let s: Vec<String> = f.states.iter().map(ToString::to_string).collect();
+            query.push(format!("state={}", enc(&s.join(","))));
+        }
+        if let Some(name) = &f.name {
+            query.push(format!("name={}", enc(name)));
+        }
+        Ok(items(
+            self.get(&format!("/v1/tasks?{}", query.join("&"))).await?,
+        ))
+    }
+
+    async fn task(&self, id: i64) -> anyhow::Result<Value> {
+        self.get(&format!("/v1/tasks/{id}")).await
+    }
+
+    async fn enqueue(&self, requests: Vec<TaskRequest>) -> anyhow::Result<Vec<(i64, bool)>> {
+        let tasks: Vec<Value> = requests
+            .into_iter()
+            .map(|r| {
+                let o = r.options;
+                json!({"name": r.name, "input": r.input, "options": {
+                    "queue": o.queue, "priority": o.priority, "delay_ms": o.delay_ms,
+                    "run_at": o.run_at.map(rfc3339), "timeout_ms": o.timeout_ms,
+                    "unique_key": o.unique_key, "metadata": o.metadata,
+                    "retry": {"max_attempts": o.retry.max_attempts,
+                              "initial_interval_ms": o.retry.initial_interval_ms,
+                              "backoff": o.retry.backoff,
+                              "max_interval_ms": o.retry.max_interval_ms,
+                              "non_retryable": o.retry.non_retryable,
+                              "jitter": o.retry.jitter}}})
+            })
+            .collect();
+        let outcomes = self
+            .post("/v1/tasks/batch", json!({"tasks": tasks}))
+            .await?;
+        Ok(items(outcomes)
+            .iter()
+            .map(|o| (o["id"].as_i64().unwrap_or(0), o["duplicate"] == true))
+            .collect())
+    }
+
+    async fn task_wait(&self, id: i64, timeout: Duration) -> anyhow::Result<Value> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let path = format!("/v1/tasks/{id}/wait?timeout_ms={}", left.as_millis());
+            let t = self.call(reqwest::Method::GET, &path, None, left).await?;
+            let finished = t["state"]
+                .as_str()
+                .and_then(|s| s.parse::<TaskState>().ok())
+                .is_some_and(TaskState::is_finished);
+            if finished {
+                return Ok(t);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                bail!("timed out waiting for task {id}");
+            }
+        }
+    }
+
+    async fn task_act(&self, id: i64, act: Act) -> anyhow::Result<bool> {
+        let acted = self
+            .post(&format!("/v1/tasks/{id}/{}", act.path()), json!({}))
+            .await?;
+        Ok(acted["outcome"] == "requested")
+    }
+
+    async fn queues(&self) -> anyhow::Result<Vec<Value>> {
+        Ok(items(self.get("/v1/queues").await?)
+            .into_iter()
+            .map(|q| {
+                // The server counts by lower-case state; the command shows them as named.
+                let counts: serde_json::Map<String, Value> = TaskState::ALL
+                    .iter()
+                    .map(|s| {
+                        let n = q["counts"][s.to_string().to_lowercase()].clone();
+                        (s.to_string(), if n.is_null() { 0.into() } else { n })
+                    })
+                    .collect();
+                json!({
+                    "queue": q["name"], "paused": q["paused"],
+                    "rate_per_second": q["limits"]["rate_per_second"],
+                    "burst": q["limits"]["burst"], "concurrency": q["limits"]["concurrency"],
+                    "tasks": counts,
+                })
+            })
+            .collect())
+    }
+
+    async fn queue_pause(&self, queue: &str, paused: bool) -> anyhow::Result<()> {
+        let verb = if paused { "pause" } else { "resume" };
+        self.post(&format!("/v1/queues/{}/{verb}", enc(queue)), json!({}))
+            .await
+            .map(drop)
+    }
+
+    async fn queue_limit(&self, queue: &str, limits: QueueLimits) -> anyhow::Result<()> {
+        let body = json!({"rate_per_second": limits.rate_per_second, "burst": limits.burst,
+                          "concurrency": limits.concurrency});
+        self.call(
+            reqwest::Method::PUT,
+            &format!("/v1/queues/{}/limits", enc(queue)),
+            Some(body),
+            Duration::ZERO,
+        )
+        .await
+        .map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn names_are_escaped_in_paths() {
+        assert_eq!(super::enc("order/7 x"), "order%2F7%20x");
+        assert_eq!(super::enc("plain-id_1.2~"), "plain-id_1.2~");
+    }
+}
