@@ -25,6 +25,12 @@ pub(crate) struct ServerArgs {
     /// Serve on an address other machines can reach although the API asks for no token.
     #[arg(long, conflicts_with = "auth")]
     insecure_no_auth: bool,
+    /// Serve HTTPS with this certificate chain (PEM); needs --tls-key.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<std::path::PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
     /// Print the API's OpenAPI document and exit (docs/openapi.json is this output).
     #[arg(long)]
     pub(crate) print_openapi: bool,
@@ -52,6 +58,20 @@ pub(crate) async fn run(
             args.listen
         );
     }
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(
+            ratchet_server::TlsConfig::load(cert, key)
+                .await
+                .with_context(|| {
+                    format!(
+                        "reading the TLS certificate {} and key {}",
+                        cert.display(),
+                        key.display()
+                    )
+                })?,
+        ),
+        _ => None,
+    };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
@@ -74,13 +94,23 @@ pub(crate) async fn run(
         None => "running nothing here (--no-worker)".to_string(),
     };
     let metrics = ratchet_server::install_recorder()?;
-    out!("ratchet server on http://{address} ({about}), {what}; Ctrl-C to stop");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    out!("ratchet server on {scheme}://{address} ({about}), {what}; Ctrl-C to stop");
     let state = ServerState::new(client)
         .with_metrics(metrics)
         .with_auth(args.auth);
-    serve(listener, router(state), worker::wait_for_stop())
-        .await
-        .context("serving")?;
+    let app = router(state);
+    match tls {
+        Some(tls) => {
+            let listener = listener.into_std().context("preparing the listener")?;
+            ratchet_server::serve_tls(listener, app, tls, worker::wait_for_stop())
+                .await
+                .context("serving HTTPS")?;
+        }
+        None => serve(listener, app, worker::wait_for_stop())
+            .await
+            .context("serving")?,
+    }
     if let Some(started) = started {
         out!("server stopping: finishing or releasing its work");
         started.ratchet.shutdown().await;

@@ -37,19 +37,22 @@ impl Server {
                 let _ = tx.send(line);
             }
         });
-        let line = rx
+        // Made first, so that a failure below kills the process as it drops.
+        let mut server = Server {
+            child,
+            base: String::new(),
+            lines: rx,
+        };
+        let line = server
+            .lines
             .recv_timeout(Duration::from_secs(30))
             .expect("the server said where it serves");
-        let base = line
+        server.base = line
             .split_whitespace()
-            .find(|w| w.starts_with("http://"))
+            .find(|w| w.starts_with("http://") || w.starts_with("https://"))
             .unwrap_or_else(|| panic!("no address in {line:?}"))
             .to_string();
-        Server {
-            child,
-            base,
-            lines: rx,
-        }
+        server
     }
 
     fn url(&self, path: &str) -> String {
@@ -953,6 +956,63 @@ async fn tokens_and_scopes_on_postgres() {
         return;
     };
     auth(&args).await;
+}
+
+/// `--tls-cert`/`--tls-key` serve HTTPS, which a client that trusts the certificate reaches
+/// and a plain HTTP request does not; a bad certificate stops the server before it serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_speaks_https_with_a_certificate() {
+    let (args, _store, dir) = common::sqlite().await;
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let cert = dir.path().join("cert.pem");
+    let key = dir.path().join("key.pem");
+    std::fs::write(&cert, certified.cert.pem()).unwrap();
+    std::fs::write(&key, certified.key_pair.serialize_pem()).unwrap();
+    let (cert_arg, key_arg) = (cert.display().to_string(), key.display().to_string());
+    let mut server = Server::start(&args, &["--tls-cert", &cert_arg, "--tls-key", &key_arg]);
+    assert!(server.base.starts_with("https://"), "{}", server.base);
+    let port = server.base.rsplit(':').next().unwrap().to_string();
+    let trusted = reqwest::Client::builder()
+        .add_root_certificate(
+            reqwest::Certificate::from_pem(certified.cert.pem().as_bytes()).unwrap(),
+        )
+        .build()
+        .unwrap();
+    let answer = trusted
+        .get(format!("https://localhost:{port}/v1/registry"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), StatusCode::OK);
+    let plain = http()
+        .get(format!("http://127.0.0.1:{port}/healthz"))
+        .send()
+        .await;
+    assert!(
+        plain.is_err() || !plain.unwrap().status().is_success(),
+        "plain HTTP is not served"
+    );
+    server.stop();
+
+    std::fs::write(&key, "not a key").unwrap();
+    let out = common::run(
+        &args,
+        &[
+            "server",
+            "--listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            &cert_arg,
+            "--tls-key",
+            &key_arg,
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(
+        common::text(&out).contains("TLS certificate"),
+        "{}",
+        common::text(&out)
+    );
 }
 
 /// Outside loopback the server refuses to serve without auth.

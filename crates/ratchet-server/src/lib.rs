@@ -32,5 +32,5 @@ pub use metrics::{install_recorder, MetricsError};
 pub use metrics_exporter_prometheus::PrometheusHandle;
 pub use problem::{Problem, ProblemBody};
 pub use routes::{openapi, router};
-pub use serve::serve;
+pub use serve::{serve, serve_tls, TlsConfig};
 pub use state::{ServerLimits, ServerState};
