@@ -120,6 +120,9 @@ enum InstanceCommand {
         /// Only instances created in the last N seconds.
         #[arg(long)]
         since_secs: Option<u64>,
+        /// Only instances whose custom status is this (JSON, or else a string).
+        #[arg(long)]
+        custom_status: Option<String>,
         /// At most this many.
         #[arg(long, default_value_t = 50)]
         limit: u32,
@@ -417,6 +420,7 @@ async fn instances(ops: &dyn Ops, cmd: InstanceCommand) -> anyhow::Result<()> {
             status,
             name,
             since_secs,
+            custom_status,
             limit,
             json,
         } => {
@@ -432,6 +436,9 @@ async fn instances(ops: &dyn Ops, cmd: InstanceCommand) -> anyhow::Result<()> {
                 name,
                 created_after,
                 limit: Some(limit),
+                custom_status: custom_status.map(|text| {
+                    serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text))
+                }),
                 ..InstanceFilter::default()
             };
             let list = ops.instances(filter).await?;

@@ -355,6 +355,9 @@ impl Ops for Remote {
         if let Some(after) = f.created_after {
             query.push(format!("created_after={}", enc(&rfc3339(after))));
         }
+        if let Some(status) = &f.custom_status {
+            query.push(format!("custom_status={}", enc(&status.to_string())));
+        }
         let page = self
             .get(&format!("/v1/instances?{}", query.join("&")))
             .await?;

@@ -247,6 +247,18 @@ async fn instances(server: &Server) {
         }
     }
     assert_eq!(seen.len(), 3, "{seen:?}");
+    let (_, waiting) = get(server, "/v1/instances?custom_status=awaiting-delivery").await;
+    let waiting: Vec<&str> = waiting["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["id"].as_str())
+        .collect();
+    // (o3 was terminated wherever it had got to.)
+    assert!(
+        waiting.contains(&"o2") && !waiting.contains(&"o1"),
+        "o2 was cancelled while it awaited delivery; o1 is done: {waiting:?}"
+    );
     let (_, finished) = get(server, "/v1/instances?status=Completed,Terminated").await;
     assert_eq!(finished["items"].as_array().unwrap().len(), 2);
 

@@ -35,6 +35,7 @@ WHERE ($1::text[] IS NULL OR status = ANY ($1))
   AND ($3::bigint IS NULL OR created_at >= $3)
   AND ($4::bigint IS NULL OR created_at < $4)
   AND ($6::bigint IS NULL OR (created_at, id) < ($6, $7::text))
+  AND ($8::text IS NULL OR custom_status = $8)
 ORDER BY created_at DESC, id DESC
 LIMIT $5;
 

@@ -315,6 +315,7 @@ pub(crate) async fn list(c: &Conn, f: &InstanceFilter) -> Res<Vec<InstanceRecord
     let statuses: Option<Vec<String>> = (!f.statuses.is_empty())
         .then(|| f.statuses.iter().map(|s| s.as_str().to_string()).collect());
     let limit = i64::from(f.limit.unwrap_or(100));
+    let custom_status = f.custom_status.as_ref().map(ratchet_store::codec::to_json);
     let rows = c
         .query(
             "instance_list",
@@ -326,6 +327,7 @@ pub(crate) async fn list(c: &Conn, f: &InstanceFilter) -> Res<Vec<InstanceRecord
                 p(&limit),
                 p(&f.after.as_ref().map(|(t, _)| t.0)),
                 p(&f.after.as_ref().map(|(_, id)| id.as_str())),
+                p(&custom_status),
             ],
         )
         .await?;

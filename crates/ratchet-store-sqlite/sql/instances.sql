@@ -83,6 +83,7 @@ WHERE (?1 IS NULL OR status IN (SELECT value FROM json_each(?1)))
   AND (?3 IS NULL OR created_at >= ?3)
   AND (?4 IS NULL OR created_at < ?4)
   AND (?6 IS NULL OR (created_at, id) < (?6, ?7))
+  AND (?8 IS NULL OR custom_status = ?8)
 ORDER BY created_at DESC, id DESC
 LIMIT ?5;
 

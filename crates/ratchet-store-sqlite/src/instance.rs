@@ -348,7 +348,8 @@ pub(crate) fn list(conn: &Connection, f: &InstanceFilter) -> Result<Vec<Instance
                 f.created_before.map(|t| t.0),
                 f.limit.unwrap_or(100),
                 f.after.as_ref().map(|(t, _)| t.0),
-                f.after.as_ref().map(|(_, id)| id.as_str())
+                f.after.as_ref().map(|(_, id)| id.as_str()),
+                f.custom_status.as_ref().map(ratchet_store::codec::to_json)
             ],
             InstanceRow::read,
         )

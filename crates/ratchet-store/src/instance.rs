@@ -203,6 +203,9 @@ pub struct InstanceFilter {
     /// Keyset pagination: only instances after this one in the listing's order (newest
     /// first), given as its creation time and id; the last record of a page gives the next.
     pub after: Option<(Timestamp, String)>,
+    /// Only instances whose last custom status is this value (compared as written: a string,
+    /// a number, or an object with its keys in the same order).
+    pub custom_status: Option<Value>,
     /// At most this many, newest first (default 100).
     pub limit: Option<u32>,
 }

@@ -324,6 +324,9 @@ struct ListParams {
     limit: Option<u32>,
     /// The `next` cursor of the previous page.
     cursor: Option<String>,
+    /// Only this custom status: JSON (`42`, `"42"`, `{"step":2}`), or else a string
+    /// (`awaiting-delivery`).
+    custom_status: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -371,6 +374,9 @@ async fn list(
         // One more than the page tells whether there is a next.
         limit: Some(limit + 1),
         after: params.cursor.as_deref().map(decode_cursor).transpose()?,
+        custom_status: params
+            .custom_status
+            .map(|text| serde_json::from_str(&text).unwrap_or(Value::String(text))),
     };
     let mut records = state.client.list(filter).await?;
     let more = records.len() > limit as usize;

@@ -463,7 +463,29 @@ pub async fn list_filters_and_history(store: &dyn Store) {
     let a = c.iter().find(|c| c.id == "a").unwrap();
     let mut done = turn(a, InstanceStatus::Failed);
     done.error = Some(ErrorInfo::new("Boom", "bad"));
-    store.commit(batch(vec![done])).await.unwrap();
+    done.custom_status = Some(json!("charging"));
+    let b = c.iter().find(|c| c.id == "b").unwrap();
+    let mut waiting = turn(b, InstanceStatus::Running);
+    waiting.custom_status = Some(json!({"step": 2, "of": 3}));
+    store.commit(batch(vec![done, waiting])).await.unwrap();
+    for (wanted, found) in [
+        (json!("charging"), vec!["a"]),
+        (json!({"step": 2, "of": 3}), vec!["b"]),
+        (json!("shipping"), vec![]),
+    ] {
+        let listed = store
+            .instance_list(InstanceFilter {
+                custom_status: Some(wanted.clone()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            listed.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+            found,
+            "custom status {wanted}"
+        );
+    }
     let all = store
         .instance_list(InstanceFilter::default())
         .await
