@@ -31,6 +31,9 @@ pub(crate) struct ServerArgs {
     /// The private key (PEM) of --tls-cert.
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<std::path::PathBuf>,
+    /// Requests held open at once (long-poll waits and event streams); more get 429.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    max_waiting: u64,
     /// Print the API's OpenAPI document and exit (docs/openapi.json is this output).
     #[arg(long)]
     pub(crate) print_openapi: bool,
@@ -96,7 +99,12 @@ pub(crate) async fn run(
     let metrics = ratchet_server::install_recorder()?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     out!("ratchet server on {scheme}://{address} ({about}), {what}; Ctrl-C to stop");
+    let limits = ratchet_server::ServerLimits {
+        max_waiting: usize::try_from(args.max_waiting).unwrap_or(usize::MAX),
+        ..ratchet_server::ServerLimits::default()
+    };
     let state = ServerState::new(client)
+        .with_limits(limits)
         .with_metrics(metrics)
         .with_auth(args.auth);
     let app = router(state);

@@ -970,6 +970,33 @@ async fn tokens_and_scopes_on_postgres() {
     auth(&args).await;
 }
 
+/// Past its limit of requests held open, a server answers 429 instead of holding more; a
+/// request let go frees its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn too_many_waiting_requests_get_429() {
+    let (args, _store, _dir) = common::sqlite().await;
+    let server = Server::start(&args, &["--max-waiting", "1"]);
+    let (status, _) = post(&server, "/v1/instances", order("held")).await;
+    assert_eq!(status, StatusCode::CREATED);
+    // The order waits for a signal that never comes: its wait holds the one place.
+    let url = server.url("/v1/instances/held/wait?timeout_ms=3000");
+    let holder = tokio::spawn(async move { http().get(url).send().await.unwrap().status() });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (status, p) = get(&server, "/v1/instances/held/wait?timeout_ms=10").await;
+    assert_eq!(
+        (status, p["limit"].clone()),
+        (StatusCode::TOO_MANY_REQUESTS, json!(1))
+    );
+    let (status, _) = get(&server, "/v1/events/stream").await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(holder.await.unwrap(), StatusCode::OK);
+    let (status, p) = get(&server, "/v1/instances/held/wait?timeout_ms=10").await;
+    assert_eq!(
+        (status, p["finished"].clone()),
+        (StatusCode::OK, json!(false))
+    );
+}
+
 /// `--tls-cert`/`--tls-key` serve HTTPS, which a client that trusts the certificate reaches
 /// and a plain HTTP request does not; a bad certificate stops the server before it serves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

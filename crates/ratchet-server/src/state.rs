@@ -16,6 +16,8 @@ pub struct ServerLimits {
     pub max_page: u32,
     /// The longest a wait may hold a request open.
     pub max_wait: Duration,
+    /// Requests held open at once (long-poll waits and event streams); more get 429.
+    pub max_waiting: usize,
 }
 
 impl Default for ServerLimits {
@@ -27,6 +29,7 @@ impl Default for ServerLimits {
             max_batch: 1_000,
             max_page: 1_000,
             max_wait: Duration::from_secs(60),
+            max_waiting: 10_000,
         }
     }
 }
@@ -39,6 +42,8 @@ pub struct ServerState {
     pub(crate) metrics: Option<PrometheusHandle>,
     pub(crate) auth: bool,
     pub(crate) fleet: std::sync::Arc<crate::fleet::Fleet>,
+    /// One permit per request held open.
+    pub(crate) waiting: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 impl ServerState {
@@ -52,7 +57,26 @@ impl ServerState {
             metrics: None,
             auth: false,
             fleet: std::sync::Arc::default(),
+            waiting: std::sync::Arc::new(tokio::sync::Semaphore::new(
+                ServerLimits::default().max_waiting,
+            )),
         }
+    }
+
+    /// A permit to hold a request open, or 429 when too many are.
+    pub(crate) fn hold(&self) -> Result<tokio::sync::OwnedSemaphorePermit, crate::Problem> {
+        self.waiting.clone().try_acquire_owned().map_err(|_| {
+            let most = self.limits.max_waiting;
+            crate::Problem::new(
+                axum::http::StatusCode::TOO_MANY_REQUESTS,
+                "too-many-waiting",
+                "Too many requests held open",
+                format!(
+                    "{most} waits and event streams are open on this server; try again shortly"
+                ),
+            )
+            .limit(most as u64)
+        })
     }
 
     /// Asks every request but the probes and `/openapi.json` for a bearer token with the
@@ -70,6 +94,7 @@ impl ServerState {
 
     /// Replaces the limits.
     pub fn with_limits(mut self, limits: ServerLimits) -> Self {
+        self.waiting = std::sync::Arc::new(tokio::sync::Semaphore::new(limits.max_waiting));
         self.limits = limits;
         self
     }

@@ -334,6 +334,7 @@ struct StreamParams {
         (status = 200, description = "Server-Sent Events: each message's `id` is the event's position and its `data` the event as JSON", content_type = "text/event-stream", body = EventView),
         (status = 400, description = "Malformed JSON, query or path", body = ProblemBody, content_type = "application/problem+json"),
         (status = 422, description = "A value is not acceptable; `field` names it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 429, description = "Too many requests held open; `limit` says how many", body = ProblemBody, content_type = "application/problem+json"),
         (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
     )
 )]
@@ -359,23 +360,29 @@ async fn stream(
         None => None,
     };
     let after = last_id.or(p.after).map(Position);
+    // Held while the stream is open: it drops with the stream.
+    let held = state.hold()?;
     let events = state
         .client
         .events()
         .subscribe(query, after)
-        .filter_map(|item| async move {
-            match item {
-                Ok(event) => {
-                    let position = event.position.0;
-                    let data = serde_json::to_string(&EventView::from(event)).unwrap_or_default();
-                    // No SSE event name: a browser's `onmessage` sees every event, and the
-                    // type is in the data.
-                    Some(Ok(Event::default().id(position.to_string()).data(data)))
-                }
-                // The subscription carries on after a pause; the client needs no word of it.
-                Err(e) => {
-                    tracing::warn!(error = %e, "event stream: reading failed; retrying");
-                    None
+        .filter_map(move |item| {
+            let _held = &held;
+            async move {
+                match item {
+                    Ok(event) => {
+                        let position = event.position.0;
+                        let data =
+                            serde_json::to_string(&EventView::from(event)).unwrap_or_default();
+                        // No SSE event name: a browser's `onmessage` sees every event, and the
+                        // type is in the data.
+                        Some(Ok(Event::default().id(position.to_string()).data(data)))
+                    }
+                    // The subscription carries on after a pause; the client needs no word of it.
+                    Err(e) => {
+                        tracing::warn!(error = %e, "event stream: reading failed; retrying");
+                        None
+                    }
                 }
             }
         });

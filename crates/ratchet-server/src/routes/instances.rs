@@ -630,6 +630,7 @@ struct WaitOutcome {
         (status = 200, description = "The outcome once finished, or where it stands at the timeout", body = WaitOutcome),
         (status = 400, description = "Malformed JSON, query or path", body = ProblemBody, content_type = "application/problem+json"),
         (status = 404, description = "No such instance or task", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 429, description = "Too many requests held open; `limit` says how many", body = ProblemBody, content_type = "application/problem+json"),
         (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
     )
 )]
@@ -638,6 +639,7 @@ async fn wait(
     PathParam(id): PathParam<String>,
     QueryParams(params): QueryParams<WaitParams>,
 ) -> Result<Json<WaitOutcome>, Problem> {
+    let _held = state.hold()?;
     let timeout =
         Duration::from_millis(params.timeout_ms.unwrap_or(30_000)).min(state.limits.max_wait);
     let outcome = match state.client.wait(&id, timeout).await {

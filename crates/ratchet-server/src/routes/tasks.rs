@@ -405,6 +405,7 @@ struct WaitParams {
         (status = 200, description = "The task once finished, or as it stands at the timeout", body = TaskView),
         (status = 400, description = "Malformed JSON, query or path", body = ProblemBody, content_type = "application/problem+json"),
         (status = 404, description = "No such instance or task", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 429, description = "Too many requests held open; `limit` says how many", body = ProblemBody, content_type = "application/problem+json"),
         (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
     )
 )]
@@ -415,6 +416,7 @@ async fn wait(
 ) -> Result<Json<TaskView>, Problem> {
     let timeout =
         Duration::from_millis(params.timeout_ms.unwrap_or(30_000)).min(state.limits.max_wait);
+    let _held = state.hold()?;
     let record = match state.client.task_wait(TaskId(id), timeout).await {
         Ok(record) => record,
         Err(Error::TaskTimeout(_)) => state.client.task(TaskId(id)).await?,
