@@ -5,8 +5,8 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use futures::StreamExt as _;
 use ratchet::{
-    AppendCondition, AppendOutcome, Direction, EventAppend, EventQuery, EventRead, EventStore,
-    NewEvent, Position, QueryItem, StoredEvent,
+    AppendCondition, AppendOutcome, Direction, EventAppend, EventQuery, EventRead, NewEvent,
+    Position, QueryItem, StoredEvent,
 };
 use serde::Deserialize;
 
@@ -235,7 +235,7 @@ pub(crate) fn parse_append(args: &AppendArgs) -> anyhow::Result<EventAppend> {
 
 /// Runs an events command; `append` is the parsed append of an `append` command.
 pub(crate) async fn run(
-    events: EventStore,
+    events: &dyn crate::ops::EventOps,
     cmd: EventCommand,
     append: Option<EventAppend>,
 ) -> anyhow::Result<()> {
@@ -278,15 +278,15 @@ pub(crate) async fn run(
                     Direction::Forward
                 },
             };
-            let page = events.read_with(read).await?;
+            let page = events.read(read).await?;
             if !json {
                 out!("{}", header());
             }
-            for e in &page.events {
+            for e in &page {
                 print_event(e, json)?;
             }
-            if page.events.len() == limit as usize {
-                if let Some(last) = page.events.last() {
+            if page.len() == limit as usize {
+                if let Some(last) = page.last() {
                     let flag = if backward { "--before" } else { "--after" };
                     eprintln!(
                         "(limit reached: more may follow with {flag} {})",
@@ -310,7 +310,7 @@ pub(crate) async fn run(
             if !json {
                 out!("{}", header());
             }
-            let stream = events.subscribe(query, after);
+            let stream = events.follow(query, after)?;
             futures::pin_mut!(stream);
             let stop = crate::worker::wait_for_stop();
             futures::pin_mut!(stop);

@@ -50,8 +50,8 @@ struct Cli {
     /// transaction mode).
     #[arg(long, global = true)]
     no_notify: bool,
-    /// Run `instances`, `tasks` and `queues` commands on this `ratchet server` (its URL)
-    /// instead of the database: no database credentials needed.
+    /// Run `instances`, `tasks`, `queues` and `events` commands on this `ratchet server` (its
+    /// URL) instead of the database: no database credentials needed.
     #[arg(long, global = true, env = "RATCHET_SERVER")]
     server: Option<String>,
     /// The bearer token for --server (`ratchet tokens create`).
@@ -257,6 +257,11 @@ async fn run(matches: clap::ArgMatches) -> anyhow::Result<()> {
             return Ok(());
         }
     }
+    // Bad events are refused before the database is opened (or created).
+    let append = match &cli.command {
+        Command::Events(events::EventCommand::Append(args)) => Some(events::parse_append(args)?),
+        _ => None,
+    };
     // On a server: the commands that have a remote form run over HTTP and open no database.
     if let Some(server) = cli.server.clone().filter(|s| !s.is_empty()) {
         let remote = ops::Remote::new(&server, cli.token.clone())?;
@@ -264,17 +269,13 @@ async fn run(matches: clap::ArgMatches) -> anyhow::Result<()> {
             Command::Instances(cmd) => instances(&remote, cmd).await,
             Command::Tasks(cmd) => tasks::tasks(&remote, cmd).await,
             Command::Queues(cmd) => tasks::queues(&remote, cmd).await,
+            Command::Events(cmd) => events::run(&remote, cmd, append).await,
             other => bail!(
-                "--server runs instances, tasks and queues commands; {} needs the database",
+                "--server runs instances, tasks, queues and events commands; {} needs the database",
                 command_name(&other)
             ),
         };
     }
-    // Bad events are refused before the database is opened (or created).
-    let append = match &cli.command {
-        Command::Events(events::EventCommand::Append(args)) => Some(events::parse_append(args)?),
-        _ => None,
-    };
     // Only these change the schema; every other command checks its version and says what to
     // run when it is behind, so that roles without CREATE can use them.
     let sqlite = cli.database_url.as_deref().is_none_or(str::is_empty);
@@ -304,7 +305,7 @@ async fn run(matches: clap::ArgMatches) -> anyhow::Result<()> {
         }
         Command::Tokens(cmd) => tokens::run(store.into_dyn(), cmd).await,
         Command::Events(cmd) => {
-            events::run(Client::new(store.into_dyn()).events(), cmd, append).await
+            events::run(&Client::new(store.into_dyn()).events(), cmd, append).await
         }
         Command::Bench { .. } => Ok(()),
     }

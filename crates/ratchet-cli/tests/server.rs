@@ -950,6 +950,38 @@ async fn auth(store_args: &[String]) {
         "{}",
         common::text(&missing)
     );
+    // Events: append (a condition that fails exits 3), read, and follow.
+    let append = |args: &[&str]| {
+        let mut all = vec!["events", "append", "--type", "Seen", "--tag", "k:1"];
+        all.extend_from_slice(args);
+        remote(&admin, &all)
+    };
+    let first = append(&[]);
+    assert!(first.status.success(), "{}", common::text(&first));
+    let again = append(&["--fail-if-tag", "k:1", "--after", "0"]);
+    assert_eq!(again.status.code(), Some(3), "{}", common::text(&again));
+    let read = remote(&reader, &["events", "read", "--tag", "k:1", "--json"]);
+    let lines = String::from_utf8_lossy(&read.stdout).to_string();
+    assert_eq!(lines.lines().count(), 1, "{}", common::text(&read));
+    assert!(lines.contains("\"type\":\"Seen\""), "{lines}");
+    let mut tail = std::process::Command::new(env!("CARGO_BIN_EXE_ratchet"))
+        .args(["--server", &server.base, "--token", &reader])
+        .args(["events", "tail", "--type", "Seen", "--json"])
+        .env_remove("DATABASE_URL")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut followed = BufReader::new(tail.stdout.take().unwrap()).lines();
+    let seen = followed.next().unwrap().unwrap();
+    assert!(
+        seen.contains("\"position\":1") || seen.contains("Seen"),
+        "{seen}"
+    );
+    assert!(append(&[]).status.success());
+    let next = followed.next().unwrap().unwrap();
+    assert!(next.contains("\"type\":\"Seen\""), "{next}");
+    let _ = tail.kill();
+    let _ = tail.wait();
     let out = common::run(store_args, &["tokens", "list", "--json"]);
     let listed = String::from_utf8_lossy(&out.stdout).to_string();
     assert_eq!(listed.lines().count(), 3, "{listed}");
