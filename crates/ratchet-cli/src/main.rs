@@ -160,6 +160,9 @@ enum InstanceCommand {
         /// If the id exists, report it instead of failing.
         #[arg(long)]
         use_existing: bool,
+        /// With --server: start it even if no live or recent worker runs this orchestration.
+        #[arg(long)]
+        allow_unknown: bool,
     },
     /// Raise a signal.
     Signal {
@@ -496,9 +499,13 @@ async fn instances(ops: &dyn Ops, cmd: InstanceCommand) -> anyhow::Result<()> {
             input,
             id,
             use_existing,
+            allow_unknown,
         } => {
             let input = input::json(&input, "--input")?;
-            out!("{}", ops.start(&name, input, id, use_existing).await?);
+            let started = ops
+                .start(&name, input, id, use_existing, allow_unknown)
+                .await?;
+            out!("{started}");
         }
         InstanceCommand::Purge { older_than_days } => {
             let age = i64::try_from(older_than_days.saturating_mul(86_400_000)).unwrap_or(i64::MAX);

@@ -42,12 +42,14 @@ pub(crate) trait Ops: Send + Sync {
     async fn instance(&self, id: &str) -> anyhow::Result<Value>;
     /// `{execution, seq, event}` each.
     async fn history(&self, id: &str) -> anyhow::Result<Vec<Value>>;
+    /// `allow_unknown`: a server without a worker accepts a name no worker runs.
     async fn start(
         &self,
         name: &str,
         input: Value,
         id: Option<String>,
         use_existing: bool,
+        allow_unknown: bool,
     ) -> anyhow::Result<String>;
     /// False when the dedup id was used before.
     async fn signal(
@@ -65,7 +67,11 @@ pub(crate) trait Ops: Send + Sync {
     async fn tasks(&self, filter: TaskFilter) -> anyhow::Result<Vec<Value>>;
     async fn task(&self, id: i64) -> anyhow::Result<Value>;
     /// Each task's id and whether it was a duplicate; all or nothing.
-    async fn enqueue(&self, requests: Vec<TaskRequest>) -> anyhow::Result<Vec<(i64, bool)>>;
+    async fn enqueue(
+        &self,
+        requests: Vec<TaskRequest>,
+        allow_unknown: bool,
+    ) -> anyhow::Result<Vec<(i64, bool)>>;
     /// The task once finished, or an error at the timeout.
     async fn task_wait(&self, id: i64, timeout: Duration) -> anyhow::Result<Value>;
     /// True when a running task was asked to stop (not stopped yet).
@@ -174,6 +180,7 @@ impl Ops for Local {
         input: Value,
         id: Option<String>,
         use_existing: bool,
+        _allow_unknown: bool,
     ) -> anyhow::Result<String> {
         let options = StartOptions {
             id,
@@ -231,7 +238,11 @@ impl Ops for Local {
         Ok(task_json(&self.0.task(TaskId(id)).await?))
     }
 
-    async fn enqueue(&self, requests: Vec<TaskRequest>) -> anyhow::Result<Vec<(i64, bool)>> {
+    async fn enqueue(
+        &self,
+        requests: Vec<TaskRequest>,
+        _allow_unknown: bool,
+    ) -> anyhow::Result<Vec<(i64, bool)>> {
         Ok(self
             .0
             .enqueue_many(requests)
@@ -438,10 +449,16 @@ impl Ops for Remote {
         input: Value,
         id: Option<String>,
         use_existing: bool,
+        allow_unknown: bool,
     ) -> anyhow::Result<String> {
         let body = json!({"name": name, "input": input, "id": id,
             "if_exists": if use_existing { "use_existing" } else { "fail" }});
-        let started = self.post("/v1/instances", body).await?;
+        let path = if allow_unknown {
+            "/v1/instances?allow_unknown=true"
+        } else {
+            "/v1/instances"
+        };
+        let started = self.post(path, body).await?;
         started["id"]
             .as_str()
             .map(str::to_string)
@@ -526,7 +543,11 @@ impl Ops for Remote {
         self.get(&format!("/v1/tasks/{id}")).await
     }
 
-    async fn enqueue(&self, requests: Vec<TaskRequest>) -> anyhow::Result<Vec<(i64, bool)>> {
+    async fn enqueue(
+        &self,
+        requests: Vec<TaskRequest>,
+        allow_unknown: bool,
+    ) -> anyhow::Result<Vec<(i64, bool)>> {
         let tasks: Vec<Value> = requests
             .into_iter()
             .map(|r| {
@@ -543,9 +564,12 @@ impl Ops for Remote {
                               "jitter": o.retry.jitter}}})
             })
             .collect();
-        let outcomes = self
-            .post("/v1/tasks/batch", json!({"tasks": tasks}))
-            .await?;
+        let path = if allow_unknown {
+            "/v1/tasks/batch?allow_unknown=true"
+        } else {
+            "/v1/tasks/batch"
+        };
+        let outcomes = self.post(path, json!({"tasks": tasks})).await?;
         Ok(items(outcomes)
             .iter()
             .map(|o| (o["id"].as_i64().unwrap_or(0), o["duplicate"] == true))

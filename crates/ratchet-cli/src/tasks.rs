@@ -68,6 +68,9 @@ pub(crate) enum TaskCommand {
         /// Enqueue this many copies, in calls of up to 5,000 (a progress bar on a terminal).
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
         count: u32,
+        /// With --server: enqueue even if no live or recent worker runs this task.
+        #[arg(long)]
+        allow_unknown: bool,
     },
     /// Wait for a task to finish and print it.
     Wait {
@@ -203,6 +206,7 @@ pub(crate) async fn tasks(ops: &dyn Ops, cmd: TaskCommand) -> anyhow::Result<()>
             unique_key,
             metadata,
             count,
+            allow_unknown,
         } => {
             let input = crate::input::json(&input, "--input")?;
             let mut options = TaskOptions::default()
@@ -225,7 +229,7 @@ pub(crate) async fn tasks(ops: &dyn Ops, cmd: TaskCommand) -> anyhow::Result<()>
                 Ok(TaskRequest::new(&name, &input)?.options(options))
             };
             if count == 1 {
-                let outcomes = ops.enqueue(vec![request(0)?]).await?;
+                let outcomes = ops.enqueue(vec![request(0)?], allow_unknown).await?;
                 match outcomes.first() {
                     Some((id, false)) => out!("{id}"),
                     Some((id, true)) => out!("duplicate: task {id} holds the unique key"),
@@ -243,7 +247,7 @@ pub(crate) async fn tasks(ops: &dyn Ops, cmd: TaskCommand) -> anyhow::Result<()>
                 let requests = (next..end)
                     .map(request)
                     .collect::<ratchet::Result<Vec<_>>>()?;
-                let outcomes = ops.enqueue(requests).await.with_context(|| {
+                let outcomes = ops.enqueue(requests, allow_unknown).await.with_context(|| {
                     format!("enqueueing tasks {next}..{end} of {count} ({enqueued} were enqueued before)")
                 })?;
                 for (_, duplicate) in &outcomes {

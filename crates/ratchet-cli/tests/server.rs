@@ -732,6 +732,26 @@ async fn two_servers_share_one_postgres() {
     assert_eq!(status, StatusCode::CREATED, "allowed when asked");
     let (status, _) = post(&b, "/v1/tasks", json!({"name": "work", "input": {"ms": 1}})).await;
     assert_eq!(status, StatusCode::CREATED, "A runs it");
+    // The same from the CLI on B.
+    let cli = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_ratchet"))
+            .args(["--server", &b.base])
+            .args(args)
+            .env_remove("DATABASE_URL")
+            .output()
+            .unwrap()
+    };
+    let refused = cli(&["tasks", "enqueue", "nope"]);
+    assert!(!refused.status.success());
+    assert!(
+        common::text(&refused).contains("no live or recent worker runs task"),
+        "{}",
+        common::text(&refused)
+    );
+    let allowed = cli(&["tasks", "enqueue", "nope", "--allow-unknown"]);
+    assert!(allowed.status.success(), "{}", common::text(&allowed));
+    let allowed = cli(&["instances", "start", "nope", "--allow-unknown"]);
+    assert!(allowed.status.success(), "{}", common::text(&allowed));
     drop(a);
 }
 
