@@ -16,6 +16,7 @@ mod events;
 mod input;
 mod logging;
 mod ops;
+mod otlp;
 mod server;
 mod tasks;
 mod tokens;
@@ -57,6 +58,11 @@ struct Cli {
     /// The bearer token for --server (`ratchet tokens create`).
     #[arg(long, global = true, env = "RATCHET_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// Export traces to this OpenTelemetry collector (OTLP over HTTP with JSON, e.g.
+    /// http://localhost:4318): a server's requests, and each instance's turns and activities
+    /// in the trace of the request that started it (its W3C `traceparent`).
+    #[arg(long, global = true, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    otlp_endpoint: Option<String>,
     /// On an error, print every cause and where it happened (with RUST_BACKTRACE=1), not
     /// just what went wrong.
     #[arg(short, long, global = true)]
@@ -211,10 +217,26 @@ enum InstanceCommand {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    logging::init();
     let matches = Cli::command().get_matches();
     let verbose = matches.get_flag("verbose");
-    match run(matches).await {
+    let tracing = match matches.get_one::<String>("otlp_endpoint") {
+        Some(endpoint) => match otlp::init(endpoint) {
+            Ok(tracing) => Some(tracing),
+            Err(e) => {
+                eprintln!("error: cannot export traces to {endpoint}: {e}");
+                return std::process::ExitCode::FAILURE;
+            }
+        },
+        None => {
+            logging::init();
+            None
+        }
+    };
+    let result = run(matches).await;
+    if let Some(tracing) = tracing {
+        tracing.flush().await;
+    }
+    match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             if verbose {

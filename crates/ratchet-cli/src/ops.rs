@@ -189,6 +189,7 @@ impl Ops for Local {
             } else {
                 IfExists::Fail
             },
+            ..StartOptions::default()
         };
         Ok(self
             .0

@@ -1119,3 +1119,126 @@ fn a_public_address_needs_auth_or_an_explicit_opt_out() {
         common::text(&out)
     );
 }
+
+/// A stand-in OpenTelemetry collector: keeps every span sent to its OTLP/HTTP JSON endpoint.
+struct Collector {
+    url: String,
+    spans: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+}
+
+impl Collector {
+    async fn start() -> Collector {
+        let spans = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = spans.clone();
+        let app = axum::Router::new().route(
+            "/v1/traces",
+            axum::routing::post(move |body: axum::body::Bytes| {
+                let kept = kept.clone();
+                async move {
+                    let sent: Value = serde_json::from_slice(&body).expect("OTLP JSON");
+                    let resources = sent["resourceSpans"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default();
+                    for resource in resources {
+                        for scope in resource["scopeSpans"].as_array().into_iter().flatten() {
+                            for span in scope["spans"].as_array().into_iter().flatten() {
+                                kept.lock().unwrap().push(span.clone());
+                            }
+                        }
+                    }
+                    axum::Json(json!({}))
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Collector { url, spans }
+    }
+
+    fn named(&self, name: &str) -> Vec<Value> {
+        let spans = self.spans.lock().unwrap();
+        spans
+            .iter()
+            .filter(|s| s["name"] == name)
+            .cloned()
+            .collect()
+    }
+}
+
+/// A start's `traceparent` reaches its instance: the request, every turn and every activity
+/// arrive at the collector in the caller's trace, each under the span that caused it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_carries_its_trace_into_the_turns_and_activities() {
+    let (args, _store, _dir) = common::sqlite().await;
+    let collector = Collector::start().await;
+    let mut server = Server::start(&args, &["--otlp-endpoint", &collector.url]);
+    let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let caller = "00f067aa0ba902b7";
+    let response = http()
+        .post(server.url("/v1/instances"))
+        .header("traceparent", format!("00-{trace_id}-{caller}-01"))
+        .json(&json!({"name": "fanout", "id": "traced", "input": {"activities": 2}}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let (_, done) = get(&server, "/v1/instances/traced/wait?timeout_ms=20000").await;
+    assert_eq!(done["status"], "Completed", "{done}");
+    // A malformed traceparent is ignored, as the W3C asks: the start still succeeds.
+    let response = http()
+        .post(server.url("/v1/instances"))
+        .header("traceparent", "00-not-a-trace-01")
+        .json(&json!({"name": "fanout", "id": "untraced", "input": {"activities": 1}}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let (_, done) = get(&server, "/v1/instances/untraced/wait?timeout_ms=20000").await;
+    assert_eq!(done["status"], "Completed", "{done}");
+    // Stopping sends the spans not yet exported.
+    server.stop();
+
+    let requests: Vec<Value> = collector
+        .named("POST /v1/instances")
+        .into_iter()
+        .filter(|s| s["traceId"] == trace_id)
+        .collect();
+    assert_eq!(requests.len(), 1, "{:?}", collector.spans.lock().unwrap());
+    let request = &requests[0];
+    assert_eq!(
+        request["parentSpanId"], caller,
+        "the request joins the caller's span"
+    );
+    let in_trace = |name: &str| -> Vec<Value> {
+        collector
+            .named(name)
+            .into_iter()
+            .filter(|s| s["traceId"] == trace_id)
+            .collect()
+    };
+    let turns = in_trace("ratchet.turn");
+    assert!(
+        turns.len() >= 2,
+        "a turn schedules, a later one completes: {turns:?}"
+    );
+    for turn in &turns {
+        assert_eq!(turn["parentSpanId"], request["spanId"], "{turn}");
+    }
+    let activities = in_trace("ratchet.activity");
+    assert_eq!(activities.len(), 2, "{activities:?}");
+    let turn_ids: Vec<&Value> = turns.iter().map(|t| &t["spanId"]).collect();
+    for activity in &activities {
+        assert!(
+            turn_ids.contains(&&activity["parentSpanId"]),
+            "an activity is a child of the turn that scheduled it: {activity}"
+        );
+    }
+    // The untraced instance has traces of its own, none of them the caller's.
+    let all_turns = collector.named("ratchet.turn");
+    assert!(
+        all_turns.len() > turns.len(),
+        "the second instance's turns are traced too"
+    );
+}

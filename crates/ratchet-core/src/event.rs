@@ -75,6 +75,10 @@ pub enum HistoryEvent {
         /// The parent, for a sub-orchestration.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         parent: Option<ParentRef>,
+        /// The W3C `traceparent` of the request that started the instance, so its turns and
+        /// activities join that trace.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        trace: Option<String>,
     },
     /// The code scheduled an activity.
     ActivityScheduled {

@@ -39,6 +39,7 @@ fn drive(n: u32, order: &[u32], cuts: &[bool]) -> (Vec<HistoryEvent>, TurnOutcom
         version: 1,
         input: json!(n),
         parent: None,
+        trace: None,
     };
     let mut history = exec.turn(Timestamp(1), vec![start]).events;
     let mut pending = Vec::new();

@@ -15,6 +15,8 @@ pub(crate) struct Cached {
     pub(crate) execution: u32,
     pub(crate) version: u32,
     pub(crate) parent: Option<ParentRef>,
+    /// The `traceparent` the instance's turns join.
+    pub(crate) trace: Option<String>,
 }
 
 /// Live executions by instance id, least recently used first out.

@@ -42,6 +42,7 @@ mod registry;
 mod running;
 mod runtime;
 mod task;
+pub mod trace;
 mod turn;
 mod wake;
 mod worker;

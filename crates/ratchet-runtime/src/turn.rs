@@ -10,6 +10,7 @@ use ratchet_store::{
     NewInboxEvent, NewInstance, NewTask, TaskOwner, TurnCommit, TurnResult,
 };
 use serde_json::Value;
+use tracing::Instrument as _;
 
 use crate::cache::Cached;
 use crate::hub::InstanceOutcome;
@@ -55,14 +56,48 @@ async fn run(shared: &Arc<Shared>, claimed: ClaimedInstance) {
             return;
         }
     };
+    let span = tracing::info_span!("ratchet.turn", instance = %claimed.id,
+        orchestration = %claimed.name, execution = claimed.execution, events = inbound.len());
+    crate::trace::join(&span, cached.trace.as_deref());
+    // What this turn starts (activities, children) joins the trace under it.
+    let carried = crate::trace::carried(&span, cached.trace.as_deref());
     let inbound_len = inbound.len();
     let started = std::time::Instant::now();
-    let turn = match replay_error {
+    let turn = span.in_scope(|| match replay_error {
         Some(error) => cached.exec.fail_turn(now, inbound, error),
         None => cached.exec.turn(now, inbound),
-    };
+    });
     crate::metrics::turn(&claimed.name, started.elapsed());
-    let commit = build_commit(shared, &claimed, &cached, turn, inbound_len, now);
+    let mut commit = build_commit(shared, &claimed, &cached, turn, inbound_len, now);
+    carry_trace(&mut commit, carried, cached.trace.as_ref());
+    commit_turn(shared, claimed, cached, commit)
+        .instrument(span)
+        .await;
+}
+
+/// Work a turn starts joins its trace: activities through their task's metadata (which a
+/// standalone task may carry too), children through their start, the next execution keeps
+/// the instance's.
+fn carry_trace(commit: &mut TurnCommit, carried: Option<String>, own: Option<&String>) {
+    if let Some(traceparent) = &carried {
+        for task in commit.tasks.iter_mut().filter(|t| t.owner.is_some()) {
+            task.metadata = Some(serde_json::json!({ crate::trace::TRACEPARENT: traceparent }));
+        }
+        for child in &mut commit.children {
+            child.trace = Some(traceparent.clone());
+        }
+    }
+    if let Some(next) = &mut commit.continue_as_new {
+        next.trace = own.cloned();
+    }
+}
+
+async fn commit_turn(
+    shared: &Arc<Shared>,
+    claimed: ClaimedInstance,
+    cached: Cached,
+    commit: TurnCommit,
+) {
     let outcome = outcome_of(&claimed.id, &commit);
     let running = !commit.status.is_finished() && commit.continue_as_new.is_none();
     // Cache before committing, so a turn that the same group commit locks for us finds it.
@@ -149,6 +184,7 @@ async fn prepare(
                 shared.config.limits,
             );
             let mut parent = None;
+            let mut trace = None;
             let mut replay_error = None;
             if claimed.history_len > 0 {
                 let history: Vec<HistoryEvent> = shared
@@ -159,7 +195,7 @@ async fn prepare(
                     .into_iter()
                     .map(|r| r.event)
                     .collect();
-                parent = parent_of(&history);
+                (parent, trace) = started_of(&history);
                 if let Err(nd) = exec.replay(&history) {
                     tracing::error!(instance = %claimed.id, error = %nd, "replay found nondeterminism");
                     replay_error = Some(nd.to_info());
@@ -172,6 +208,7 @@ async fn prepare(
                     execution: claimed.execution,
                     version,
                     parent,
+                    trace,
                 },
                 replay_error,
             )
@@ -186,16 +223,21 @@ async fn prepare(
                 name,
                 input,
                 parent,
+                trace,
                 ..
             } => {
                 if cached.parent.is_none() {
                     cached.parent = parent.clone();
+                }
+                if cached.trace.is_none() {
+                    cached.trace = trace.clone();
                 }
                 HistoryEvent::ExecutionStarted {
                     name: name.clone(),
                     version: cached.version,
                     input: input.clone(),
                     parent: parent.clone(),
+                    trace: trace.clone(),
                 }
             }
             other => other.clone(),
@@ -204,11 +246,17 @@ async fn prepare(
     Ok((cached, inbound, replay_error))
 }
 
-fn parent_of(history: &[HistoryEvent]) -> Option<ParentRef> {
-    history.iter().find_map(|e| match e {
-        HistoryEvent::ExecutionStarted { parent, .. } => parent.clone(),
-        _ => None,
-    })
+/// The parent and the trace an execution's start recorded.
+fn started_of(history: &[HistoryEvent]) -> (Option<ParentRef>, Option<String>) {
+    history
+        .iter()
+        .find_map(|e| match e {
+            HistoryEvent::ExecutionStarted { parent, trace, .. } => {
+                Some((parent.clone(), trace.clone()))
+            }
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 /// Checks what the turn asks for against this process's registry and limits; the first
@@ -381,6 +429,7 @@ fn build_commit(
                     seq: *seq,
                 }),
                 if_exists: IfExists::Fail,
+                trace: None,
             }),
             HistoryEvent::CustomStatusSet { status } => commit.custom_status = Some(status.clone()),
             _ => {}
@@ -415,6 +464,7 @@ fn build_commit(
                 parent: cached.parent.clone(),
                 input,
                 carried: cached.exec.unconsumed_signals(),
+                trace: None,
             });
             None
         }

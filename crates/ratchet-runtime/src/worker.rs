@@ -9,6 +9,7 @@ use ratchet_core::{ActivityError, ErrorInfo};
 use ratchet_store::{ClaimedTask, TaskCompletion, TaskResult};
 use serde_json::Value;
 use tokio::sync::watch;
+use tracing::Instrument as _;
 
 use crate::runtime::Shared;
 use crate::{ActivityContext, TaskContext};
@@ -33,10 +34,11 @@ pub(crate) fn spawn(shared: Arc<Shared>, task: ClaimedTask) {
             return;
         }
         let started = std::time::Instant::now();
+        let span = attempt_span(&task);
         let result = match (&task.owner, attempts_spent(&task)) {
             (_, Some(lost)) => lost,
-            (Some(_), None) => activity(&shared, &task).await,
-            (None, None) => standalone(&shared, &task, cancelled).await,
+            (Some(_), None) => activity(&shared, &task).instrument(span).await,
+            (None, None) => standalone(&shared, &task, cancelled).instrument(span).await,
         };
         crate::metrics::attempt(
             task.owner.is_some(),
@@ -53,6 +55,25 @@ pub(crate) fn spawn(shared: Arc<Shared>, task: ClaimedTask) {
                 .complete(TaskCompletion::of(&task, result), instance);
         }
     });
+}
+
+/// The attempt's span, in the trace its metadata names (set by the turn that scheduled an
+/// activity, or by whoever enqueued a task).
+fn attempt_span(task: &ClaimedTask) -> tracing::Span {
+    let span = if let Some(owner) = &task.owner {
+        tracing::info_span!("ratchet.activity", activity = %task.name, instance = %owner.instance,
+            step = owner.seq, attempt = task.attempt)
+    } else {
+        tracing::info_span!("ratchet.task", task = %task.name, queue = %task.queue,
+            id = task.id.0, attempt = task.attempt)
+    };
+    let traceparent = task
+        .metadata
+        .as_ref()
+        .and_then(|m| m.get(crate::trace::TRACEPARENT))
+        .and_then(Value::as_str);
+    crate::trace::join(&span, traceparent);
+    span
 }
 
 /// A takeover of an expired lease counts as an attempt. When that leaves none in the budget,

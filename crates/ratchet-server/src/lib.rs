@@ -26,6 +26,7 @@ mod routes;
 mod serve;
 mod state;
 mod time;
+mod trace;
 
 pub use auth::{hash as token_hash, issue as issue_token, IssuedToken, Scope, TokenError};
 pub use metrics::{install_recorder, MetricsError};

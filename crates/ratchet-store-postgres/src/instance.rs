@@ -30,6 +30,7 @@ pub(crate) fn started_event(new: &NewInstance) -> HistoryEvent {
         version: 0,
         input: new.input.clone(),
         parent: new.parent.clone(),
+        trace: new.trace.clone(),
     }
 }
 

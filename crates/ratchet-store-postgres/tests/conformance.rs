@@ -889,6 +889,7 @@ async fn an_instance_claim_reads_the_front_of_the_inbox_not_every_pending_instan
                 input: serde_json::json!(null),
                 parent: None,
                 if_exists: IfExists::default(),
+                trace: None,
             })
             .collect();
         store.instance_create(starts, None, now).await.unwrap();
@@ -962,6 +963,7 @@ async fn reading_an_instances_events_does_not_walk_the_other_pending_instances()
         input: serde_json::json!(null),
         parent: None,
         if_exists: IfExists::default(),
+        trace: None,
     };
     // The session plans the read now, on an inbox of 100 analysed events, and keeps that plan
     // (one that finds the few instances' events by time is cheapest at that size).

@@ -80,6 +80,7 @@ pub(crate) fn create(
         version: 0,
         input: new.input.clone(),
         parent: new.parent.clone(),
+        trace: new.trace.clone(),
     };
     let inbox_id = inbox_insert(
         tx,

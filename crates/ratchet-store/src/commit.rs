@@ -74,6 +74,8 @@ pub struct ContinueAsNew {
     pub input: Value,
     /// Signals that arrived but were not consumed, delivered again to the new execution.
     pub carried: Vec<HistoryEvent>,
+    /// The trace the instance belongs to (a W3C `traceparent`), kept across executions.
+    pub trace: Option<String>,
 }
 
 impl ContinueAsNew {
@@ -84,6 +86,7 @@ impl ContinueAsNew {
             version: 0,
             input: self.input.clone(),
             parent: self.parent.clone(),
+            trace: self.trace.clone(),
         };
         std::iter::once(started)
             .chain(self.carried.iter().cloned())

@@ -145,6 +145,8 @@ pub struct NewInstance {
     pub parent: Option<ParentRef>,
     /// What to do when the id is taken.
     pub if_exists: IfExists,
+    /// The W3C `traceparent` its turns and activities join, if any.
+    pub trace: Option<String>,
 }
 
 /// The outcome of creating one instance.

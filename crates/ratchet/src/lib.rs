@@ -111,6 +111,8 @@ pub use ratchet_core::{
     join_all, race, ActivityError, ActivityOptions, ErrorInfo, HistoryEvent, Limits,
     OrchestrationContext, OrchestrationError, RetryPolicy, TaskError, TaskOptions, Timestamp,
 };
+/// Traces: the W3C `traceparent` an instance carries into its turns and activities.
+pub use ratchet_runtime::trace;
 pub use ratchet_runtime::{
     append_events, ActivityContext, Appended, Client, Clock, Error, EventStore, InstanceHandle,
     InstanceOutcome, Projection, Projector, QueueConfig, RegisteredNames, Registry, Result,

@@ -19,6 +19,10 @@ pub struct StartOptions {
     pub id: Option<String>,
     /// What to do when the id is taken (default: refuse).
     pub if_exists: IfExists,
+    /// The W3C `traceparent` the instance's turns and activities join (a malformed one is
+    /// ignored, as the W3C asks). Default: the current span's, when an OpenTelemetry layer
+    /// records it.
+    pub trace: Option<String>,
 }
 
 impl StartOptions {
@@ -26,13 +30,19 @@ impl StartOptions {
     pub fn id(id: impl Into<String>) -> Self {
         Self {
             id: Some(id.into()),
-            if_exists: IfExists::Fail,
+            ..Self::default()
         }
     }
 
     /// Sets what to do when the id is taken.
     pub fn if_exists(mut self, policy: IfExists) -> Self {
         self.if_exists = policy;
+        self
+    }
+
+    /// Sets the W3C `traceparent` the instance joins.
+    pub fn trace(mut self, traceparent: impl Into<String>) -> Self {
+        self.trace = Some(traceparent.into());
         self
     }
 }
@@ -148,6 +158,10 @@ impl Client {
             input,
             parent: None,
             if_exists: options.if_exists,
+            trace: match &options.trace {
+                Some(given) => crate::trace::parse(given),
+                None => crate::trace::of(&tracing::Span::current()),
+            },
         };
         let outcome = self.calls.create(new, lease).await?;
         match outcome {

@@ -7,7 +7,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use ratchet::{
@@ -26,6 +26,7 @@ use crate::fleet::{self, Kind};
 use crate::problem::{Problem, ProblemBody};
 use crate::state::ServerState;
 use crate::time::{parse_rfc3339, rfc3339};
+use crate::trace::IncomingTrace;
 
 pub(crate) fn routes() -> OpenApiRouter<ServerState> {
     OpenApiRouter::new()
@@ -136,10 +137,11 @@ struct StartRequest {
 }
 
 impl StartRequest {
-    fn options(&self) -> StartOptions {
+    fn options(&self, trace: &IncomingTrace) -> StartOptions {
         StartOptions {
             id: self.id.clone(),
             if_exists: self.if_exists.into(),
+            trace: trace.carried(),
         }
     }
 }
@@ -168,6 +170,7 @@ struct Started {
 )]
 async fn start(
     State(state): State<ServerState>,
+    trace: Option<Extension<IncomingTrace>>,
     QueryParams(params): QueryParams<WriteParams>,
     JsonBody(req): JsonBody<StartRequest>,
 ) -> Result<Response, Problem> {
@@ -180,9 +183,10 @@ async fn start(
         |_| "name".to_string(),
     )
     .await?;
+    let trace = trace.map(|t| t.0).unwrap_or_default();
     let handle = state
         .client
-        .start_with(&req.name, &req.input, req.options())
+        .start_with(&req.name, &req.input, req.options(&trace))
         .await?;
     let id = handle.id().to_string();
     Ok(created(&format!("/v1/instances/{id}"), Started { id }))
@@ -234,9 +238,11 @@ struct BatchItem {
 )]
 async fn start_batch(
     State(state): State<ServerState>,
+    trace: Option<Extension<IncomingTrace>>,
     QueryParams(params): QueryParams<WriteParams>,
     JsonBody(batch): JsonBody<StartBatch>,
 ) -> Result<Json<Vec<BatchItem>>, Problem> {
+    let trace = trace.map(|t| t.0).unwrap_or_default();
     let max = state.limits.max_batch;
     if batch.instances.len() > max {
         return Err(Problem::too_large(
@@ -251,7 +257,7 @@ async fn start_batch(
     for (i, req) in batch.instances.iter().enumerate() {
         state
             .client
-            .check_start(&req.name, &req.input, &req.options())
+            .check_start(&req.name, &req.input, &req.options(&trace))
             .map_err(|e| {
                 let p = Problem::from(e);
                 let field = match &p.field {
@@ -273,7 +279,7 @@ async fn start_batch(
     let starts = batch.instances.iter().map(|req| {
         state
             .client
-            .start_with(&req.name, &req.input, req.options())
+            .start_with(&req.name, &req.input, req.options(&trace))
     });
     let outcomes = futures::future::join_all(starts).await;
     Ok(Json(

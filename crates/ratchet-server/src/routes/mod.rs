@@ -88,12 +88,13 @@ pub fn router(state: ServerState) -> Router {
         )
         .route("/metrics", axum::routing::get(crate::metrics::render))
         // After the routes: each sees which one matched. The last added runs first, so a
-        // refused token is counted too.
+        // refused token is counted too, inside the request's span.
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::auth::check,
         ))
         .route_layer(axum::middleware::from_fn(crate::metrics::track))
+        .route_layer(axum::middleware::from_fn(crate::trace::span))
         .fallback(|| async { Problem::not_found("no such route") })
         .method_not_allowed_fallback(|| async {
             Problem::new(

@@ -9,6 +9,9 @@ use crate::{
     StopOutcome, TurnResult,
 };
 
+/// A W3C `traceparent`, as a server receives it.
+const TRACE: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
 pub async fn create_and_claim(store: &dyn Store) {
     start(store, "a").await;
     let rec = store.instance_get("a").await.unwrap().unwrap();
@@ -20,7 +23,7 @@ pub async fn create_and_claim(store: &dyn Store) {
     assert_eq!(claimed[0].history_len, 0);
     assert!(matches!(
         claimed[0].events[0].event,
-        HistoryEvent::ExecutionStarted { .. }
+        HistoryEvent::ExecutionStarted { trace: None, .. }
     ));
     // Leased: a second claimer gets nothing until the lease expires.
     assert!(claim(store, "p2", T0).await.is_empty());
@@ -29,6 +32,26 @@ pub async fn create_and_claim(store: &dyn Store) {
     assert!(
         later[0].fence > claimed[0].fence,
         "a new lease gets a larger fence"
+    );
+    // A start's trace reaches its first turn through the inbox.
+    store
+        .instance_create(
+            vec![NewInstance {
+                trace: Some(TRACE.into()),
+                ..new_instance("traced", "wf")
+            }],
+            None,
+            T0,
+        )
+        .await
+        .unwrap();
+    let claimed = claim(store, "p3", T0.plus(Duration::from_secs(120))).await;
+    let traced = claimed.iter().find(|c| c.id == "traced").expect("claimed");
+    assert!(
+        matches!(&traced.events[0].event, HistoryEvent::ExecutionStarted { trace, .. }
+            if trace.as_deref() == Some(TRACE)),
+        "{:?}",
+        traced.events[0].event
     );
 }
 
@@ -205,6 +228,7 @@ pub async fn continue_as_new_starts_next_execution(store: &dyn Store) {
         parent: None,
         input: json!(2),
         carried: vec![carried.clone()],
+        trace: Some(TRACE.into()),
     });
     store.commit(batch(vec![t])).await.unwrap();
     let rec = store.instance_get("a").await.unwrap().unwrap();
@@ -216,7 +240,10 @@ pub async fn continue_as_new_starts_next_execution(store: &dyn Store) {
     assert_eq!(c.execution, 1);
     let events: Vec<_> = c.events.iter().map(|e| e.event.clone()).collect();
     assert!(
-        matches!(&events[0], HistoryEvent::ExecutionStarted { input, .. } if *input == json!(2))
+        matches!(&events[0], HistoryEvent::ExecutionStarted { input, trace, .. }
+            if *input == json!(2) && trace.as_deref() == Some(TRACE)),
+        "the next execution keeps the input and the trace: {:?}",
+        events[0]
     );
     assert_eq!(events[1], carried);
     store

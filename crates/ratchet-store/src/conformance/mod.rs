@@ -106,6 +106,7 @@ pub(crate) fn new_instance(id: &str, name: &str) -> NewInstance {
         input: json!({ "n": 1 }),
         parent: None,
         if_exists: IfExists::Fail,
+        trace: None,
     }
 }
 

@@ -29,6 +29,7 @@ async fn a_dead_owners_lease_is_taken_over(store: Arc<dyn Store>) {
         input: serde_json::json!(null),
         parent: None,
         if_exists: IfExists::Fail,
+        trace: None,
     };
     store
         .instance_create(vec![new], Some(lease), Timestamp::now())
@@ -224,6 +225,7 @@ async fn a_crash_looping_task_spends_its_attempts(store: &Arc<dyn Store>) {
                 input: serde_json::json!(null),
                 parent: None,
                 if_exists: IfExists::Fail,
+                trace: None,
             }],
             Some(Lease {
                 owner: "setup".into(),
@@ -258,6 +260,7 @@ async fn a_crash_looping_task_spends_its_attempts(store: &Arc<dyn Store>) {
                 version: 1,
                 input: serde_json::json!(null),
                 parent: None,
+                trace: None,
             },
             HistoryEvent::ActivityScheduled {
                 seq: 0,
