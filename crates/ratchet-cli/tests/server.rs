@@ -581,7 +581,7 @@ async fn bad_input(server: &Server) {
     assert_eq!(tasks_before, tasks_after, "no task was written");
 }
 
-async fn every_route(store_args: &[String]) {
+async fn every_route(store_args: &[String], store: &dyn ratchet::Store) {
     let mut server = Server::start(store_args, &[]);
     let (status, _) = get(&server, "/healthz").await;
     assert_eq!(status, StatusCode::OK);
@@ -601,13 +601,52 @@ async fn every_route(store_args: &[String]) {
     instances(&server).await;
     tasks(&server).await;
     events(&server).await;
+    a_lost_lease_is_taken_over(&server, store).await;
     metrics(&server).await;
     server.stop();
+}
+
+/// A worker dies holding a task: once its lease expires the server's runtime takes the task
+/// over, runs it as a new attempt, and counts the expiry.
+async fn a_lost_lease_is_taken_over(server: &Server, store: &dyn ratchet::Store) {
+    use ratchet_store::{Lease, NewTask, QueueClaim, TaskClaim};
+    let now = ratchet::Timestamp::now();
+    // Delayed a second, so that only the dying worker below can claim it first.
+    let due = now.plus(Duration::from_secs(1));
+    let options = ratchet::TaskOptions::default().run_at(due);
+    let task = NewTask::standalone("work".into(), json!({"ms": 1}), &options, now);
+    let id = store.task_enqueue(vec![task], now).await.unwrap()[0].id();
+    let taken = store
+        .task_claim(TaskClaim {
+            lease: Lease {
+                owner: "a-worker-that-dies".into(),
+                until: due.plus(Duration::from_millis(200)),
+            },
+            queues: vec![QueueClaim {
+                queue: options.queue.clone(),
+                limit: 1,
+            }],
+            names: vec!["work".into()],
+            now: due,
+        })
+        .await
+        .unwrap();
+    assert_eq!(taken.len(), 1, "the dying worker holds the task");
+    let (_, done) = get(server, &format!("/v1/tasks/{}/wait?timeout_ms=20000", id.0)).await;
+    assert_eq!(done["state"], "Completed", "{done}");
+    assert_eq!(done["attempt"], 2, "the lost attempt counts: {done}");
 }
 
 /// `/metrics` parses as Prometheus text and holds the figures an operator pages on, each
 /// non-zero after the run above.
 async fn metrics(server: &Server) {
+    // A task waits in a paused queue: its queue is behind.
+    let (status, _) = post(server, "/v1/queues/held/pause", json!({})).await;
+    assert!(status.is_success(), "{status}");
+    let held = json!({"name": "work", "input": {"ms": 1}, "options": {"queue": "held"}});
+    let (status, enqueued) = post(server, "/v1/tasks", held).await;
+    assert_eq!(status, StatusCode::CREATED, "{enqueued}");
+    tokio::time::sleep(Duration::from_millis(20)).await;
     let response = http().get(server.url("/metrics")).send().await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     let text = response.text().await.unwrap();
@@ -641,6 +680,7 @@ async fn metrics(server: &Server) {
         "ratchet_store_round_trips_total",
         "ratchet_store_commits_total",
         "ratchet_queue_tasks",
+        "ratchet_lease_expiries_total",
         "ratchet_http_requests_total",
         "ratchet_http_request_seconds",
     ] {
@@ -652,6 +692,31 @@ async fn metrics(server: &Server) {
             && s.labels.get("status") == Some("200")
     });
     assert!(by_route, "requests are counted by route pattern and status");
+    let of_held = |name: &str| {
+        scrape
+            .samples
+            .iter()
+            .find(|s| s.metric == name && s.labels.get("queue") == Some("held"))
+            .map(|s| match s.value {
+                prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Untyped(v) => v,
+                _ => 0.0,
+            })
+    };
+    assert_eq!(of_held("ratchet_queue_depth"), Some(1.0), "{text}");
+    assert!(
+        of_held("ratchet_queue_oldest_ready_seconds").is_some_and(|s| s >= 0.02),
+        "the held task has waited at least 20 ms: {text}"
+    );
+    let (_, queues) = get(server, "/v1/queues").await;
+    let held = queues
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["name"] == "held");
+    assert!(
+        held.is_some_and(|q| q["oldest_available"].is_string() && q["depth"] == 1),
+        "{queues}"
+    );
     let failed_attempts = scrape
         .samples
         .iter()
@@ -664,16 +729,16 @@ async fn metrics(server: &Server) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_route_on_sqlite() {
-    let (args, _store, _dir) = common::sqlite().await;
-    every_route(&args).await;
+    let (args, store, _dir) = common::sqlite().await;
+    every_route(&args, store.as_ref()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_route_on_postgres() {
-    let Some((args, _store)) = common::postgres().await else {
+    let Some((args, store)) = common::postgres().await else {
         return;
     };
-    every_route(&args).await;
+    every_route(&args, store.as_ref()).await;
 }
 
 /// Two servers on one PostgreSQL: what one starts, the other waits for and sees finish.

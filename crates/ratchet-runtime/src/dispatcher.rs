@@ -95,10 +95,14 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             let asked = std::time::Instant::now();
             let answer = shared.store.instance_claim(claim).await;
             match &answer {
-                Ok(c) => {
-                    crate::metrics::claim(c.instances.len(), c.tasks.len(), asked.elapsed(), true)
-                }
-                Err(_) => crate::metrics::claim(0, 0, asked.elapsed(), false),
+                Ok(c) => crate::metrics::claim(
+                    c.instances.len(),
+                    c.tasks.len(),
+                    c.taken_over,
+                    asked.elapsed(),
+                    true,
+                ),
+                Err(_) => crate::metrics::claim(0, 0, 0, asked.elapsed(), false),
             }
             match answer {
                 Ok(claimed) => {

@@ -33,9 +33,11 @@ pub(crate) fn completions_refused(count: usize) {
     metrics::counter!("ratchet_stale_writes_total", "kind" => "completion").increment(count as u64);
 }
 
-/// A claim (instances and tasks in one call) ended.
-pub(crate) fn claim(instances: usize, tasks: usize, took: Duration, ok: bool) {
+/// A claim (instances and tasks in one call) ended; `taken_over` of what it leased had a
+/// lease that expired (its holder crashed or stalled) instead of one released.
+pub(crate) fn claim(instances: usize, tasks: usize, taken_over: u32, took: Duration, ok: bool) {
     let result = if ok { "ok" } else { "error" };
+    metrics::counter!("ratchet_lease_expiries_total").increment(u64::from(taken_over));
     metrics::counter!("ratchet_claims_total", "result" => result).increment(1);
     metrics::histogram!("ratchet_claim_seconds").record(took);
     metrics::counter!("ratchet_claimed_total", "kind" => "instance").increment(instances as u64);

@@ -73,7 +73,9 @@ pub(crate) async fn render(State(state): State<ServerState>) -> Result<Response,
     metrics::counter!("ratchet_store_round_trips_total").absolute(stats.round_trips);
     metrics::counter!("ratchet_store_commits_total").absolute(stats.commits);
     metrics::counter!("ratchet_store_stale_refused_total").absolute(stats.stale_refused);
-    for queue in state.client.queues().await? {
+    let queues = state.client.queues().await?;
+    let now = ratchet::Timestamp::now();
+    for queue in queues {
         for task_state in TaskState::ALL {
             metrics::gauge!("ratchet_queue_tasks", "queue" => queue.queue.clone(),
                 "state" => task_state.to_string().to_lowercase())
@@ -83,6 +85,10 @@ pub(crate) async fn render(State(state): State<ServerState>) -> Result<Response,
             .set(queue.depth() as f64);
         metrics::gauge!("ratchet_queue_paused", "queue" => queue.queue.clone())
             .set(if queue.paused { 1.0 } else { 0.0 });
+        // How far behind the queue's workers are: 0 when nothing waits.
+        let waited_ms = queue.oldest_available.map_or(0, |at| (now.0 - at.0).max(0));
+        metrics::gauge!("ratchet_queue_oldest_ready_seconds", "queue" => queue.queue.clone())
+            .set(waited_ms as f64 / 1000.0);
     }
     Ok((
         [(

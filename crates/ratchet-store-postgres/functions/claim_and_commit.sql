@@ -29,7 +29,7 @@ CREATE FUNCTION ratchet.claim(
     OUT t_options text[], OUT t_instance text[], OUT t_execution integer[], OUT t_seq integer[],
     OUT t_attempt integer[], OUT t_queue text[], OUT t_metadata text[],
     OUT c_queue text[], OUT c_priority smallint[], OUT c_ready bigint[], OUT c_id bigint[],
-    OUT next_due bigint)
+    OUT next_due bigint, OUT taken_over integer)
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
@@ -40,7 +40,9 @@ DECLARE
     v_window integer := greatest(p_limit, 0) * 4 + 256;
     v_walked bigint := 0;
     v_ids text[];
+    v_tasks_taken_over integer;
 BEGIN
+    taken_over := 0;
     i_id := '{}'; i_name := '{}'; i_version := '{}'; i_execution := '{}';
     i_history_len := '{}'; i_fence := '{}'; i_incarnation := '{}'; e_instance := '{}'; e_id := '{}'; e_event := '{}';
     IF p_limit > 0 THEN
@@ -70,7 +72,9 @@ BEGIN
             END IF;
             -- (An instance the first pass leased fails the lease test in the second.)
             WITH candidate AS (
-                SELECT i.id
+                -- A lease still set is one its holder lost (a turn's commit or a graceful
+                -- stop releases it): counted as taken over.
+                SELECT i.id, i.lease_until IS NOT NULL AS expired
                 FROM ratchet.instances i
                 WHERE i.id = ANY (v_ids)
                   AND i.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated')
@@ -90,15 +94,17 @@ BEGIN
                 SET lease_owner = p_owner, lease_until = p_until, fence = i.fence + 1
                 FROM candidate WHERE i.id = candidate.id
                 RETURNING i.id, i.name, i.version, i.execution, i.history_len, i.fence,
-                          i.incarnation)
+                          i.incarnation, candidate.expired)
             -- Each pass adds to what the one before leased.
             SELECT i_id || coalesce(array_agg(id), '{}'), i_name || coalesce(array_agg(name), '{}'),
                    i_version || coalesce(array_agg(version), '{}'),
                    i_execution || coalesce(array_agg(execution), '{}'),
                    i_history_len || coalesce(array_agg(history_len), '{}'),
                    i_fence || coalesce(array_agg(fence), '{}'),
-                   i_incarnation || coalesce(array_agg(incarnation), '{}')
-            INTO i_id, i_name, i_version, i_execution, i_history_len, i_fence, i_incarnation
+                   i_incarnation || coalesce(array_agg(incarnation), '{}'),
+                   taken_over + count(*) FILTER (WHERE expired)
+            INTO i_id, i_name, i_version, i_execution, i_history_len, i_fence, i_incarnation,
+                 taken_over
             FROM leased;
         END LOOP;
 
@@ -112,11 +118,13 @@ BEGIN
     END IF;
 
     SELECT * INTO t_id, t_fence, t_name, t_input, t_options, t_instance, t_execution, t_seq,
-                  t_attempt, t_queue, t_metadata, c_queue, c_priority, c_ready, c_id
+                  t_attempt, t_queue, t_metadata, c_queue, c_priority, c_ready, c_id,
+                  v_tasks_taken_over
     FROM ratchet.task_take(p_now, p_owner, p_until, coalesce(p_task_queues, '{}'),
                            coalesce(p_task_limits, '{}'), coalesce(p_task_names, '{}'),
                            coalesce(p_task_from_queue, '{}'), coalesce(p_task_from_priority, '{}'),
                            coalesce(p_task_from_ready, '{}'), coalesce(p_task_from_id, '{}'));
+    taken_over := taken_over + v_tasks_taken_over;
 
     SELECT least((SELECT min(visible_at) FROM ratchet.inbox WHERE visible_at > p_now),
                  (SELECT min(ready_at) FROM ratchet.tasks

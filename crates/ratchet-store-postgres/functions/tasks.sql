@@ -72,7 +72,8 @@ CREATE FUNCTION ratchet.task_take(
     OUT t_id bigint[], OUT t_fence bigint[], OUT t_name text[], OUT t_input text[],
     OUT t_options text[], OUT t_instance text[], OUT t_execution integer[],
     OUT t_seq integer[], OUT t_attempt integer[], OUT t_queue text[], OUT t_metadata text[],
-    OUT c_queue text[], OUT c_priority smallint[], OUT c_ready bigint[], OUT c_id bigint[])
+    OUT c_queue text[], OUT c_priority smallint[], OUT c_ready bigint[], OUT c_id bigint[],
+    OUT t_taken_over integer)
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
@@ -93,7 +94,9 @@ DECLARE
     v_batch ratchet.tasks[];
     v_last_ready bigint;
     v_last_id bigint;
+    v_taken_over integer;
 BEGIN
+    t_taken_over := 0;
     c_queue := '{}'; c_priority := '{}'; c_ready := '{}'; c_id := '{}';
     FOR v_queue, v_limit IN SELECT * FROM unnest(p_queues, p_limits) LOOP
         CONTINUE WHEN v_limit IS NULL OR v_limit <= 0;
@@ -128,7 +131,9 @@ BEGIN
                  AS f(queue, priority, ready, id)
             WHERE f.queue = v_queue AND f.priority = v_priority;
             WITH ready AS (
-                SELECT t.id, t.ready_at FROM ratchet.tasks t
+                -- A lease still set is one its holder lost: counted as taken over.
+                SELECT t.id, t.ready_at, t.lease_owner IS NOT NULL AS expired
+                FROM ratchet.tasks t
                 WHERE t.queue = v_queue AND t.priority = v_priority AND t.ready_at <= p_now
                   AND (t.ready_at, t.id) >= (coalesce(v_from_ready, -9223372036854775808),
                                              coalesce(v_from_id, -9223372036854775808))
@@ -150,12 +155,14 @@ BEGIN
                     fence = t.fence + 1,
                     attempt = t.attempt + CASE WHEN t.lease_owner IS NULL THEN 0 ELSE 1 END
                 FROM ready WHERE t.id = ready.id
-                RETURNING t AS task, ready.ready_at, ready.id)
+                RETURNING t AS task, ready.ready_at, ready.id, ready.expired)
             SELECT coalesce(array_agg(task), '{}'),
                    (array_agg(ready_at ORDER BY ready_at DESC, id DESC))[1],
-                   (array_agg(id ORDER BY ready_at DESC, id DESC))[1]
-            INTO v_batch, v_last_ready, v_last_id
+                   (array_agg(id ORDER BY ready_at DESC, id DESC))[1],
+                   count(*) FILTER (WHERE expired)
+            INTO v_batch, v_last_ready, v_last_id, v_taken_over
             FROM taken;
+            t_taken_over := t_taken_over + v_taken_over;
             v_rows := v_rows || v_batch;
             c_queue := c_queue || v_queue;
             c_priority := c_priority || v_priority;

@@ -18,13 +18,15 @@ ON CONFLICT (name) DO UPDATE SET
 
 -- name: queue_stats
 WITH counts AS (
-    SELECT queue, state, count(*) AS n FROM ratchet.task_records($1) GROUP BY queue, state
+    SELECT queue, state, count(*) AS n, min(visible_at) AS oldest
+    FROM ratchet.task_records($1) GROUP BY queue, state
 ), names AS (
     SELECT name AS queue FROM ratchet.queues UNION SELECT queue FROM counts
 )
 SELECT n.queue, coalesce(q.paused, false) AS paused, q.rate_per_second, q.burst, q.concurrency,
        coalesce(array_agg(c.state) FILTER (WHERE c.state IS NOT NULL), '{}') AS states,
-       coalesce(array_agg(c.n) FILTER (WHERE c.state IS NOT NULL), '{}') AS counts
+       coalesce(array_agg(c.n) FILTER (WHERE c.state IS NOT NULL), '{}') AS counts,
+       min(c.oldest) FILTER (WHERE c.state = 'Available') AS oldest_available
 FROM names n
 LEFT JOIN ratchet.queues q ON q.name = n.queue
 LEFT JOIN counts c ON c.queue = n.queue

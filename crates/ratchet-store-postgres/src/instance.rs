@@ -207,6 +207,7 @@ pub(crate) async fn claim(c: &Conn, claim: &InstanceClaim) -> Res<InstanceClaime
         instances,
         next_due: col::<Option<i64>>(&row, "next_due")?.map(Timestamp),
         tasks,
+        taken_over: col::<i32>(&row, "taken_over").map(u32_of)?,
     })
 }
 

@@ -53,6 +53,7 @@ pub(crate) async fn stats(c: &Conn, now: Timestamp) -> Res<Vec<QueueStats>> {
                         .map(|n| u32::try_from(n).unwrap_or(0)),
                 },
                 counts: by_state,
+                oldest_available: col::<Option<i64>>(r, "oldest_available")?.map(Timestamp),
             })
         })
         .collect()

@@ -13,7 +13,8 @@ VALUES (?1, ?2, 'Pending', 0, ?3, ?4, ?5, ?5, ?6, ?7,
 RETURNING fence, incarnation;
 
 -- name: instance_claimable
-SELECT i.id FROM instances i
+-- With whether the instance's lease is still set: one its holder lost, taken over.
+SELECT i.id, i.lease_until IS NOT NULL FROM instances i
 WHERE i.id IN (SELECT b.instance FROM inbox b WHERE b.visible_at <= ?1)
   AND i.status IN ('Pending', 'Running', 'ContinuedAsNew')
   AND (i.lease_until IS NULL

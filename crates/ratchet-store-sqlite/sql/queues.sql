@@ -20,12 +20,13 @@ SELECT name, paused, rate_per_second, burst, concurrency FROM queues;
 
 -- name: queue_counts
 -- Tasks by queue and state at ?1, the states computed as in task_get.
-SELECT queue, state, count(*) FROM (
+SELECT queue, state, count(*), min(visible_at) FROM (
     SELECT queue,
            CASE WHEN lease_until > ?1 THEN 'Running'
                 WHEN visible_at > ?1 THEN CASE WHEN attempt > 1 THEN 'Retrying' ELSE 'Scheduled' END
-                ELSE 'Available' END AS state
+                ELSE 'Available' END AS state,
+           visible_at
     FROM tasks
     UNION ALL
-    SELECT queue, state FROM task_results)
+    SELECT queue, state, NULL FROM task_results)
 GROUP BY queue, state;

@@ -10,8 +10,9 @@ SELECT id FROM tasks WHERE unique_key = ?1;
 
 -- name: task_ready
 -- The tasks a claim takes from one queue, in the order they should run. An expired lease
--- is taken over only once its process no longer says it is alive.
-SELECT id FROM tasks
+-- is taken over only once its process no longer says it is alive (the second column says
+-- which leases are taken over: a lease still set is one its holder lost).
+SELECT id, lease_owner IS NOT NULL FROM tasks
 WHERE queue = ?1
   AND ready_at <= ?2
   AND cancel_requested = 0

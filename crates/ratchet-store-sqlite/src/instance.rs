@@ -197,29 +197,32 @@ pub(crate) fn claim(tx: &Transaction<'_>, claim: &InstanceClaim) -> Result<Insta
         .iter()
         .map(|r| serde_json::json!({ "name": r.name, "versions": r.versions }))
         .collect();
-    let ids: Vec<String> = {
+    let ids: Vec<(String, bool)> = {
         let mut stmt = tx
             .prepare_cached(sql("instance_claimable"))
             .map_err(db_err)?;
         let rows = stmt
             .query_map(
                 params![claim.now.0, to_json(&registered), claim.limit],
-                |r| r.get(0),
+                |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .map_err(db_err)?
-            .collect::<rusqlite::Result<Vec<String>>>()
+            .collect::<rusqlite::Result<Vec<(String, bool)>>>()
             .map_err(db_err)?;
         rows
     };
     let mut instances = Vec::with_capacity(ids.len());
-    for id in ids {
+    let mut taken_over = 0;
+    for (id, expired) in ids {
         if let Some(c) = lease(tx, &id, &claim.lease, claim.now)? {
             instances.push(c);
+            taken_over += u32::from(expired);
         }
     }
     let (tasks, next_token) = match &claim.tasks {
         Some(tasks) => {
             let claimed = crate::task::claim(tx, tasks)?;
+            taken_over += claimed.taken_over;
             (claimed.tasks, claimed.next_token)
         }
         None => (Vec::new(), None),
@@ -237,6 +240,7 @@ pub(crate) fn claim(tx: &Transaction<'_>, claim: &InstanceClaim) -> Result<Insta
         instances,
         next_due,
         tasks,
+        taken_over,
     })
 }
 

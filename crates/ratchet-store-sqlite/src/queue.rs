@@ -173,14 +173,18 @@ pub(crate) fn stats(conn: &Connection, now: Timestamp) -> Result<Vec<QueueStats>
                 r.get::<_, String>(0)?,
                 r.get::<_, String>(1)?,
                 r.get::<_, i64>(2)?,
+                r.get::<_, Option<i64>>(3)?,
             ))
         })
         .map_err(db_err)?
         .collect::<rusqlite::Result<Vec<_>>>()
         .map_err(db_err)?;
-    for (name, state, n) in rows {
+    for (name, state, n, oldest) in rows {
         let state = task_state(&state)?;
         let q = queues.entry(name).or_insert_with_key(|name| empty(name));
+        if state == TaskState::Available {
+            q.oldest_available = oldest.map(Timestamp);
+        }
         if let Some(count) = q.counts.iter_mut().find(|(s, _)| *s == state) {
             count.1 = u64::try_from(n).unwrap_or(0);
         }

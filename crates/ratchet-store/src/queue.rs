@@ -205,6 +205,9 @@ pub struct QueueStats {
     pub limits: QueueLimits,
     /// Tasks by state: scheduled, available, running, retrying, completed, dead, cancelled.
     pub counts: Vec<(TaskState, u64)>,
+    /// Since when the longest-waiting available task has been ready to run (`None` when none
+    /// is): how far behind the queue's workers are.
+    pub oldest_available: Option<Timestamp>,
 }
 
 impl QueueStats {

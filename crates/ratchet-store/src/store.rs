@@ -45,6 +45,9 @@ pub struct InstanceClaimed {
     pub next_due: Option<Timestamp>,
     /// Tasks leased by [`InstanceClaim::tasks`].
     pub tasks: Vec<ClaimedTask>,
+    /// How many of the instances and tasks were taken over from a lease that expired (its
+    /// holder crashed, stalled or was cut off) rather than released.
+    pub taken_over: u32,
 }
 
 /// Parameters of [`Store::task_claim`].

@@ -42,6 +42,9 @@ struct QueueView {
     depth: u64,
     /// Tasks by state.
     counts: std::collections::BTreeMap<String, u64>,
+    /// Since when the longest-waiting available task has been ready (RFC 3339); `null` when
+    /// none waits.
+    oldest_available: Option<String>,
 }
 
 impl From<QueueStats> for QueueView {
@@ -52,6 +55,7 @@ impl From<QueueStats> for QueueView {
                 .iter()
                 .map(|s| (s.to_string().to_lowercase(), q.count(*s)))
                 .collect(),
+            oldest_available: q.oldest_available.map(crate::time::rfc3339),
             name: q.queue,
             paused: q.paused,
             limits: Limits {

@@ -20,6 +20,8 @@ pub(crate) struct Claimed {
     pub(crate) tasks: Vec<ClaimedTask>,
     /// When a rate-limited queue that has ready tasks but no whole token gets its next one.
     pub(crate) next_token: Option<Timestamp>,
+    /// How many were taken over from a lease that expired rather than was released.
+    pub(crate) taken_over: u32,
 }
 
 /// Leases ready tasks from each queue of the claim in order, up to its limit and what the
@@ -29,6 +31,7 @@ pub(crate) fn claim(tx: &Transaction<'_>, claim: &TaskClaim) -> Result<Claimed> 
     let now = claim.now;
     let mut tasks = Vec::new();
     let mut next_token: Option<Timestamp> = None;
+    let mut taken_over = 0;
     for q in &claim.queues {
         finish_cancelled(tx, &q.queue, now)?;
         if q.limit == 0 {
@@ -49,11 +52,12 @@ pub(crate) fn claim(tx: &Transaction<'_>, claim: &TaskClaim) -> Result<Claimed> 
         if let Some(b) = &bucket {
             limit = limit.min(b.whole());
         }
-        let taken = if limit > 0 {
+        let (taken, expired) = if limit > 0 {
             take(tx, &q.queue, &names, limit, &claim.lease, now)?
         } else {
-            Vec::new()
+            (Vec::new(), 0)
         };
+        taken_over += expired;
         if let Some(mut b) = bucket {
             b.spend(taken.len());
             b.store(tx, &q.queue)?;
@@ -65,11 +69,15 @@ pub(crate) fn claim(tx: &Transaction<'_>, claim: &TaskClaim) -> Result<Claimed> 
         }
         tasks.extend(taken);
     }
-    Ok(Claimed { tasks, next_token })
+    Ok(Claimed {
+        tasks,
+        next_token,
+        taken_over,
+    })
 }
 
 /// Leases up to `limit` ready tasks of one queue and returns them in the order they should
-/// run: by priority, then readiness, then id.
+/// run: by priority, then readiness, then id; and how many of them had an expired lease.
 fn take(
     tx: &Transaction<'_>,
     queue: &str,
@@ -77,17 +85,21 @@ fn take(
     limit: u32,
     lease: &Lease,
     now: Timestamp,
-) -> Result<Vec<ClaimedTask>> {
-    let ids: Vec<i64> = tx
+) -> Result<(Vec<ClaimedTask>, u32)> {
+    let ready: Vec<(i64, bool)> = tx
         .prepare_cached(sql("task_ready"))
         .map_err(db_err)?
-        .query_map(params![queue, now.0, names, limit], |r| r.get(0))
+        .query_map(params![queue, now.0, names, limit], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
         .map_err(db_err)?
         .collect::<rusqlite::Result<_>>()
         .map_err(db_err)?;
-    if ids.is_empty() {
-        return Ok(Vec::new());
+    if ready.is_empty() {
+        return Ok((Vec::new(), 0));
     }
+    let expired = u32::try_from(ready.iter().filter(|(_, e)| *e).count()).unwrap_or(u32::MAX);
+    let ids: Vec<i64> = ready.into_iter().map(|(id, _)| id).collect();
     let mut stmt = tx.prepare_cached(sql("task_claim")).map_err(db_err)?;
     let rows = stmt
         .query_map(
@@ -103,7 +115,7 @@ fn take(
         .collect::<Result<Vec<_>>>()?;
     let rank: HashMap<i64, usize> = ids.iter().enumerate().map(|(n, id)| (*id, n)).collect();
     tasks.sort_by_key(|t| rank.get(&t.id.0).copied());
-    Ok(tasks)
+    Ok((tasks, expired))
 }
 
 /// How many tasks of the queue hold a live lease.

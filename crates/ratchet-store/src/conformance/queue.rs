@@ -8,8 +8,8 @@ use serde_json::json;
 use super::*;
 use crate::{
     ClaimedTask, CompletionResult, EnqueueOutcome, InstanceClaimed, LeaseRelease, LeaseState,
-    QueueClaim, QueueLimits, QueueUpdate, TaskAction, TaskActionOutcome, TaskClaim, TaskCompletion,
-    TaskFilter, TaskId, TaskResult, TaskState,
+    QueueClaim, QueueLimits, QueueStats, QueueUpdate, TaskAction, TaskActionOutcome, TaskClaim,
+    TaskCompletion, TaskFilter, TaskId, TaskResult, TaskState,
 };
 
 fn job(n: i64) -> NewTask {
@@ -437,6 +437,34 @@ pub async fn workers_are_listed_with_what_they_run(store: &dyn Store) {
     assert_eq!(left.len(), 1);
 }
 
+/// A claim says how many of the instances and tasks it leased it took over from an expired
+/// lease (the figure operators page on: work of crashed processes), and counts no others.
+pub async fn claims_count_the_expired_leases_they_take_over(store: &dyn Store) {
+    enqueue(store, vec![job(1), job(2)]).await;
+    start(store, "i").await;
+    let poll = |owner: &'static str, tasks: u32, now: Timestamp| {
+        store.instance_claim(InstanceClaim {
+            lease: lease(owner, now.plus(Duration::from_secs(30))),
+            limit: 10,
+            orchestrations: registered(&["wf"]),
+            now,
+            tasks: Some(claim_of(owner, tasks, now)),
+        })
+    };
+    let first = poll("w1", 1, T0).await.unwrap();
+    assert_eq!((first.instances.len(), first.tasks.len()), (1, 1));
+    assert_eq!(first.taken_over, 0, "nothing was leased before");
+    // w1 dies holding both leases; a minute later w2 takes them over, and the free task.
+    let second = poll("w2", 10, T0.plus(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    assert_eq!((second.instances.len(), second.tasks.len()), (1, 2));
+    assert_eq!(
+        second.taken_over, 2,
+        "the instance and one task were taken over; the other task was free"
+    );
+}
+
 /// An expired lease of a process that says it is alive is not taken over (a database stall
 /// kept it from renewing); once the process stops saying so, or says it is gone, it is.
 pub async fn live_owners_keep_their_expired_leases(store: &dyn Store) {
@@ -626,6 +654,7 @@ pub async fn queue_stats_and_task_lists(store: &dyn Store) {
         (1, 1, 1, 1)
     );
     assert_eq!(q.depth(), 2);
+    assert_eq!(q.oldest_available, Some(T0), "job 3 waits since T0");
     assert!(stats
         .iter()
         .any(|s| s.queue == "r" && s.count(TaskState::Available) == 1));
@@ -654,6 +683,28 @@ pub async fn queue_stats_and_task_lists(store: &dyn Store) {
     })
     .await;
     assert_eq!(named.len(), 1);
+    // A queue whose only task is delayed has nothing waiting until its time comes.
+    let at = T0.plus(Duration::from_secs(60));
+    let delayed = NewTask::standalone(
+        "job".into(),
+        json!(0),
+        &TaskOptions::default().queue("s").run_at(at),
+        T0,
+    );
+    store.task_enqueue(vec![delayed], T0).await.unwrap();
+    let oldest = |stats: Vec<QueueStats>| {
+        stats
+            .into_iter()
+            .find(|s| s.queue == "s")
+            .map(|s| s.oldest_available)
+    };
+    assert_eq!(oldest(store.queue_stats(T0).await.unwrap()), Some(None));
+    let after = at.plus(Duration::from_secs(5));
+    assert_eq!(
+        oldest(store.queue_stats(after).await.unwrap()),
+        Some(Some(at)),
+        "ready since its time, 5 s behind"
+    );
 }
 
 pub async fn task_purge_removes_old_results(store: &dyn Store) {
