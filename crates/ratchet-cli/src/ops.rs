@@ -426,7 +426,7 @@ impl Ops for Remote {
 
     async fn history(&self, id: &str) -> anyhow::Result<Vec<Value>> {
         let mut all = Vec::new();
-        let mut after: Option<u64> = None;
+        let mut after: Option<String> = None;
         loop {
             let path = match after {
                 Some(a) => format!("/v1/instances/{}/history?after={a}", enc(id)),
@@ -437,8 +437,8 @@ impl Ops for Remote {
                 all.push(json!({"execution": item["execution"], "seq": item["seq"],
                                 "event": item["event"]}));
             }
-            match page["next"].as_u64() {
-                Some(next) => after = Some(next),
+            match page["next"].as_str() {
+                Some(next) => after = Some(enc(next)),
                 None => return Ok(all),
             }
         }

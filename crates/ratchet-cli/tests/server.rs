@@ -187,14 +187,32 @@ async fn instances(server: &Server) {
     let (status, history) = get(server, "/v1/instances/o1/history?limit=3").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(history["items"].as_array().unwrap().len(), 3);
-    let next = history["next"].as_u64().expect("a next page");
+    let next = history["next"].as_str().expect("a next page");
+    assert_eq!(
+        next,
+        format!(
+            "{}.{}",
+            history["items"][2]["execution"], history["items"][2]["seq"]
+        ),
+        "the next page starts after the last event of this one"
+    );
     let (_, rest) = get(
         server,
         &format!("/v1/instances/o1/history?after={next}&limit=1000"),
     )
     .await;
-    assert_eq!(rest["items"][0]["index"], next + 1);
+    assert_eq!(rest["items"][0]["seq"], 3);
     assert!(rest.get("next").is_none());
+    let (status, problem) = get(server, "/v1/instances/o1/history?after=7").await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(problem["field"], "after");
+    let (status, _) = get(server, "/v1/instances/nobody/history").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (_, whole) = get(server, "/v1/instances/o1/history").await;
+    assert_eq!(
+        whole["items"].as_array().unwrap().len(),
+        3 + rest["items"].as_array().unwrap().len()
+    );
 
     // A batch of starts, one of whose ids is taken: each item has its own outcome.
     let batch = json!({"instances": [order("o2"), order("o1"), order("o3")]});

@@ -339,8 +339,35 @@ pub(crate) async fn list(c: &Conn, f: &InstanceFilter) -> Res<Vec<InstanceRecord
 pub(crate) async fn history(c: &Conn, id: &str, execution: Option<u32>) -> Res<Vec<HistoryRecord>> {
     let execution = execution.map(i32_of);
     let rows = c.query("history_read", &[p(&id), p(&execution)]).await?;
+    records_of(&rows)
+}
+
+pub(crate) async fn history_page(
+    c: &Conn,
+    id: &str,
+    after: Option<(u32, u32)>,
+    limit: u32,
+) -> Res<Vec<HistoryRecord>> {
+    let execution = after.map(|(e, _)| i32_of(e));
+    let seq = after.map(|(_, s)| i32_of(s));
+    let rows = c
+        .query(
+            "history_page",
+            &[p(&id), p(&execution), p(&seq), p(&i64::from(limit))],
+        )
+        .await?;
+    let page = records_of(&rows)?
+        .into_iter()
+        .filter(|r| after.is_none_or(|after| (r.execution, r.seq) > after))
+        .take(limit as usize)
+        .collect();
+    Ok(page)
+}
+
+/// History rows (one per turn: its events from position `seq`) as one record per event.
+fn records_of(rows: &[tokio_postgres::Row]) -> Res<Vec<HistoryRecord>> {
     let mut records = Vec::new();
-    for r in &rows {
+    for r in rows {
         let execution = u32_of(col(r, "execution")?);
         let first = u32_of(col(r, "seq")?);
         let events: Vec<ratchet_core::HistoryEvent> = from_json(col(r, "events")?, "history")?;

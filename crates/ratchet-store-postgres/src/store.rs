@@ -648,6 +648,18 @@ impl Store for PostgresStore {
         .await
     }
 
+    async fn history_page(
+        &self,
+        id: &str,
+        after: Option<(u32, u32)>,
+        limit: u32,
+    ) -> Result<Vec<HistoryRecord>> {
+        self.call(0, |c| {
+            Box::pin(async move { instance::history_page(&c, id, after, limit).await })
+        })
+        .await
+    }
+
     async fn instance_purge(&self, before: Timestamp) -> Result<u64> {
         self.call(1, |c| {
             Box::pin(async move { instance::purge(&c, before).await })

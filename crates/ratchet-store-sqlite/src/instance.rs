@@ -370,15 +370,35 @@ pub(crate) fn history(
     execution: Option<u32>,
 ) -> Result<Vec<HistoryRecord>> {
     let mut stmt = conn.prepare_cached(sql("history_read")).map_err(db_err)?;
-    let rows = stmt
-        .query_map(params![id, execution], |r| {
+    let records = records_of(stmt.query(params![id, execution]).map_err(db_err)?);
+    records
+}
+
+pub(crate) fn history_page(
+    conn: &Connection,
+    id: &str,
+    after: Option<(u32, u32)>,
+    limit: u32,
+) -> Result<Vec<HistoryRecord>> {
+    let mut stmt = conn.prepare_cached(sql("history_page")).map_err(db_err)?;
+    let (execution, seq) = (after.map(|a| a.0), after.map(|a| a.1));
+    let records = records_of(
+        stmt.query(params![id, execution, seq, limit])
+            .map_err(db_err)?,
+    );
+    records
+}
+
+/// History rows, one per event.
+fn records_of(rows: rusqlite::Rows<'_>) -> Result<Vec<HistoryRecord>> {
+    let rows = rows
+        .mapped(|r| {
             Ok((
                 r.get::<_, i64>(0)?,
                 r.get::<_, i64>(1)?,
                 r.get::<_, String>(2)?,
             ))
         })
-        .map_err(db_err)?
         .collect::<rusqlite::Result<Vec<_>>>()
         .map_err(db_err)?;
     rows.into_iter()

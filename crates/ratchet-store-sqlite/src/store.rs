@@ -439,6 +439,17 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn history_page(
+        &self,
+        id: &str,
+        after: Option<(u32, u32)>,
+        limit: u32,
+    ) -> Result<Vec<HistoryRecord>> {
+        let id = id.to_string();
+        self.read(move |conn| instance::history_page(conn, &id, after, limit))
+            .await
+    }
+
     async fn instance_purge(&self, before: Timestamp) -> Result<u64> {
         self.write(move |tx| instance::purge(tx, before)).await
     }

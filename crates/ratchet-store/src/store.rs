@@ -368,6 +368,20 @@ pub trait Store: Send + Sync + 'static {
     /// Database failures; [`crate::StoreError::Corrupt`] for an unreadable event.
     async fn history_read(&self, id: &str, execution: Option<u32>) -> Result<Vec<HistoryRecord>>;
 
+    /// Reads up to `limit` events of an instance's history, across its executions, after the
+    /// position `after` (execution, seq) or from the start: a page costs the same wherever
+    /// it is in a long history. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures; [`crate::StoreError::Corrupt`] for an unreadable event.
+    async fn history_page(
+        &self,
+        id: &str,
+        after: Option<(u32, u32)>,
+        limit: u32,
+    ) -> Result<Vec<HistoryRecord>>;
+
     /// Deletes finished instances (and their history) that finished before `before`.
     /// Returns how many. One round trip.
     ///

@@ -344,6 +344,25 @@ impl Client {
         Ok(history)
     }
 
+    /// Reads up to `limit` events of an instance's history after the position `after`
+    /// (execution, seq), or from its start: pass the last event's position for the next page.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotFound`] for an unknown id, or a store error.
+    pub async fn history_page(
+        &self,
+        id: &str,
+        after: Option<(u32, u32)>,
+        limit: u32,
+    ) -> Result<Vec<HistoryRecord>> {
+        let page = self.store.history_page(id, after, limit).await?;
+        if page.is_empty() && self.store.instance_get(id).await?.is_none() {
+            return Err(Error::NotFound(id.to_string()));
+        }
+        Ok(page)
+    }
+
     /// Waits until an instance finishes, for at most `timeout`.
     ///
     /// # Errors

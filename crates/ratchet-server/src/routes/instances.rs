@@ -412,15 +412,13 @@ fn decode_cursor(text: &str) -> Result<(Timestamp, String), Problem> {
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct HistoryParams {
-    /// Only events after this index of the history (the `next` of the previous page).
-    after: Option<usize>,
+    /// Only events after this position, `execution.seq` (the `next` of the previous page).
+    after: Option<String>,
     limit: Option<u32>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
 struct HistoryItem {
-    /// Its index in this listing: pass as `after` to read on from it.
-    index: usize,
     execution: u32,
     seq: u32,
     #[schema(value_type = Object)]
@@ -430,8 +428,21 @@ struct HistoryItem {
 #[derive(Debug, Serialize, ToSchema)]
 struct HistoryPage {
     items: Vec<HistoryItem>,
+    /// The `after` of the next page (`execution.seq`); absent on the last.
     #[serde(skip_serializing_if = "Option::is_none")]
-    next: Option<usize>,
+    next: Option<String>,
+}
+
+/// A history position as `next` gives it: `execution.seq`.
+fn parse_position(text: &str) -> Result<(u32, u32), Problem> {
+    text.split_once('.')
+        .and_then(|(e, s)| Some((e.parse().ok()?, s.parse().ok()?)))
+        .ok_or_else(|| {
+            Problem::invalid(format!(
+                "{text:?} is not a history position (execution.seq, as `next` gives it)"
+            ))
+            .field("after")
+        })
 }
 
 #[utoipa::path(
@@ -453,26 +464,26 @@ async fn history(
     PathParam(id): PathParam<String>,
     QueryParams(params): QueryParams<HistoryParams>,
 ) -> Result<Json<HistoryPage>, Problem> {
-    let limit = page_size(params.limit, 1000, &state)? as usize;
-    // An unknown id is a 404, not an empty history.
-    state.client.status(&id).await?;
-    let all = state.client.history(&id).await?;
-    let from = params.after.map_or(0, |a| a + 1);
-    let items: Vec<HistoryItem> = all
+    let limit = page_size(params.limit, 1000, &state)?;
+    let after = params.after.as_deref().map(parse_position).transpose()?;
+    // One more than asked, to know whether a next page exists.
+    let mut page = state
+        .client
+        .history_page(&id, after, limit.saturating_add(1))
+        .await?;
+    let more = page.len() > limit as usize;
+    page.truncate(limit as usize);
+    let next = more
+        .then(|| page.last().map(|r| format!("{}.{}", r.execution, r.seq)))
+        .flatten();
+    let items = page
         .into_iter()
-        .enumerate()
-        .skip(from)
-        .take(limit + 1)
-        .map(|(index, r)| HistoryItem {
-            index,
+        .map(|r| HistoryItem {
             execution: r.execution,
             seq: r.seq,
             event: r.event,
         })
         .collect();
-    let mut items = items;
-    let next = (items.len() > limit).then(|| items[limit - 1].index);
-    items.truncate(limit);
     Ok(Json(HistoryPage { items, next }))
 }
 

@@ -254,6 +254,56 @@ pub async fn continue_as_new_starts_next_execution(store: &dyn Store) {
     assert_eq!(store.history_read("a", Some(1)).await.unwrap().len(), 3);
 }
 
+/// History read a page at a time, across executions and from inside a turn's events, gives
+/// the whole history once, in order.
+pub async fn history_pages_by_position(store: &dyn Store) {
+    start(store, "a").await;
+    let c = claim(store, "p", T0).await.remove(0);
+    let mut t = turn(&c, InstanceStatus::ContinuedAsNew);
+    t.history
+        .push(HistoryEvent::ContinuedAsNew { input: json!(2) });
+    t.continue_as_new = Some(ContinueAsNew {
+        name: "wf".into(),
+        parent: None,
+        input: json!(2),
+        carried: vec![],
+        trace: None,
+    });
+    store.commit(batch(vec![t])).await.unwrap();
+    let c = claim(store, "p", T0).await.remove(0);
+    let mut t = turn(&c, InstanceStatus::Running);
+    t.history
+        .push(HistoryEvent::CustomStatusSet { status: json!("x") });
+    store.commit(batch(vec![t])).await.unwrap();
+    let whole = store.history_read("a", None).await.unwrap();
+    assert_eq!(whole.len(), 6, "{whole:?}");
+    for limit in [1, 2, 4, 100] {
+        let mut paged = Vec::new();
+        let mut after = None;
+        loop {
+            let page = store.history_page("a", after, limit).await.unwrap();
+            assert!(page.len() <= limit as usize);
+            let Some(last) = page.last() else { break };
+            after = Some((last.execution, last.seq));
+            paged.extend(page);
+        }
+        assert_eq!(paged, whole, "pages of {limit}");
+    }
+    let rest = store.history_page("a", Some((0, 1)), 2).await.unwrap();
+    assert_eq!(
+        rest.iter()
+            .map(|r| (r.execution, r.seq))
+            .collect::<Vec<_>>(),
+        [(0, 2), (1, 0)],
+        "from inside the first turn into the next execution"
+    );
+    assert!(store
+        .history_page("none", None, 10)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
 pub async fn child_result_reaches_parent(store: &dyn Store) {
     start(store, "parent").await;
     let c = claim(store, "p", T0).await.remove(0);

@@ -39,7 +39,7 @@ macro_rules! conformance_suite {
             create_and_claim, create_if_exists, a_restart_fences_off_the_earlier_life, create_leased, commit_turn_appends_history,
             stale_turn_is_refused_alone, eager_task_lease_respects_capacity, completion_delivers_and_locks,
             stale_completion_is_refused_alone, retry_reschedules_task, timers_become_visible_at_their_time,
-            signals_buffer_in_order_and_dedup, cancel_and_terminate, continue_as_new_starts_next_execution,
+            signals_buffer_in_order_and_dedup, cancel_and_terminate, continue_as_new_starts_next_execution, history_pages_by_position,
             child_result_reaches_parent, claim_respects_versions_and_leases, list_filters_and_history,
             heartbeat_and_release, purge_removes_finished, list_pages_by_keyset,
             tokens_are_found_by_hash_and_revoked, workers_are_listed_with_what_they_run, stats_count_round_trips,
