@@ -1,0 +1,1118 @@
+//! The compiler: DSL source (YAML or JSON) to a [`Workflow`], or every error at once with its
+//! line and column.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use marked_yaml::types::{MarkedMappingNode, MarkedScalarNode};
+use marked_yaml::{Node, Span};
+use serde_json::Value;
+
+use crate::diagnostic::{CompileError, CompileErrors};
+use crate::expr::{self, Expr};
+use crate::model::{Block, Case, Catch, ErrorTemplate, Flow, Kind, Retry, Task, Template};
+use crate::Workflow;
+
+/// What the compiler checks names against, when it knows them (a registry): an unknown
+/// activity or sub-workflow is then an error at compile time, not at run time.
+#[derive(Clone, Debug, Default)]
+pub struct Known {
+    /// Activities a worker runs.
+    pub activities: Option<BTreeSet<String>>,
+    /// Orchestrations (Rust or declarative) a worker runs.
+    pub orchestrations: Option<BTreeSet<String>>,
+}
+
+/// The variables every expression sees.
+const BASE_VARS: [&str; 3] = ["$input", "$context", "$workflow"];
+
+/// Task kinds of the DSL, the one key that says what a task is.
+const KINDS: [&str; 12] = [
+    "call", "do", "emit", "for", "fork", "listen", "raise", "run", "set", "switch", "try", "wait",
+];
+
+/// Keys every task may have besides its kind's own.
+const COMMON: [&str; 7] = [
+    "if", "input", "output", "export", "timeout", "then", "metadata",
+];
+
+/// `call:` targets of the DSL that are protocols, not Ratchet activities.
+const PROTOCOLS: [&str; 6] = ["http", "grpc", "openapi", "asyncapi", "a2a", "mcp"];
+
+fn at(span: &Span) -> (usize, usize) {
+    span.start().map_or((0, 0), |m| (m.line(), m.column()))
+}
+
+/// Where a mapping is, for an error about what it lacks: its first key (the mapping's own
+/// span starts after it).
+fn place(map: &MarkedMappingNode) -> &Span {
+    map.keys().next().map_or(map.span(), |k| k.span())
+}
+
+struct Cx<'k> {
+    errors: Vec<CompileError>,
+    known: &'k Known,
+}
+
+impl Cx<'_> {
+    fn error(&mut self, span: &Span, message: impl Into<String>) {
+        let (line, column) = at(span);
+        self.errors.push(CompileError {
+            line,
+            column,
+            message: message.into(),
+        });
+    }
+
+    fn mapping<'n>(&mut self, node: &'n Node, what: &str) -> Option<&'n MarkedMappingNode> {
+        let found = node.as_mapping();
+        if found.is_none() {
+            self.error(node.span(), format!("{what} must be a mapping"));
+        }
+        found
+    }
+
+    fn text<'n>(&mut self, node: &'n Node, what: &str) -> Option<&'n str> {
+        let found = node.as_scalar().map(|s| s.as_str());
+        if found.is_none() {
+            self.error(node.span(), format!("{what} must be a string"));
+        }
+        found
+    }
+
+    /// Refuses keys of `map` outside `allowed`, naming them and where they are.
+    fn only(&mut self, map: &MarkedMappingNode, allowed: &[&str], what: &str) {
+        for key in map.keys() {
+            if !allowed.contains(&key.as_str()) {
+                self.error(
+                    key.span(),
+                    format!(
+                        "{what}: unknown field `{}` (expected one of: {})",
+                        key.as_str(),
+                        allowed.join(", ")
+                    ),
+                );
+            }
+        }
+    }
+
+    /// An expression: `${ code }`, or (where the DSL takes only expressions) plain code.
+    fn expr(&mut self, node: &Node, scope: &[String], what: &str) -> Option<Expr> {
+        let text = self.text(node, what)?;
+        let code = expr::strip(text).unwrap_or(text);
+        match Expr::compile(code, scope) {
+            Ok(e) => Some(e),
+            Err(message) => {
+                self.error(node.span(), format!("{what}: {message}"));
+                None
+            }
+        }
+    }
+
+    /// A value that may hold expressions anywhere inside.
+    fn template(&mut self, node: &Node, scope: &[String], what: &str) -> Template {
+        let built = match node {
+            Node::Scalar(s) => match expr::strip(s.as_str()).filter(|_| !s.may_coerce_literal()) {
+                Some(code) => match Expr::compile(code, scope) {
+                    Ok(e) => return Template::Expr(e),
+                    Err(message) => {
+                        self.error(s.span(), format!("{what}: {message}"));
+                        return Template::Literal(Value::Null);
+                    }
+                },
+                None => return Template::Literal(scalar(s)),
+            },
+            Node::Sequence(items) => Template::Array(
+                items
+                    .iter()
+                    .map(|n| self.template(n, scope, what))
+                    .collect(),
+            ),
+            Node::Mapping(map) => Template::Object(
+                map.iter()
+                    .map(|(k, v)| (k.as_str().to_string(), self.template(v, scope, what)))
+                    .collect(),
+            ),
+        };
+        // Without an expression inside, the value is known now.
+        match literal_of(&built) {
+            Some(v) => Template::Literal(v),
+            None => built,
+        }
+    }
+
+    fn duration(&mut self, node: &Node, what: &str) -> Option<Duration> {
+        match node {
+            Node::Scalar(s) => match iso8601::duration(s.as_str()) {
+                Ok(d) => Some(d.into()),
+                Err(_) => {
+                    self.error(
+                        s.span(),
+                        format!(
+                            "{what}: `{}` is not a duration (ISO 8601 such as PT30S, or \
+                             {{minutes: 5}})",
+                            s.as_str()
+                        ),
+                    );
+                    None
+                }
+            },
+            Node::Mapping(map) => {
+                const UNITS: [(&str, u64); 5] = [
+                    ("days", 86_400_000),
+                    ("hours", 3_600_000),
+                    ("minutes", 60_000),
+                    ("seconds", 1_000),
+                    ("milliseconds", 1),
+                ];
+                let names: Vec<&str> = UNITS.iter().map(|(n, _)| *n).collect();
+                self.only(map, &names, what);
+                let mut ms: u64 = 0;
+                for (key, value) in map.iter() {
+                    let Some((_, unit)) = UNITS.iter().find(|(n, _)| *n == key.as_str()) else {
+                        continue;
+                    };
+                    match value.as_scalar().and_then(|s| s.as_u64()) {
+                        Some(n) => ms = ms.saturating_add(n.saturating_mul(*unit)),
+                        None => self.error(
+                            value.span(),
+                            format!("{what}: `{}` must be a whole number", key.as_str()),
+                        ),
+                    }
+                }
+                Some(Duration::from_millis(ms))
+            }
+            Node::Sequence(s) => {
+                self.error(s.span(), format!("{what} must be a duration"));
+                None
+            }
+        }
+    }
+}
+
+trait ScalarExt {
+    /// A plain scalar YAML reads as a number, boolean or null: never an expression.
+    fn may_coerce_literal(&self) -> bool;
+}
+
+impl ScalarExt for MarkedScalarNode {
+    fn may_coerce_literal(&self) -> bool {
+        self.may_coerce() && !matches!(scalar(self), Value::String(_))
+    }
+}
+
+/// A scalar as YAML types it: a plain `true`, `12`, `1.5` or `null` is not a string.
+fn scalar(s: &MarkedScalarNode) -> Value {
+    if s.may_coerce() {
+        if let Some(b) = s.as_bool() {
+            return Value::Bool(b);
+        }
+        if matches!(s.as_str(), "null" | "Null" | "NULL" | "~" | "") {
+            return Value::Null;
+        }
+        if let Some(i) = s.as_i64() {
+            return Value::from(i);
+        }
+        if let Some(n) = s.as_f64().and_then(serde_json::Number::from_f64) {
+            return Value::Number(n);
+        }
+    }
+    Value::String(s.as_str().to_string())
+}
+
+/// A node as plain JSON.
+pub(crate) fn literal(node: &Node) -> Value {
+    match node {
+        Node::Scalar(s) => scalar(s),
+        Node::Sequence(items) => Value::Array(items.iter().map(literal).collect()),
+        Node::Mapping(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.as_str().to_string(), literal(v)))
+                .collect(),
+        ),
+    }
+}
+
+fn literal_of(t: &Template) -> Option<Value> {
+    match t {
+        Template::Literal(v) => Some(v.clone()),
+        Template::Expr(_) => None,
+        Template::Array(items) => items
+            .iter()
+            .map(literal_of)
+            .collect::<Option<Vec<_>>>()
+            .map(Value::Array),
+        Template::Object(fields) => fields
+            .iter()
+            .map(|(k, v)| literal_of(v).map(|v| (k.clone(), v)))
+            .collect::<Option<serde_json::Map<_, _>>>()
+            .map(Value::Object),
+    }
+}
+
+/// Compiles a definition.
+pub(crate) fn compile(source: &str, known: &Known) -> Result<Workflow, CompileErrors> {
+    let root = marked_yaml::parse_yaml(0, source).map_err(|e| {
+        let (line, column, message) = load_error(&e);
+        CompileErrors(vec![CompileError {
+            line,
+            column,
+            message,
+        }])
+    })?;
+    let mut cx = Cx {
+        errors: Vec::new(),
+        known,
+    };
+    let workflow = workflow(&mut cx, &root, source);
+    let mut errors = cx.errors;
+    errors.sort_by_key(|e| (e.line, e.column));
+    match workflow {
+        Some(w) if errors.is_empty() => Ok(w),
+        _ => Err(CompileErrors(errors)),
+    }
+}
+
+fn load_error(e: &marked_yaml::LoadError) -> (usize, usize, String) {
+    use marked_yaml::LoadError as E;
+    let (marker, message) = match e {
+        E::TopLevelMustBeMapping(m) => (
+            Some(*m),
+            "a workflow is a mapping (document, do, ...)".to_string(),
+        ),
+        E::ScanError(m, scan) => (Some(*m), format!("not YAML or JSON: {scan}")),
+        E::DuplicateKey(inner) => (
+            inner.prev_key.span().start().copied(),
+            format!("`{}` appears twice", inner.key.as_str()),
+        ),
+        other => (None, format!("cannot read the definition: {other}")),
+    };
+    let (line, column) = marker.map_or((0, 0), |m| (m.line(), m.column()));
+    (line, column, message)
+}
+
+fn workflow(cx: &mut Cx<'_>, root: &Node, source: &str) -> Option<Workflow> {
+    let map = cx.mapping(root, "the workflow")?;
+    cx.only(
+        map,
+        &[
+            "document", "input", "output", "do", "use", "timeout", "schedule", "evaluate",
+        ],
+        "the workflow",
+    );
+    for unsupported in ["use", "timeout", "schedule", "evaluate"] {
+        if let Some(key) = map.keys().find(|k| k.as_str() == unsupported) {
+            cx.error(
+                key.span(),
+                format!("`{unsupported}` at the top of a workflow is not supported by Ratchet yet"),
+            );
+        }
+    }
+    let document = match map.get_node("document") {
+        Some(node) => document(cx, node),
+        None => {
+            cx.error(
+                place(map),
+                "the workflow has no `document` (dsl, namespace, name, version)",
+            );
+            None
+        }
+    };
+    let scope: Vec<String> = BASE_VARS.iter().map(|v| v.to_string()).collect();
+    let input_from = map.get_node("input").and_then(|n| {
+        let m = cx.mapping(n, "`input`")?;
+        cx.only(m, &["from"], "`input`");
+        m.get_node("from")
+            .map(|f| cx.template(f, &scope, "input.from"))
+    });
+    let output_as = map.get_node("output").and_then(|n| {
+        let m = cx.mapping(n, "`output`")?;
+        cx.only(m, &["as"], "`output`");
+        m.get_node("as")
+            .map(|f| cx.template(f, &scope, "output.as"))
+    });
+    let body = match map.get_node("do") {
+        Some(node) => block(cx, node, &scope, "the workflow's `do`"),
+        None => {
+            cx.error(place(map), "the workflow has no `do`: the tasks it runs");
+            None
+        }
+    };
+    let (namespace, name, version) = document?;
+    Some(Workflow {
+        namespace,
+        name,
+        version,
+        hash: crate::content_hash(source),
+        input_from,
+        output_as,
+        body: body?,
+    })
+}
+
+fn document(cx: &mut Cx<'_>, node: &Node) -> Option<(String, String, String)> {
+    let map = cx.mapping(node, "`document`")?;
+    cx.only(
+        map,
+        &[
+            "dsl",
+            "namespace",
+            "name",
+            "version",
+            "title",
+            "summary",
+            "tags",
+            "metadata",
+        ],
+        "`document`",
+    );
+    let mut field = |key: &str| -> Option<String> {
+        match map.get_node(key) {
+            Some(n) => cx.text(n, &format!("document.{key}")).map(str::to_string),
+            None => {
+                cx.error(place(map), format!("`document` has no `{key}`"));
+                None
+            }
+        }
+    };
+    let dsl = field("dsl");
+    let namespace = field("namespace");
+    let name = field("name");
+    let version = field("version");
+    if let (Some(dsl), Some(node)) = (&dsl, map.get_node("dsl")) {
+        if !dsl.starts_with("1.") {
+            cx.error(
+                node.span(),
+                format!(
+                    "DSL version {dsl}: Ratchet runs version 1.0 of the Serverless Workflow DSL"
+                ),
+            );
+        }
+    }
+    for (key, value) in [("namespace", &namespace), ("name", &name)] {
+        if let (Some(v), Some(node)) = (value, map.get_node(key)) {
+            // The DSL's own rule for names: lower-case letters, digits and dashes.
+            let ok = !v.is_empty()
+                && v.len() <= 63
+                && v.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !v.starts_with('-')
+                && !v.ends_with('-');
+            if !ok {
+                cx.error(
+                    node.span(),
+                    format!("document.{key} `{v}`: use lower-case letters, digits and dashes (at most 63)"),
+                );
+            }
+        }
+    }
+    Some((namespace?, name?, version?))
+}
+
+/// A task list: each item a mapping of one task name to its definition.
+fn block(cx: &mut Cx<'_>, node: &Node, scope: &[String], what: &str) -> Option<Block> {
+    let Some(items) = node.as_sequence() else {
+        cx.error(
+            node.span(),
+            format!("{what} must be a list of tasks (`- name: {{...}}`)"),
+        );
+        return None;
+    };
+    if items.is_empty() {
+        cx.error(node.span(), format!("{what} has no task"));
+        return None;
+    }
+    let mut tasks = Vec::new();
+    let mut names: BTreeMap<String, usize> = BTreeMap::new();
+    let mut thens: Vec<Thens> = Vec::new();
+    let mut spans = Vec::new();
+    let mut ok = true;
+    for item in items.iter() {
+        let Some(map) = item.as_mapping().filter(|m| m.len() == 1) else {
+            cx.error(
+                item.span(),
+                format!("each item of {what} is one task: `- name: {{...}}`"),
+            );
+            ok = false;
+            continue;
+        };
+        let Some((key, def)) = map.iter().next() else {
+            continue;
+        };
+        let name = key.as_str().to_string();
+        if let Some(_first) = names.get(&name) {
+            cx.error(key.span(), format!("two tasks named `{name}` in {what}"));
+        }
+        names.insert(name.clone(), tasks.len());
+        let (t, then, case_thens) = task(cx, &name, def, scope).unwrap_or_else(|| {
+            // Kept in its place, so the flow of the others is still checked.
+            ok = false;
+            (placeholder(&name), None, Vec::new())
+        });
+        tasks.push(t);
+        thens.push((then, case_thens));
+        spans.push(*key.span());
+    }
+    // Flow directives name tasks of the same list.
+    let resolve = |cx: &mut Cx<'_>, target: &str, span: &Span, from: &str| -> Flow {
+        match target {
+            "continue" => Flow::Continue,
+            "exit" => Flow::Exit,
+            "end" => Flow::End,
+            name => match names.get(name) {
+                Some(i) => Flow::Goto(*i),
+                None => {
+                    cx.error(
+                        span,
+                        format!("{from}: `then: {name}` names no task of this list (nor continue, exit, end)"),
+                    );
+                    Flow::Continue
+                }
+            },
+        }
+    };
+    for (i, (then, case_thens)) in thens.iter().enumerate() {
+        if let Some((target, span)) = then {
+            let from = format!("task `{}`", tasks[i].name);
+            tasks[i].then = resolve(cx, target, span, &from);
+        }
+        let task_name = tasks[i].name.clone();
+        if let Kind::Switch(cases) = &mut tasks[i].kind {
+            for (case, (target, span)) in cases.iter_mut().zip(case_thens) {
+                let from = format!("case `{}` of task `{task_name}`", case.name);
+                case.then = resolve(cx, target, span, &from);
+            }
+        }
+    }
+    // Every task must be reachable from the first.
+    let mut reached = vec![false; tasks.len()];
+    let mut todo = vec![0];
+    while let Some(i) = todo.pop() {
+        if i >= tasks.len() || reached[i] {
+            continue;
+        }
+        reached[i] = true;
+        let t = &tasks[i];
+        let mut next = |flow: Flow| match flow {
+            Flow::Continue => todo.push(i + 1),
+            Flow::Goto(j) => todo.push(j),
+            Flow::Exit | Flow::End => {}
+        };
+        match &t.kind {
+            // A raise never goes on.
+            Kind::Raise(_) if t.when.is_none() => {}
+            Kind::Switch(cases) => {
+                cases.iter().for_each(|c| next(c.then));
+                if !cases.iter().any(|c| c.when.is_none()) {
+                    next(t.then);
+                }
+            }
+            _ => {
+                next(t.then);
+                // A task skipped by its `if` goes on to the next.
+                if t.when.is_some() {
+                    next(Flow::Continue);
+                }
+            }
+        }
+    }
+    for (i, reached) in reached.iter().enumerate() {
+        if !reached {
+            cx.error(
+                &spans[i],
+                format!(
+                    "task `{}` is never reached: no task before it goes on to it",
+                    tasks[i].name
+                ),
+            );
+        }
+    }
+    ok.then_some(Block { tasks })
+}
+
+/// Stands for a task that did not compile.
+fn placeholder(name: &str) -> Task {
+    Task {
+        name: name.to_string(),
+        when: None,
+        input_from: None,
+        output_as: None,
+        export_as: None,
+        timeout: None,
+        then: Flow::Continue,
+        kind: Kind::Set(Template::Literal(Value::Null)),
+    }
+}
+
+/// A flow directive as written, where it is written.
+type Directive = (String, Span);
+
+/// A task's `then`, and its switch cases' `then`s.
+type Thens = (Option<Directive>, Vec<Directive>);
+
+type TaskParts = (Task, Option<Directive>, Vec<Directive>);
+
+fn task(cx: &mut Cx<'_>, name: &str, def: &Node, scope: &[String]) -> Option<TaskParts> {
+    let what = format!("task `{name}`");
+    let map = cx.mapping(def, &what)?;
+    // A `for` task's `do` is its body, not a kind of its own.
+    let is_for = map.keys().any(|k| k.as_str() == "for");
+    let kinds: Vec<&MarkedScalarNode> = map
+        .keys()
+        .filter(|k| KINDS.contains(&k.as_str()) && !(is_for && k.as_str() == "do"))
+        .collect();
+    let (kind_key, kind_span) = match kinds.as_slice() {
+        [one] => (one.as_str().to_string(), *one.span()),
+        [] => {
+            cx.error(
+                place(map),
+                format!("{what} does nothing: give it one of {}", KINDS.join(", ")),
+            );
+            return None;
+        }
+        [_, second, ..] => {
+            cx.error(
+                second.span(),
+                format!(
+                    "{what} is both `{}` and `{}`: a task does one thing",
+                    kinds[0].as_str(),
+                    second.as_str()
+                ),
+            );
+            return None;
+        }
+    };
+    let own: Vec<&str> = match kind_key.as_str() {
+        "call" => vec!["call", "with"],
+        "for" => vec!["for", "while", "do"],
+        "try" => vec!["try", "catch"],
+        other => vec![other],
+    };
+    let allowed: Vec<&str> = COMMON.iter().copied().chain(own).collect();
+    cx.only(map, &allowed, &what);
+
+    let when = map
+        .get_node("if")
+        .and_then(|n| cx.expr(n, scope, &format!("{what}: `if`")));
+    let input_from = map.get_node("input").and_then(|n| {
+        let m = cx.mapping(n, &format!("{what}: `input`"))?;
+        cx.only(m, &["from"], &format!("{what}: `input`"));
+        m.get_node("from")
+            .map(|f| cx.template(f, scope, &format!("{what}: input.from")))
+    });
+    let output_as = map.get_node("output").and_then(|n| {
+        let m = cx.mapping(n, &format!("{what}: `output`"))?;
+        cx.only(m, &["as"], &format!("{what}: `output`"));
+        m.get_node("as")
+            .map(|f| cx.template(f, scope, &format!("{what}: output.as")))
+    });
+    let export_as = map.get_node("export").and_then(|n| {
+        let m = cx.mapping(n, &format!("{what}: `export`"))?;
+        cx.only(m, &["as"], &format!("{what}: `export`"));
+        m.get_node("as")
+            .map(|f| cx.template(f, scope, &format!("{what}: export.as")))
+    });
+    let timeout = map.get_node("timeout").and_then(|n| {
+        let m = cx.mapping(n, &format!("{what}: `timeout`"))?;
+        cx.only(m, &["after"], &format!("{what}: `timeout`"));
+        m.get_node("after")
+            .and_then(|a| cx.duration(a, &format!("{what}: timeout.after")))
+    });
+    let then = map.get_node("then").and_then(|n| {
+        cx.text(n, &format!("{what}: `then`"))
+            .map(|t| (t.to_string(), *n.span()))
+    });
+    let node = map.get_node(&kind_key)?;
+    let mut case_thens = Vec::new();
+    let kind = match kind_key.as_str() {
+        "do" => Kind::Do(block(cx, node, scope, &format!("{what}: `do`"))?),
+        "set" => Kind::Set(cx.template(node, scope, &format!("{what}: `set`"))),
+        "wait" => Kind::Wait(cx.duration(node, &format!("{what}: `wait`"))?),
+        "call" => call(cx, &what, node, map.get_node("with"), scope)?,
+        "switch" => switch(cx, &what, node, scope, &mut case_thens)?,
+        "for" => for_each(cx, &what, node, map, scope)?,
+        "fork" => fork(cx, &what, node, scope)?,
+        "listen" => listen(cx, &what, node)?,
+        "raise" => raise(cx, &what, node, scope)?,
+        "try" => try_catch(cx, &what, node, map.get_node("catch"), scope)?,
+        "run" => run(cx, &what, node, scope)?,
+        "emit" => {
+            cx.error(
+                &kind_span,
+                format!(
+                    "{what}: `emit` (append to the event store) is not supported by Ratchet yet"
+                ),
+            );
+            return None;
+        }
+        _ => return None,
+    };
+    Some((
+        Task {
+            name: name.to_string(),
+            when,
+            input_from,
+            output_as,
+            export_as,
+            timeout,
+            then: Flow::Continue,
+            kind,
+        },
+        then,
+        case_thens,
+    ))
+}
+
+fn call(
+    cx: &mut Cx<'_>,
+    what: &str,
+    node: &Node,
+    with: Option<&Node>,
+    scope: &[String],
+) -> Option<Kind> {
+    let name = cx.text(node, &format!("{what}: `call`"))?;
+    if PROTOCOLS.contains(&name) {
+        cx.error(
+            node.span(),
+            format!("{what}: `call: {name}` is not supported by Ratchet yet; call a Ratchet activity by its name"),
+        );
+        return None;
+    }
+    if let Some(activities) = &cx.known.activities {
+        if !activities.contains(name) {
+            cx.error(
+                node.span(),
+                format!("{what}: no activity named `{name}` is registered"),
+            );
+        }
+    }
+    let with = match with {
+        Some(w) => cx.template(w, scope, &format!("{what}: `with`")),
+        // Without `with`, the activity gets the task's input.
+        None => Template::Expr(Expr::compile(".", scope).ok()?),
+    };
+    Some(Kind::Call {
+        activity: name.to_string(),
+        with,
+    })
+}
+
+fn switch(
+    cx: &mut Cx<'_>,
+    what: &str,
+    node: &Node,
+    scope: &[String],
+    thens: &mut Vec<(String, Span)>,
+) -> Option<Kind> {
+    let Some(items) = node.as_sequence() else {
+        cx.error(
+            node.span(),
+            format!("{what}: `switch` is a list of cases (`- name: {{when, then}}`)"),
+        );
+        return None;
+    };
+    let mut cases = Vec::new();
+    for item in items.iter() {
+        let Some((key, def)) = item
+            .as_mapping()
+            .filter(|m| m.len() == 1)
+            .and_then(|m| m.iter().next())
+        else {
+            cx.error(
+                item.span(),
+                format!("{what}: each case is `- name: {{when, then}}`"),
+            );
+            continue;
+        };
+        let case_what = format!("{what}, case `{}`", key.as_str());
+        let Some(m) = cx.mapping(def, &case_what) else {
+            continue;
+        };
+        cx.only(m, &["when", "then"], &case_what);
+        let when = m
+            .get_node("when")
+            .and_then(|n| cx.expr(n, scope, &format!("{case_what}: `when`")));
+        let then = match m.get_node("then") {
+            Some(n) => cx
+                .text(n, &format!("{case_what}: `then`"))
+                .map(|t| (t.to_string(), *n.span())),
+            None => {
+                cx.error(place(m), format!("{case_what} has no `then`"));
+                None
+            }
+        };
+        let Some(then) = then else { continue };
+        if m.get_node("when").is_none()
+            && items.iter().position(|i| std::ptr::eq(i, item)) != Some(items.len() - 1)
+        {
+            cx.error(
+                key.span(),
+                format!("{case_what}: the default case (no `when`) must be the last"),
+            );
+        }
+        cases.push(Case {
+            name: key.as_str().to_string(),
+            when,
+            then: Flow::Continue,
+        });
+        thens.push(then);
+    }
+    Some(Kind::Switch(cases))
+}
+
+fn for_each(
+    cx: &mut Cx<'_>,
+    what: &str,
+    node: &Node,
+    task: &MarkedMappingNode,
+    scope: &[String],
+) -> Option<Kind> {
+    let m = cx.mapping(node, &format!("{what}: `for`"))?;
+    cx.only(m, &["each", "in", "at"], &format!("{what}: `for`"));
+    let name_of = |cx: &mut Cx<'_>, key: &str, default: &str| -> String {
+        m.get_node(key)
+            .and_then(|n| cx.text(n, &format!("{what}: for.{key}")))
+            .map_or_else(
+                || default.to_string(),
+                |t| t.trim_start_matches('$').to_string(),
+            )
+    };
+    let each = name_of(cx, "each", "item");
+    let at = name_of(cx, "at", "index");
+    let list = match m.get_node("in") {
+        Some(n) => cx.expr(n, scope, &format!("{what}: for.in")),
+        None => {
+            cx.error(
+                place(m),
+                format!("{what}: `for` has no `in`: the list to go through"),
+            );
+            None
+        }
+    };
+    let mut inner = scope.to_vec();
+    inner.extend([format!("${each}"), format!("${at}")]);
+    let while_ = task
+        .get_node("while")
+        .and_then(|n| cx.expr(n, &inner, &format!("{what}: `while`")));
+    let body = match task.get_node("do") {
+        Some(n) => block(cx, n, &inner, &format!("{what}: `do`")),
+        None => {
+            cx.error(place(task), format!("{what}: `for` has no `do`"));
+            None
+        }
+    };
+    Some(Kind::For {
+        each: format!("${each}"),
+        at: format!("${at}"),
+        list: list?,
+        while_,
+        body: body?,
+    })
+}
+
+fn fork(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<Kind> {
+    let m = cx.mapping(node, &format!("{what}: `fork`"))?;
+    cx.only(m, &["branches", "compete"], &format!("{what}: `fork`"));
+    let compete = match m.get_node("compete") {
+        Some(n) => match n.as_scalar().and_then(|s| s.as_bool()) {
+            Some(b) => b,
+            None => {
+                cx.error(
+                    n.span(),
+                    format!("{what}: fork.compete must be true or false"),
+                );
+                false
+            }
+        },
+        None => false,
+    };
+    let branches = match m.get_node("branches") {
+        Some(n) => block(cx, n, scope, &format!("{what}: fork.branches")),
+        None => {
+            cx.error(place(m), format!("{what}: `fork` has no `branches`"));
+            None
+        }
+    }?;
+    Some(Kind::Fork { compete, branches })
+}
+
+fn listen(cx: &mut Cx<'_>, what: &str, node: &Node) -> Option<Kind> {
+    let m = cx.mapping(node, &format!("{what}: `listen`"))?;
+    cx.only(m, &["to"], &format!("{what}: `listen`"));
+    let to = m
+        .get_node("to")
+        .and_then(|n| cx.mapping(n, &format!("{what}: listen.to")));
+    let Some(to) = to else {
+        cx.error(place(m), format!("{what}: `listen` has no `to`"));
+        return None;
+    };
+    for strategy in ["all", "any", "until"] {
+        if let Some(key) = to.keys().find(|k| k.as_str() == strategy) {
+            cx.error(
+                key.span(),
+                format!("{what}: listen.to.{strategy} is not supported by Ratchet yet; use `one`"),
+            );
+        }
+    }
+    cx.only(
+        to,
+        &["one", "all", "any", "until"],
+        &format!("{what}: listen.to"),
+    );
+    let one = to
+        .get_node("one")
+        .and_then(|n| cx.mapping(n, &format!("{what}: listen.to.one")))?;
+    cx.only(one, &["with"], &format!("{what}: listen.to.one"));
+    let with = one
+        .get_node("with")
+        .and_then(|n| cx.mapping(n, &format!("{what}: listen.to.one.with")))?;
+    cx.only(
+        with,
+        &["type"],
+        &format!("{what}: listen.to.one.with (Ratchet matches signals by `type`, their name)"),
+    );
+    let kind = match with.get_node("type") {
+        Some(n) => cx.text(n, &format!("{what}: the signal `type`"))?,
+        None => {
+            cx.error(
+                place(with),
+                format!("{what}: listen.to.one.with has no `type`: the signal's name"),
+            );
+            return None;
+        }
+    };
+    Some(Kind::Listen {
+        signal: kind.to_string(),
+    })
+}
+
+fn raise(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<Kind> {
+    let m = cx.mapping(node, &format!("{what}: `raise`"))?;
+    cx.only(m, &["error"], &format!("{what}: `raise`"));
+    let error = m
+        .get_node("error")
+        .and_then(|n| cx.mapping(n, &format!("{what}: raise.error")));
+    let Some(error) = error else {
+        cx.error(place(m), format!("{what}: `raise` has no `error`"));
+        return None;
+    };
+    cx.only(
+        error,
+        &["type", "status", "title", "detail", "instance"],
+        &format!("{what}: raise.error"),
+    );
+    let mut required = |key: &str| match error.get_node(key) {
+        Some(n) => Some(cx.template(n, scope, &format!("{what}: raise.error.{key}"))),
+        None => {
+            cx.error(place(error), format!("{what}: raise.error has no `{key}`"));
+            None
+        }
+    };
+    let kind = required("type");
+    let status = required("status");
+    let title = error
+        .get_node("title")
+        .map(|n| cx.template(n, scope, &format!("{what}: raise.error.title")));
+    let detail = error
+        .get_node("detail")
+        .map(|n| cx.template(n, scope, &format!("{what}: raise.error.detail")));
+    Some(Kind::Raise(ErrorTemplate {
+        kind: kind?,
+        status: status?,
+        title,
+        detail,
+    }))
+}
+
+fn try_catch(
+    cx: &mut Cx<'_>,
+    what: &str,
+    node: &Node,
+    catch: Option<&Node>,
+    scope: &[String],
+) -> Option<Kind> {
+    let body = block(cx, node, scope, &format!("{what}: `try`"));
+    let Some(catch) = catch else {
+        cx.error(node.span(), format!("{what}: `try` has no `catch`"));
+        return None;
+    };
+    let m = cx.mapping(catch, &format!("{what}: `catch`"))?;
+    cx.only(
+        m,
+        &["errors", "as", "when", "exceptWhen", "retry", "do"],
+        &format!("{what}: `catch`"),
+    );
+    let var = m
+        .get_node("as")
+        .and_then(|n| cx.text(n, &format!("{what}: catch.as")))
+        .map_or_else(
+            || "$error".to_string(),
+            |v| format!("${}", v.trim_start_matches('$')),
+        );
+    let mut with = Vec::new();
+    if let Some(errors) = m
+        .get_node("errors")
+        .and_then(|n| cx.mapping(n, &format!("{what}: catch.errors")))
+    {
+        cx.only(errors, &["with"], &format!("{what}: catch.errors"));
+        if let Some(filter) = errors
+            .get_node("with")
+            .and_then(|n| cx.mapping(n, &format!("{what}: catch.errors.with")))
+        {
+            cx.only(
+                filter,
+                &["type", "status", "title", "detail", "instance"],
+                &format!("{what}: catch.errors.with"),
+            );
+            with = filter
+                .iter()
+                .map(|(k, v)| (k.as_str().to_string(), literal(v)))
+                .collect();
+        }
+    }
+    let mut inner = scope.to_vec();
+    inner.push(var.clone());
+    let when = m
+        .get_node("when")
+        .and_then(|n| cx.expr(n, &inner, &format!("{what}: catch.when")));
+    let except_when = m
+        .get_node("exceptWhen")
+        .and_then(|n| cx.expr(n, &inner, &format!("{what}: catch.exceptWhen")));
+    let retry = m.get_node("retry").and_then(|n| retry(cx, what, n));
+    let handler = match m.get_node("do") {
+        Some(n) => Some(block(cx, n, &inner, &format!("{what}: catch.do"))?),
+        None => None,
+    };
+    Some(Kind::Try {
+        body: body?,
+        catch: Catch {
+            with,
+            var,
+            when,
+            except_when,
+            retry,
+            body: handler,
+        },
+    })
+}
+
+fn retry(cx: &mut Cx<'_>, what: &str, node: &Node) -> Option<Retry> {
+    let m = cx.mapping(node, &format!("{what}: catch.retry"))?;
+    cx.only(
+        m,
+        &["delay", "backoff", "limit"],
+        &format!("{what}: catch.retry"),
+    );
+    let delay = m
+        .get_node("delay")
+        .and_then(|n| cx.duration(n, &format!("{what}: retry.delay")))
+        .unwrap_or(Duration::from_secs(1));
+    let factor = match m
+        .get_node("backoff")
+        .and_then(|n| cx.mapping(n, &format!("{what}: retry.backoff")))
+    {
+        None => 1,
+        Some(b) => {
+            cx.only(
+                b,
+                &["constant", "exponential"],
+                &format!("{what}: retry.backoff (linear is not supported by Ratchet yet)"),
+            );
+            if b.get_node("exponential").is_some() {
+                2
+            } else {
+                1
+            }
+        }
+    };
+    let attempts = match m
+        .get_node("limit")
+        .and_then(|n| cx.mapping(n, &format!("{what}: retry.limit")))
+    {
+        None => 3,
+        Some(l) => {
+            cx.only(l, &["attempt"], &format!("{what}: retry.limit"));
+            let count = l
+                .get_node("attempt")
+                .and_then(|a| a.as_mapping())
+                .and_then(|a| a.get_node("count"))
+                .and_then(|c| c.as_scalar())
+                .and_then(|c| c.as_u32());
+            match count {
+                Some(n) if n >= 1 => n,
+                _ => {
+                    cx.error(
+                        place(l),
+                        format!("{what}: retry.limit needs attempt.count, at least 1"),
+                    );
+                    1
+                }
+            }
+        }
+    };
+    Some(Retry {
+        delay,
+        factor,
+        attempts,
+    })
+}
+
+fn run(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<Kind> {
+    let m = cx.mapping(node, &format!("{what}: `run`"))?;
+    for other in ["container", "script", "shell"] {
+        if let Some(key) = m.keys().find(|k| k.as_str() == other) {
+            cx.error(
+                key.span(),
+                format!("{what}: `run: {other}` is not supported by Ratchet; run a workflow"),
+            );
+            return None;
+        }
+    }
+    cx.only(m, &["workflow", "await"], &format!("{what}: `run`"));
+    let w = m
+        .get_node("workflow")
+        .and_then(|n| cx.mapping(n, &format!("{what}: run.workflow")))?;
+    cx.only(
+        w,
+        &["namespace", "name", "version", "input"],
+        &format!("{what}: run.workflow"),
+    );
+    let mut field = |key: &str| match w.get_node(key) {
+        Some(n) => cx
+            .text(n, &format!("{what}: run.workflow.{key}"))
+            .map(str::to_string),
+        None => {
+            cx.error(place(w), format!("{what}: run.workflow has no `{key}`"));
+            None
+        }
+    };
+    let namespace = field("namespace");
+    let name = field("name");
+    let _version = field("version");
+    let (namespace, name) = (namespace?, name?);
+    let declarative = crate::orchestration_name(&namespace, &name);
+    let orchestration = match &cx.known.orchestrations {
+        Some(known) if known.contains(&declarative) => declarative,
+        // A Rust orchestration has no namespace of its own.
+        Some(known) if known.contains(&name) => name,
+        Some(_) => {
+            let at = w.get_node("name").map_or(place(w), |n| n.span());
+            cx.error(
+                at,
+                format!(
+                    "{what}: no workflow `{declarative}` nor orchestration `{name}` is registered"
+                ),
+            );
+            return None;
+        }
+        None => declarative,
+    };
+    let input = match w.get_node("input") {
+        Some(n) => cx.template(n, scope, &format!("{what}: run.workflow.input")),
+        None => Template::Expr(Expr::compile(".", scope).ok()?),
+    };
+    Some(Kind::Run {
+        orchestration,
+        input,
+    })
+}

@@ -1,0 +1,139 @@
+//! A compiled workflow: the subset of the DSL Ratchet runs, with expressions compiled, flow
+//! directives resolved to positions and durations parsed, ready for the interpreter.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::expr::Expr;
+
+/// A value in the definition that may hold expressions: any string `${ ... }` in it is
+/// evaluated, the rest is taken as written.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Template {
+    /// Written as is.
+    Literal(Value),
+    /// An expression.
+    Expr(Expr),
+    /// An array with expressions inside.
+    Array(Vec<Template>),
+    /// An object with expressions inside.
+    Object(Vec<(String, Template)>),
+}
+
+/// Where a task goes next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Flow {
+    /// The next task of its list (the default).
+    Continue,
+    /// Leave the list the task is in (its composite task ends).
+    Exit,
+    /// End the workflow.
+    End,
+    /// The task at this index of the same list.
+    Goto(usize),
+}
+
+/// A list of tasks run in order (`do`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Block {
+    pub(crate) tasks: Vec<Task>,
+}
+
+/// One named task.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Task {
+    pub(crate) name: String,
+    /// Runs only when this holds (`if`).
+    pub(crate) when: Option<Expr>,
+    /// The task's input, from what it receives (`input.from`).
+    pub(crate) input_from: Option<Template>,
+    /// The task's output, from what it produced (`output.as`).
+    pub(crate) output_as: Option<Template>,
+    /// The workflow's context after the task (`export.as`).
+    pub(crate) export_as: Option<Template>,
+    /// The task's time limit (`timeout.after`): an activity's start-to-close, a listen's wait.
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) then: Flow,
+    pub(crate) kind: Kind,
+}
+
+/// What a task does.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Kind {
+    /// Runs a list of tasks.
+    Do(Block),
+    /// Outputs this value.
+    Set(Template),
+    /// Goes where the first matching case says.
+    Switch(Vec<Case>),
+    /// Runs `body` for each item of a list.
+    For {
+        each: String,
+        at: String,
+        list: Expr,
+        while_: Option<Expr>,
+        body: Block,
+    },
+    /// Runs branches in parallel: all (output: their outputs in order), or the first to finish.
+    Fork { compete: bool, branches: Block },
+    /// Calls a Ratchet activity by name with an input.
+    Call { activity: String, with: Template },
+    /// Sleeps on a durable timer.
+    Wait(Duration),
+    /// Waits for a signal (output: its payload); with the task's timeout, fails with a
+    /// timeout error when none arrives.
+    Listen { signal: String },
+    /// Fails with an error.
+    Raise(ErrorTemplate),
+    /// Runs `body`; a matching error runs `catch` instead, after retries.
+    Try { body: Block, catch: Catch },
+    /// Starts a sub-workflow (a declarative or Rust orchestration) and waits for its output.
+    Run {
+        orchestration: String,
+        input: Template,
+    },
+}
+
+/// A case of a `switch`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Case {
+    pub(crate) name: String,
+    /// `None`: the default case.
+    pub(crate) when: Option<Expr>,
+    pub(crate) then: Flow,
+}
+
+/// An error to raise: every field may hold expressions.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct ErrorTemplate {
+    pub(crate) kind: Template,
+    pub(crate) status: Template,
+    pub(crate) title: Option<Template>,
+    pub(crate) detail: Option<Template>,
+}
+
+/// The `catch` of a `try`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Catch {
+    /// Only errors whose fields equal these (`errors.with`); all when empty.
+    pub(crate) with: Vec<(String, Value)>,
+    /// The variable the error is bound to (`as`, default `error`), with its `$`.
+    pub(crate) var: String,
+    /// Catch only when this holds (`when`), or unless it holds (`exceptWhen`).
+    pub(crate) when: Option<Expr>,
+    pub(crate) except_when: Option<Expr>,
+    pub(crate) retry: Option<Retry>,
+    /// Run on a caught error once retries are spent; its output is the try's output.
+    pub(crate) body: Option<Block>,
+}
+
+/// How a `try` retries: durable timers between attempts.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Retry {
+    pub(crate) delay: Duration,
+    /// Each delay is the previous times this (1: constant, 2: exponential).
+    pub(crate) factor: u32,
+    /// Attempts in all, the first included.
+    pub(crate) attempts: u32,
+}

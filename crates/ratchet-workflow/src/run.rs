@@ -1,0 +1,416 @@
+//! The interpreter: a compiled workflow run as an ordinary Ratchet orchestration. Every
+//! durable step (activity, timer, signal, sub-workflow) goes through the orchestration
+//! context, so replay, caching, batching, crash recovery and cancellation work as for Rust
+//! code; expressions are pure functions of recorded values, so replay computes the same.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::FutureExt as _;
+use ratchet_core::{ActivityOptions, ErrorInfo, OrchestrationContext, OrchestrationError};
+use serde_json::{json, Value};
+
+use crate::expr::{Expr, Scope};
+use crate::model::{Block, Catch, ErrorTemplate, Flow, Kind, Task, Template};
+use crate::Workflow;
+
+/// The DSL's error types, as its specification names them.
+const ERRORS: &str = "https://serverlessworkflow.io/spec/1.0.0/errors";
+
+/// Why a task did not complete.
+enum Fault {
+    /// A workflow error (the DSL's problem-details object): `try` may catch it.
+    Error(Value),
+    /// The engine's own (cancellation, continue-as-new, a bad payload): never caught.
+    Engine(OrchestrationError),
+}
+
+impl Fault {
+    fn error(
+        kind: &str,
+        status: u16,
+        title: impl Into<String>,
+        detail: impl Into<String>,
+    ) -> Fault {
+        Fault::Error(json!({
+            "type": format!("{ERRORS}/{kind}"),
+            "status": status,
+            "title": title.into(),
+            "detail": detail.into(),
+        }))
+    }
+
+    fn expression(message: String) -> Fault {
+        Fault::error("expression", 400, "Expression failed", message)
+    }
+}
+
+impl From<OrchestrationError> for Fault {
+    fn from(e: OrchestrationError) -> Fault {
+        match e {
+            OrchestrationError::Activity {
+                name,
+                error,
+                attempts,
+            } => Fault::Error(json!({
+                "type": format!("{ERRORS}/runtime"),
+                "status": 500,
+                "title": error.kind,
+                "detail": format!("activity `{name}` failed after {attempts} attempt(s): {}", error.message),
+            })),
+            OrchestrationError::SubOrchestration { instance, error } => Fault::Error(json!({
+                "type": format!("{ERRORS}/runtime"),
+                "status": 500,
+                "title": error.kind,
+                "detail": format!("sub-workflow {instance} failed: {}", error.message),
+            })),
+            other => Fault::Engine(other),
+        }
+    }
+}
+
+/// What every task of one run shares.
+struct Run {
+    ctx: OrchestrationContext,
+    /// `$context`: what tasks exported.
+    context: Mutex<Value>,
+    /// `$workflow`.
+    workflow: Value,
+}
+
+impl Run {
+    fn context(&self) -> Value {
+        self.context
+            .lock()
+            .map(|c| c.clone())
+            .unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    fn set_context(&self, value: Value) {
+        match self.context.lock() {
+            Ok(mut c) => *c = value,
+            Err(p) => *p.into_inner() = value,
+        }
+    }
+
+    /// The variables a task's expressions see: the enclosing ones, its input and the
+    /// workflow's context.
+    fn scope(&self, outer: &Scope, input: &Value) -> Scope {
+        let mut scope = outer.clone();
+        scope.insert("$input".into(), input.clone());
+        scope.insert("$context".into(), self.context());
+        scope.insert("$workflow".into(), self.workflow.clone());
+        scope
+    }
+}
+
+fn eval(expr: &Expr, input: &Value, scope: &Scope) -> Result<Value, Fault> {
+    expr.eval(input, scope).map_err(Fault::expression)
+}
+
+fn fill(template: &Template, input: &Value, scope: &Scope) -> Result<Value, Fault> {
+    Ok(match template {
+        Template::Literal(v) => v.clone(),
+        Template::Expr(e) => eval(e, input, scope)?,
+        Template::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|t| fill(t, input, scope))
+                .collect::<Result<_, _>>()?,
+        ),
+        Template::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .map(|(k, t)| Ok((k.clone(), fill(t, input, scope)?)))
+                .collect::<Result<_, Fault>>()?,
+        ),
+    })
+}
+
+fn truthy(v: &Value) -> bool {
+    !matches!(v, Value::Null | Value::Bool(false))
+}
+
+/// Runs `workflow` on `input`: the orchestration's body.
+pub(crate) async fn run(
+    ctx: OrchestrationContext,
+    workflow: Arc<Workflow>,
+    input: Value,
+) -> Result<Value, OrchestrationError> {
+    let started = ctx.now();
+    let run = Run {
+        workflow: json!({
+            "id": ctx.instance_id(),
+            "input": input,
+            "definition": {
+                "namespace": workflow.namespace,
+                "name": workflow.name,
+                "version": workflow.version,
+            },
+            "startedAt": { "epoch": { "milliseconds": started.as_millis() } },
+        }),
+        context: Mutex::new(json!({})),
+        ctx,
+    };
+    let outcome = async {
+        let scope = run.scope(&Scope::new(), &input);
+        let input = match &workflow.input_from {
+            Some(t) => fill(t, &input, &scope)?,
+            None => input.clone(),
+        };
+        let (output, _) = block(&run, &workflow.body, input, &Scope::new()).await?;
+        match &workflow.output_as {
+            Some(t) => fill(t, &output, &run.scope(&Scope::new(), &output)),
+            None => Ok(output),
+        }
+    }
+    .await;
+    outcome.map_err(|fault| match fault {
+        Fault::Engine(e) => e,
+        Fault::Error(error) => OrchestrationError::Application(info_of(&error)),
+    })
+}
+
+/// An uncaught workflow error as the instance's error: its title (or type) and detail.
+fn info_of(error: &Value) -> ErrorInfo {
+    let text = |key: &str| error.get(key).and_then(Value::as_str).map(str::to_string);
+    let kind = text("title")
+        .or_else(|| text("type").map(|t| t.rsplit('/').next().unwrap_or_default().to_string()))
+        .unwrap_or_else(|| "WorkflowError".to_string());
+    let message = text("detail").unwrap_or_else(|| error.to_string());
+    ErrorInfo::new(kind, message)
+}
+
+/// Runs a task list from its first task; `true` when a task ended the workflow.
+fn block<'a>(
+    run: &'a Run,
+    block: &'a Block,
+    input: Value,
+    outer: &'a Scope,
+) -> BoxFuture<'a, Result<(Value, bool), Fault>> {
+    async move {
+        let mut value = input;
+        let mut i = 0;
+        while let Some(task) = block.tasks.get(i) {
+            let (output, flow) = self::task(run, task, value, outer).await?;
+            value = output;
+            match flow {
+                Flow::Continue => i += 1,
+                Flow::Goto(j) => i = j,
+                Flow::Exit => return Ok((value, false)),
+                Flow::End => return Ok((value, true)),
+            }
+        }
+        Ok((value, false))
+    }
+    .boxed()
+}
+
+fn task<'a>(
+    run: &'a Run,
+    task: &'a Task,
+    raw: Value,
+    outer: &'a Scope,
+) -> BoxFuture<'a, Result<(Value, Flow), Fault>> {
+    async move {
+        if let Some(when) = &task.when {
+            if !truthy(&eval(when, &raw, &run.scope(outer, &raw))?) {
+                return Ok((raw, Flow::Continue));
+            }
+        }
+        let input = match &task.input_from {
+            Some(t) => fill(t, &raw, &run.scope(outer, &raw))?,
+            None => raw,
+        };
+        let scope = run.scope(outer, &input);
+        let (output, flow) = kind(run, task, input, &scope).await?;
+        let output = match &task.output_as {
+            Some(t) => fill(t, &output, &scope)?,
+            None => output,
+        };
+        if let Some(t) = &task.export_as {
+            let context = fill(t, &output, &scope)?;
+            run.set_context(context);
+        }
+        Ok((output, flow))
+    }
+    .boxed()
+}
+
+async fn kind(run: &Run, task: &Task, input: Value, scope: &Scope) -> Result<(Value, Flow), Fault> {
+    let ctx = &run.ctx;
+    let then = task.then;
+    let output = match &task.kind {
+        Kind::Do(body) => {
+            let (output, ended) = block(run, body, input, scope).await?;
+            return Ok((output, if ended { Flow::End } else { then }));
+        }
+        Kind::Set(t) => fill(t, &input, scope)?,
+        Kind::Switch(cases) => {
+            for case in cases {
+                let matched = match &case.when {
+                    None => true,
+                    Some(when) => truthy(&eval(when, &input, scope)?),
+                };
+                if matched {
+                    return Ok((input, case.then));
+                }
+            }
+            input
+        }
+        Kind::For {
+            each,
+            at,
+            list,
+            while_,
+            body,
+        } => {
+            let items = match eval(list, &input, scope)? {
+                Value::Array(items) => items,
+                Value::Null => Vec::new(),
+                other => {
+                    return Err(Fault::expression(format!(
+                        "task `{}`: for.in gave {other}, not a list",
+                        task.name
+                    )))
+                }
+            };
+            let mut value = input;
+            for (index, item) in items.into_iter().enumerate() {
+                let mut inner = scope.clone();
+                inner.insert(each.clone(), item);
+                inner.insert(at.clone(), json!(index));
+                if let Some(w) = while_ {
+                    if !truthy(&eval(w, &value, &inner)?) {
+                        break;
+                    }
+                }
+                let (output, ended) = block(run, body, value, &inner).await?;
+                value = output;
+                if ended {
+                    return Ok((value, Flow::End));
+                }
+            }
+            value
+        }
+        Kind::Fork { compete, branches } => {
+            let runs: Vec<_> = branches
+                .tasks
+                .iter()
+                .map(|b| self::task(run, b, input.clone(), scope))
+                .collect();
+            if *compete {
+                let (_, first) = ratchet_core::race(runs).await;
+                first?.0
+            } else {
+                let outputs = ratchet_core::join_all(runs).await;
+                Value::Array(
+                    outputs
+                        .into_iter()
+                        .map(|o| o.map(|(v, _)| v))
+                        .collect::<Result<_, _>>()?,
+                )
+            }
+        }
+        Kind::Call { activity, with } => {
+            let arg = fill(with, &input, scope)?;
+            let mut options = ActivityOptions::default();
+            if let Some(t) = task.timeout {
+                options.start_to_close_ms = u64::try_from(t.as_millis()).unwrap_or(u64::MAX);
+            }
+            ctx.activity_with::<Value>(activity, arg, options).await?
+        }
+        Kind::Wait(d) => {
+            ctx.sleep(*d).await?;
+            input
+        }
+        Kind::Listen { signal } => match task.timeout {
+            Some(t) => match ctx.signal_timeout::<Value>(signal, t).await? {
+                Some(payload) => payload,
+                None => {
+                    return Err(Fault::error(
+                        "timeout",
+                        408,
+                        "Timeout",
+                        format!("task `{}`: no `{signal}` signal within {t:?}", task.name),
+                    ))
+                }
+            },
+            None => ctx.signal::<Value>(signal).await?,
+        },
+        Kind::Raise(error) => return Err(Fault::Error(raised(error, &input, scope)?)),
+        Kind::Try { body, catch } => return try_catch(run, task, body, catch, input, scope).await,
+        Kind::Run {
+            orchestration,
+            input: t,
+        } => {
+            let arg = fill(t, &input, scope)?;
+            ctx.sub_orchestration::<Value>(orchestration, arg).await?
+        }
+    };
+    Ok((output, then))
+}
+
+fn raised(error: &ErrorTemplate, input: &Value, scope: &Scope) -> Result<Value, Fault> {
+    let mut e = json!({
+        "type": fill(&error.kind, input, scope)?,
+        "status": fill(&error.status, input, scope)?,
+    });
+    if let Some(t) = &error.title {
+        e["title"] = fill(t, input, scope)?;
+    }
+    if let Some(t) = &error.detail {
+        e["detail"] = fill(t, input, scope)?;
+    }
+    Ok(e)
+}
+
+async fn try_catch(
+    run: &Run,
+    task: &Task,
+    body: &Block,
+    catch: &Catch,
+    input: Value,
+    scope: &Scope,
+) -> Result<(Value, Flow), Fault> {
+    let mut attempt = 1;
+    let mut delay = catch.retry.as_ref().map_or(Duration::ZERO, |r| r.delay);
+    loop {
+        let error = match block(run, body, input.clone(), scope).await {
+            Ok((output, ended)) => return Ok((output, if ended { Flow::End } else { task.then })),
+            Err(Fault::Error(error)) => error,
+            Err(engine) => return Err(engine),
+        };
+        let mut inner = scope.clone();
+        inner.insert(catch.var.clone(), error.clone());
+        let filtered = catch.with.iter().all(|(k, v)| error.get(k) == Some(v));
+        let when = match &catch.when {
+            Some(w) => truthy(&eval(w, &error, &inner)?),
+            None => true,
+        };
+        let except = match &catch.except_when {
+            Some(w) => truthy(&eval(w, &error, &inner)?),
+            None => false,
+        };
+        if !(filtered && when && !except) {
+            return Err(Fault::Error(error));
+        }
+        if let Some(retry) = &catch.retry {
+            if attempt < retry.attempts {
+                // A durable timer: a crash during the back-off resumes it, not restarts it.
+                run.ctx.sleep(delay).await?;
+                delay = delay.saturating_mul(retry.factor);
+                attempt += 1;
+                continue;
+            }
+        }
+        return match &catch.body {
+            Some(handler) => {
+                let (output, ended) = block(run, handler, input, &inner).await?;
+                Ok((output, if ended { Flow::End } else { task.then }))
+            }
+            None => Ok((input, task.then)),
+        };
+    }
+}

@@ -1,0 +1,242 @@
+//! The compiler on whole definitions: what it accepts, and every error at once with its line
+//! and column.
+#![allow(clippy::unwrap_used)]
+
+use ratchet_workflow::{CompileErrors, Known, Workflow};
+
+const EVERY_KIND: &str = r#"
+document:
+  dsl: '1.0.0'
+  namespace: shop
+  name: every-kind
+  version: '1.0.0'
+input:
+  from: ${ . }
+do:
+  - prepare:
+      set:
+        total: ${ .amount * 2 }
+        items: ${ .items }
+  - route:
+      switch:
+        - big:
+            when: ${ .total > 100 }
+            then: review
+        - small:
+            then: ship
+  - review:
+      listen:
+        to:
+          one:
+            with:
+              type: approval
+      timeout:
+        after:
+          minutes: 5
+      then: ship
+  - ship:
+      for:
+        each: item
+        in: ${ .items }
+        at: i
+      do:
+        - pack:
+            call: pack
+            with:
+              item: ${ $item }
+              position: ${ $i }
+  - both:
+      fork:
+        compete: false
+        branches:
+          - left:
+              call: pack
+          - right:
+              wait: PT1S
+  - guarded:
+      try:
+        - risky:
+            call: charge
+            timeout:
+              after: PT30S
+      catch:
+        errors:
+          with:
+            status: 500
+        as: failure
+        retry:
+          delay:
+            seconds: 1
+          backoff:
+            exponential: {}
+          limit:
+            attempt:
+              count: 3
+        do:
+          - note:
+              set:
+                failed: ${ $failure.title }
+  - child:
+      run:
+        workflow:
+          namespace: shop
+          name: child
+          version: '1.0.0'
+          input: '${ {n: 1} }'
+  - maybe:
+      if: ${ .failed != null }
+      raise:
+        error:
+          type: https://example.com/errors/payment
+          status: 402
+          title: Payment failed
+output:
+  as: ${ . }
+"#;
+
+#[test]
+fn every_supported_kind_compiles() {
+    let w = Workflow::compile(EVERY_KIND).unwrap();
+    assert_eq!(
+        (w.namespace(), w.name(), w.version()),
+        ("shop", "every-kind", "1.0.0")
+    );
+    assert_eq!(w.orchestration_name(), "shop/every-kind");
+    assert_eq!(w.hash().len(), 64);
+    // JSON is YAML: the same definition written as JSON compiles too.
+    let json = r#"{"document": {"dsl": "1.0.0", "namespace": "a", "name": "b", "version": "1"},
+                  "do": [{"one": {"set": {"x": "${ 1 + 1 }"}}}]}"#;
+    Workflow::compile(json).unwrap();
+}
+
+fn errors(source: &str) -> CompileErrors {
+    Workflow::compile(source).expect_err("errors")
+}
+
+/// `(line, column, fragment of the message)` for each expected error.
+fn assert_errors(found: &CompileErrors, expected: &[(usize, usize, &str)]) {
+    for (line, column, fragment) in expected {
+        assert!(
+            found
+                .0
+                .iter()
+                .any(|e| e.line == *line && e.column == *column && e.message.contains(fragment)),
+            "no error at {line}:{column} saying {fragment:?} in:\n{found}"
+        );
+    }
+    assert_eq!(found.0.len(), expected.len(), "{found}");
+}
+
+#[test]
+fn every_error_is_reported_at_once_with_its_position() {
+    let source = r#"document:
+  dsl: '1.0.0'
+  namespace: shop
+  name: broken
+  version: '1'
+do:
+  - fetch:
+      call: http
+  - compute:
+      set:
+        x: ${ .a + }
+  - jump:
+      set: {}
+      then: nowhere
+  - compute:
+      set: {}
+      colour: red
+  - tell:
+      emit:
+        event: {}
+  - clock:
+      set:
+        t: ${ now }
+"#;
+    let found = errors(source);
+    assert_errors(
+        &found,
+        &[
+            (8, 13, "`call: http` is not supported"),
+            (11, 12, "syntax error"),
+            (14, 13, "`then: nowhere` names no task"),
+            (15, 5, "two tasks named `compute`"),
+            (17, 7, "unknown field `colour`"),
+            (19, 7, "`emit`"),
+            (23, 12, "undefined filter `now`"),
+        ],
+    );
+    // Sorted by position, each rendered as line:column: message.
+    assert!(found
+        .to_string()
+        .starts_with("7 errors in the workflow\n  8:13: "));
+}
+
+#[test]
+fn flow_errors_name_the_tasks() {
+    let source = r#"document: {dsl: '1.0.0', namespace: a, name: b, version: '1'}
+do:
+  - first:
+      set: {}
+      then: end
+  - orphan:
+      set: {}
+  - decide:
+      switch:
+        - yes:
+            when: ${ true }
+            then: missing
+"#;
+    assert_errors(
+        &errors(source),
+        &[
+            (6, 5, "task `orphan` is never reached"),
+            (8, 5, "task `decide` is never reached"),
+            (12, 19, "`then: missing` names no task"),
+        ],
+    );
+}
+
+#[test]
+fn a_document_is_required_with_every_field() {
+    assert_errors(
+        &errors("document:\n  dsl: '1.0.0'\n  name: UPPER\n  version: '1'\ndo: []\n"),
+        &[
+            (2, 3, "`document` has no `namespace`"),
+            (3, 9, "use lower-case letters"),
+            (5, 5, "has no task"),
+        ],
+    );
+    assert_errors(
+        &errors("do:\n  - a:\n      set: {}\n"),
+        &[(1, 1, "no `document`")],
+    );
+    let e = errors("document: [");
+    assert_eq!(e.0.len(), 1, "{e}");
+    assert!(e.0[0].message.contains("not YAML or JSON"), "{e}");
+}
+
+#[test]
+fn unknown_names_are_refused_when_the_registry_is_known() {
+    let source = r#"document: {dsl: '1.0.0', namespace: a, name: b, version: '1'}
+do:
+  - pay:
+      call: charge
+  - next:
+      run:
+        workflow: {namespace: a, name: nobody, version: '1'}
+"#;
+    let known = Known {
+        activities: Some(["pack".to_string()].into()),
+        orchestrations: Some(["order".to_string()].into()),
+    };
+    let found = Workflow::compile_with(source, &known).unwrap_err();
+    assert_errors(
+        &found,
+        &[
+            (4, 13, "no activity named `charge`"),
+            (7, 40, "no workflow `a/nobody` nor orchestration `nobody`"),
+        ],
+    );
+    Workflow::compile(source).unwrap();
+}
