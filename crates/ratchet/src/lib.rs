@@ -131,6 +131,8 @@ pub use ratchet_store_postgres::{
 };
 #[cfg(feature = "sqlite")]
 pub use ratchet_store_sqlite::{SqliteStore, SCHEMA_VERSION};
+/// Declarative workflows: the Serverless Workflow DSL, compiled and run as orchestrations.
+pub use ratchet_workflow as workflow;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -243,6 +245,13 @@ impl Builder {
         Fut: Future<Output = std::result::Result<O, OrchestrationError>> + Send + 'static,
     {
         self.registry.orchestration_version(name, version, f);
+        self
+    }
+
+    /// Registers a declarative workflow as version `version` of its orchestration
+    /// (`namespace/name`, see [`workflow::Workflow::orchestration_name`]).
+    pub fn workflow(mut self, workflow: workflow::Workflow, version: u32) -> Self {
+        workflow.register(&mut self.registry, version);
         self
     }
 

@@ -12,3 +12,4 @@ mod leases;
 mod replay;
 mod signals;
 mod tasks;
+mod workflows;

@@ -1,0 +1,325 @@
+//! Declarative workflows (the Serverless Workflow DSL) run by the engine on every backend:
+//! each step kind, expressions, errors caught and retried on durable timers, signals with a
+//! timeout, a runtime lost mid-workflow, and two versions live at once.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ratchet::workflow::Workflow;
+use ratchet::{ActivityContext, ActivityError, InstanceStatus, StartOptions, Store};
+use serde_json::{json, Value};
+
+use crate::harness::{start, WAIT};
+
+fn compiled(source: &str) -> Workflow {
+    Workflow::compile(source).unwrap_or_else(|e| panic!("{e}"))
+}
+
+async fn double(_ctx: ActivityContext, n: i64) -> Result<i64, ActivityError> {
+    Ok(n * 2)
+}
+
+const ORDER: &str = r#"
+document: {dsl: '1.0.0', namespace: shop, name: order, version: '1.0.0'}
+do:
+  - prepare:
+      set:
+        items: ${ .items }
+        rush: ${ .rush // false }
+  - doubled:
+      for:
+        each: n
+        in: ${ .items }
+      do:
+        - one:
+            call: double
+            with: ${ $n }
+            output:
+              as: '${ $input + {total: (($input.total // 0) + .)} }'
+  - both:
+      fork:
+        branches:
+          - small:
+              call: double
+              with: 1
+          - big:
+              call: double
+              with: ${ .total }
+      export:
+        as: '${ {branches: .} }'
+  - route:
+      switch:
+        - rush:
+            when: ${ $context.branches[1] > 10 }
+            then: express
+        - normal:
+            then: standard
+  - express:
+      set:
+        shipping: express
+        branches: ${ $context.branches }
+      then: end
+  - standard:
+      set:
+        shipping: standard
+        branches: ${ $context.branches }
+"#;
+
+async fn each_step_kind_runs_with_its_expressions(store: Arc<dyn Store>) {
+    let r = start(&store, |b| {
+        b.workflow(compiled(ORDER), 1).activity("double", double)
+    })
+    .await;
+    let c = r.client();
+    let big = c
+        .start_with(
+            "shop/order",
+            json!({"items": [1, 2, 3]}),
+            StartOptions::id("big"),
+        )
+        .await
+        .unwrap();
+    let small = c
+        .start_with(
+            "shop/order",
+            json!({"items": [1]}),
+            StartOptions::id("small"),
+        )
+        .await
+        .unwrap();
+    let big: Value = big.wait(WAIT).await.unwrap().into_result().unwrap();
+    // 2 + 4 + 6 = 12, doubled in the fork: 24 > 10.
+    assert_eq!(big, json!({"shipping": "express", "branches": [2, 24]}));
+    let small: Value = small.wait(WAIT).await.unwrap().into_result().unwrap();
+    assert_eq!(small, json!({"shipping": "standard", "branches": [2, 4]}));
+    r.shutdown().await;
+}
+
+const APPROVAL: &str = r#"
+document: {dsl: '1.0.0', namespace: shop, name: approval, version: '1.0.0'}
+do:
+  - ask:
+      call: double
+      with: ${ .amount }
+      output:
+        as: '${ {doubled: .} }'
+      export:
+        as: ${ . }
+  - wait-for-it:
+      listen:
+        to:
+          one:
+            with:
+              type: approved
+      timeout:
+        after: {seconds: 1}
+  - decide:
+      set:
+        by: ${ .by }
+        doubled: ${ $context.doubled }
+"#;
+
+async fn a_signal_continues_and_its_absence_times_out(store: Arc<dyn Store>) {
+    let r = start(&store, |b| {
+        b.workflow(compiled(APPROVAL), 1).activity("double", double)
+    })
+    .await;
+    let c = r.client();
+    let yes = c
+        .start_with(
+            "shop/approval",
+            json!({"amount": 5}),
+            StartOptions::id("yes"),
+        )
+        .await
+        .unwrap();
+    c.signal("yes", "approved", json!({"by": "ada"}))
+        .await
+        .unwrap();
+    let out: Value = yes.wait(WAIT).await.unwrap().into_result().unwrap();
+    assert_eq!(out, json!({"by": "ada", "doubled": 10}));
+    let late = c
+        .start_with(
+            "shop/approval",
+            json!({"amount": 5}),
+            StartOptions::id("late"),
+        )
+        .await
+        .unwrap();
+    let outcome = late.wait(WAIT).await.unwrap();
+    assert_eq!(outcome.status, InstanceStatus::Failed);
+    let error = outcome.error.unwrap();
+    assert_eq!(error.kind, "Timeout");
+    assert!(error.message.contains("approved"), "{error}");
+    r.shutdown().await;
+}
+
+const RETRIED: &str = r#"
+document: {dsl: '1.0.0', namespace: shop, name: retried, version: '1.0.0'}
+do:
+  - pay:
+      try:
+        - charge:
+            call: flaky
+      catch:
+        errors:
+          with:
+            status: 500
+        as: failure
+        retry:
+          delay: {milliseconds: 50}
+          backoff: {exponential: {}}
+          limit:
+            attempt: {count: 3}
+        do:
+          - refund:
+              set:
+                refunded: true
+                why: ${ $failure.title }
+  - check:
+      if: ${ type == "number" and . < 0 }
+      raise:
+        error:
+          type: https://example.com/errors/negative
+          status: 422
+          title: Negative
+          detail: ${ "got \(.)" }
+"#;
+
+async fn errors_are_caught_retried_and_raised(store: Arc<dyn Store>) {
+    let calls = Arc::new(AtomicU32::new(0));
+    let seen = calls.clone();
+    // Fails its first two calls, then answers the input; a negative input always fails.
+    let flaky = move |_ctx: ActivityContext, n: i64| {
+        let seen = seen.clone();
+        async move {
+            let call = seen.fetch_add(1, Ordering::SeqCst);
+            if n > 0 && call < 2 {
+                return Err(ActivityError::non_retryable("Declined", "try again"));
+            }
+            if n == 0 {
+                return Err(ActivityError::non_retryable("Declined", "never"));
+            }
+            Ok(n)
+        }
+    };
+    let r = start(&store, |b| {
+        b.workflow(compiled(RETRIED), 1).activity("flaky", flaky)
+    })
+    .await;
+    let c = r.client();
+    // Two failures, then success on the third attempt, each after a durable timer.
+    let ok = c
+        .start_with("shop/retried", 7, StartOptions::id("ok"))
+        .await
+        .unwrap();
+    let out: Value = ok.wait(WAIT).await.unwrap().into_result().unwrap();
+    assert_eq!(out, json!(7));
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    // Every attempt fails: the catch's `do` runs once retries are spent.
+    let refunded = c
+        .start_with("shop/retried", 0, StartOptions::id("refunded"))
+        .await
+        .unwrap();
+    let out: Value = refunded.wait(WAIT).await.unwrap().into_result().unwrap();
+    assert_eq!(out, json!({"refunded": true, "why": "Declined"}));
+    assert_eq!(calls.load(Ordering::SeqCst), 6);
+    // An uncaught raise fails the instance with the error's title and detail.
+    let negative = c
+        .start_with("shop/retried", -1, StartOptions::id("negative"))
+        .await
+        .unwrap();
+    let outcome = negative.wait(WAIT).await.unwrap();
+    assert_eq!(outcome.status, InstanceStatus::Failed);
+    let error = outcome.error.unwrap();
+    assert_eq!(
+        (error.kind.as_str(), error.message.as_str()),
+        ("Negative", "got -1")
+    );
+    r.shutdown().await;
+}
+
+const TWO_STEPS: &str = r#"
+document: {dsl: '1.0.0', namespace: shop, name: steps, version: 'VERSION'}
+do:
+  - first:
+      call: count
+      with: ${ . }
+  - pause:
+      listen:
+        to:
+          one:
+            with:
+              type: go
+  - last:
+      set: '${ {version: "VERSION", go: .} }'
+"#;
+
+async fn a_workflow_resumes_in_a_new_runtime_on_the_version_it_started(store: Arc<dyn Store>) {
+    let calls = Arc::new(AtomicU32::new(0));
+    let count = |calls: Arc<AtomicU32>| {
+        move |_ctx: ActivityContext, n: i64| {
+            let calls = calls.clone();
+            async move {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, ActivityError>(n)
+            }
+        }
+    };
+    let v1 = TWO_STEPS.replace("VERSION", "1");
+    let first = start(&store, |b| {
+        b.workflow(compiled(&v1), 1)
+            .activity("count", count(calls.clone()))
+    })
+    .await;
+    first
+        .client()
+        .start_with("shop/steps", 1, StartOptions::id("old"))
+        .await
+        .unwrap();
+    // Wait until the instance listens (its first step done), then lose the runtime.
+    let deadline = std::time::Instant::now() + WAIT;
+    while calls.load(Ordering::SeqCst) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first step never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    first.shutdown().await;
+
+    // A new runtime knows both versions, with a new cache: the old instance replays on 1.
+    let v2 = TWO_STEPS.replace("VERSION", "2");
+    let second = start(&store, |b| {
+        b.workflow(compiled(&v1), 1)
+            .workflow(compiled(&v2), 2)
+            .activity("count", count(calls.clone()))
+    })
+    .await;
+    let c = second.client();
+    let new = c
+        .start_with("shop/steps", 2, StartOptions::id("new"))
+        .await
+        .unwrap();
+    c.signal("old", "go", "a").await.unwrap();
+    c.signal("new", "go", "b").await.unwrap();
+    let old: Value = c.wait("old", WAIT).await.unwrap().into_result().unwrap();
+    let new: Value = new.wait(WAIT).await.unwrap().into_result().unwrap();
+    assert_eq!(old, json!({"version": "1", "go": "a"}));
+    assert_eq!(new, json!({"version": "2", "go": "b"}));
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        2,
+        "the old instance's first step ran once"
+    );
+    second.shutdown().await;
+}
+
+crate::on_every_backend!(
+    each_step_kind_runs_with_its_expressions,
+    a_signal_continues_and_its_absence_times_out,
+    errors_are_caught_retried_and_raised,
+    a_workflow_resumes_in_a_new_runtime_on_the_version_it_started,
+);
