@@ -64,6 +64,7 @@ mod task;
 pub mod testing;
 mod tls;
 mod token;
+mod workflow;
 mod worker;
 
 pub use config::PostgresConfig;

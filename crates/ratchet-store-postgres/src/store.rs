@@ -14,6 +14,7 @@ use ratchet_store::{
     Store, StoreError, StoreStats, TaskAction, TaskActionOutcome, TaskClaim, TaskFilter, TaskId,
     TaskRecord, TokenRecord, WakeupSender, Wakeups, WorkerAlive, WorkerRecord,
 };
+use ratchet_store::{NewWorkflow, WorkflowPut, WorkflowRecord};
 use tokio::task::JoinHandle;
 use tokio_postgres::Row;
 use tokio_postgres_rustls::MakeRustlsConnect;
@@ -35,6 +36,7 @@ fn queries(schema: &str) -> NamedQueries {
         include_str!("../sql/events.sql"),
         include_str!("../sql/workers.sql"),
         include_str!("../sql/tokens.sql"),
+        include_str!("../sql/workflows.sql"),
     ])
     .map(|sql| migrate::in_schema(sql, schema))
 }
@@ -737,6 +739,25 @@ impl Store for PostgresStore {
     async fn worker_list(&self) -> Result<Vec<WorkerRecord>> {
         self.call(0, |c| {
             Box::pin(async move { crate::worker::list(&c).await })
+        })
+        .await
+    }
+
+    async fn workflow_put(&self, workflow: NewWorkflow, now: Timestamp) -> Result<WorkflowPut> {
+        let workflow = &workflow;
+        self.call(1, |c| {
+            Box::pin(async move { crate::workflow::put(&c, workflow, now).await })
+        })
+        .await
+    }
+
+    async fn workflow_list(
+        &self,
+        namespace: Option<&str>,
+        name: Option<&str>,
+    ) -> Result<Vec<WorkflowRecord>> {
+        self.call(0, |c| {
+            Box::pin(async move { crate::workflow::list(&c, namespace, name).await })
         })
         .await
     }

@@ -36,6 +36,7 @@ mod queue;
 mod store;
 mod task;
 mod token;
+mod workflow;
 mod wake;
 mod worker;
 

@@ -12,11 +12,11 @@ use ratchet_store::{
     StoreError, StoreStats, TaskAction, TaskActionOutcome, TaskClaim, TaskFilter, TaskId,
     TaskRecord, WakeupSender, Wakeups, WorkerAlive,
 };
-use ratchet_store::{NewToken, TokenRecord, WorkerRecord};
+use ratchet_store::{NewToken, NewWorkflow, TokenRecord, WorkerRecord, WorkflowPut, WorkflowRecord};
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use crate::convert::db_err;
-use crate::{commit, event, instance, migrate, queue, task, token, wake, worker};
+use crate::{commit, event, instance, migrate, queue, task, token, wake, worker, workflow};
 
 /// The named statements of this backend, from `sql/*.sql`.
 fn queries() -> &'static NamedQueries {
@@ -31,6 +31,7 @@ fn queries() -> &'static NamedQueries {
             include_str!("../sql/events.sql"),
             include_str!("../sql/workers.sql"),
             include_str!("../sql/tokens.sql"),
+            include_str!("../sql/workflows.sql"),
         ])
     })
 }
@@ -350,6 +351,20 @@ impl Store for SqliteStore {
 
     async fn worker_list(&self) -> Result<Vec<WorkerRecord>> {
         self.read(worker::list).await
+    }
+
+    async fn workflow_put(&self, workflow: NewWorkflow, now: Timestamp) -> Result<WorkflowPut> {
+        self.write(move |tx| workflow::put(tx, &workflow, now)).await
+    }
+
+    async fn workflow_list(
+        &self,
+        namespace: Option<&str>,
+        name: Option<&str>,
+    ) -> Result<Vec<WorkflowRecord>> {
+        let (namespace, name) = (namespace.map(str::to_string), name.map(str::to_string));
+        self.read(move |conn| workflow::list(conn, namespace.as_deref(), name.as_deref()))
+            .await
     }
 
     async fn token_create(&self, new: NewToken) -> Result<()> {

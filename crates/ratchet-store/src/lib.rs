@@ -28,6 +28,7 @@ mod store;
 mod task;
 mod token;
 mod wakeup;
+mod workflow;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
@@ -62,3 +63,4 @@ pub use task::{
 };
 pub use token::{NewToken, TokenRecord};
 pub use wakeup::{WakeupSender, Wakeups};
+pub use workflow::{NewWorkflow, WorkflowPut, WorkflowRecord};

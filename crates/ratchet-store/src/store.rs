@@ -444,6 +444,29 @@ pub trait Store: Send + Sync + 'static {
     /// Database failures only.
     async fn token_revoke(&self, id: &str, now: Timestamp) -> Result<bool>;
 
+    /// Stores a workflow definition as the next revision of its namespace and name, unless
+    /// its version is stored already (then: unchanged, or a conflict when the content
+    /// differs). One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures; [`crate::StoreError::Invalid`] (nothing written) when another
+    /// process stored a revision of the same workflow at the same moment: apply again.
+    async fn workflow_put(&self, workflow: crate::NewWorkflow, now: Timestamp)
+        -> Result<crate::WorkflowPut>;
+
+    /// Stored definitions, by namespace, name and revision; only those of `namespace` and
+    /// `name` when given. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures.
+    async fn workflow_list(
+        &self,
+        namespace: Option<&str>,
+        name: Option<&str>,
+    ) -> Result<Vec<crate::WorkflowRecord>>;
+
     /// The token with this hash, revoked or not. One round trip.
     ///
     /// # Errors

@@ -42,7 +42,7 @@ macro_rules! conformance_suite {
             signals_buffer_in_order_and_dedup, cancel_and_terminate, continue_as_new_starts_next_execution, history_pages_by_position,
             child_result_reaches_parent, claim_respects_versions_and_leases, list_filters_and_history,
             heartbeat_and_release, purge_removes_finished, list_pages_by_keyset,
-            tokens_are_found_by_hash_and_revoked, workers_are_listed_with_what_they_run, stats_count_round_trips,
+            tokens_are_found_by_hash_and_revoked, workflows_are_stored_by_version, workers_are_listed_with_what_they_run, stats_count_round_trips,
             one_claim_takes_instances_and_tasks, terminated_child_fails_parent_step,
             taken_child_id_fails_parent_step, payloads_round_trip_exactly,
             concurrent_claims_never_share_an_instance,
