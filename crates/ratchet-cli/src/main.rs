@@ -21,6 +21,7 @@ mod server;
 mod tasks;
 mod tokens;
 mod worker;
+mod workflows;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -98,6 +99,10 @@ enum Command {
     /// Make, list and revoke the API tokens `ratchet server --auth` asks for.
     #[command(subcommand)]
     Tokens(tokens::TokenCommand),
+    /// Declarative workflows (the Serverless Workflow DSL): apply, validate, list and show
+    /// definitions kept in the database, which every worker loads when it starts.
+    #[command(subcommand)]
+    Workflows(workflows::WorkflowCommand),
     /// Append events (optionally only if no matching event arrived since a position), read
     /// them by type and tag, and follow them live.
     #[command(subcommand)]
@@ -276,6 +281,10 @@ async fn run(matches: clap::ArgMatches) -> anyhow::Result<()> {
     if let Command::Bench { args } = &cli.command {
         return run_bench(args, cli.database_url.as_deref());
     }
+    // Checking definitions needs no database.
+    if let Command::Workflows(workflows::WorkflowCommand::Validate { paths }) = &cli.command {
+        return workflows::validate(paths);
+    }
     if let Command::Server(args) = &cli.command {
         if args.print_openapi {
             out!("{}", ratchet_server::openapi().to_pretty_json()?);
@@ -329,6 +338,7 @@ async fn run(matches: clap::ArgMatches) -> anyhow::Result<()> {
             tasks::queues(&ops::Local(Client::new(store.into_dyn())), cmd).await
         }
         Command::Tokens(cmd) => tokens::run(store.into_dyn(), cmd).await,
+        Command::Workflows(cmd) => workflows::run(store.into_dyn(), cmd).await,
         Command::Events(cmd) => {
             events::run(&Client::new(store.into_dyn()).events(), cmd, append).await
         }
@@ -347,6 +357,7 @@ fn command_name(command: &Command) -> &'static str {
         Command::Tasks(_) => "tasks",
         Command::Queues(_) => "queues",
         Command::Tokens(_) => "tokens",
+        Command::Workflows(_) => "workflows",
         Command::Events(_) => "events",
         Command::Bench { .. } => "bench",
     }

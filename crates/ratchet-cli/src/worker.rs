@@ -171,6 +171,30 @@ pub(crate) fn register(
         )
 }
 
+/// Registers every declarative workflow stored in the database, each revision as that
+/// version of its orchestration; one that no longer compiles here is skipped with a warning.
+async fn with_stored_workflows(
+    mut builder: ratchet::Builder,
+    store: &dyn Store,
+) -> anyhow::Result<ratchet::Builder> {
+    let known = ratchet::workflow::Known::from_names(&builder.names());
+    let loaded = ratchet::workflow::load(store, &known)
+        .await
+        .context("loading the stored workflows")?;
+    for l in loaded {
+        match l {
+            ratchet::workflow::Loaded::Ready(w, revision) => {
+                builder = builder.workflow(*w, revision)
+            }
+            ratchet::workflow::Loaded::Broken(record, errors) => {
+                tracing::warn!(workflow = %ratchet::workflow::orchestration_name(&record.namespace, &record.name),
+                    version = %record.version, %errors, "a stored workflow does not compile here; not running it");
+            }
+        }
+    }
+    Ok(builder)
+}
+
 /// A started runtime of the sample orchestrations and task.
 pub(crate) struct Started {
     pub(crate) ratchet: Ratchet,
@@ -201,7 +225,7 @@ pub(crate) async fn start(store: Arc<dyn Store>, args: WorkerArgs) -> anyhow::Re
     };
     let runs = Arc::new(AtomicU64::new(0));
     let mut builder = register(
-        Ratchet::builder().store(store).config(config),
+        Ratchet::builder().store(store.clone()).config(config),
         label.clone(),
         runs.clone(),
     );
@@ -213,6 +237,7 @@ pub(crate) async fn start(store: Arc<dyn Store>, args: WorkerArgs) -> anyhow::Re
     for (name, concurrency) in &queues {
         builder = builder.queue(name, *concurrency);
     }
+    builder = with_stored_workflows(builder, store.as_ref()).await?;
     let ratchet = builder.start().await.context("starting the runtime")?;
     let serves = queues
         .iter()

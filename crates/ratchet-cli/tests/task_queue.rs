@@ -12,6 +12,8 @@ mod access;
 mod cli;
 #[path = "task_queue/events.rs"]
 mod events;
+#[path = "task_queue/workflows.rs"]
+mod workflows;
 
 use std::process::Stdio;
 use std::sync::Arc;
@@ -24,6 +26,7 @@ use events::{
 };
 use ratchet::{Client, QueueLimits, Store, TaskFilter, TaskOptions, TaskRequest, TaskState};
 use serde_json::json;
+use workflows::workflows_are_applied_listed_and_run_by_a_worker;
 
 /// Worker processes on a 2-core machine: one test at a time.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -356,4 +359,5 @@ on_both_backends!(
     dead_letters_are_listed_retried_and_discarded_from_the_cli,
     events_are_appended_read_conditioned_and_refused_from_the_cli,
     events_tail_prints_an_event_appended_after_it_started,
+    workflows_are_applied_listed_and_run_by_a_worker,
 );

@@ -64,8 +64,8 @@ mod task;
 pub mod testing;
 mod tls;
 mod token;
-mod workflow;
 mod worker;
+mod workflow;
 
 pub use config::PostgresConfig;
 pub use migrate::SCHEMA_VERSION;

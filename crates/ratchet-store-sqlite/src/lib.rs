@@ -36,9 +36,9 @@ mod queue;
 mod store;
 mod task;
 mod token;
-mod workflow;
 mod wake;
 mod worker;
+mod workflow;
 
 pub use migrate::SCHEMA_VERSION;
 pub use store::SqliteStore;

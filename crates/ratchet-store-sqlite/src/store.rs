@@ -12,7 +12,9 @@ use ratchet_store::{
     StoreError, StoreStats, TaskAction, TaskActionOutcome, TaskClaim, TaskFilter, TaskId,
     TaskRecord, WakeupSender, Wakeups, WorkerAlive,
 };
-use ratchet_store::{NewToken, NewWorkflow, TokenRecord, WorkerRecord, WorkflowPut, WorkflowRecord};
+use ratchet_store::{
+    NewToken, NewWorkflow, TokenRecord, WorkerRecord, WorkflowPut, WorkflowRecord,
+};
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use crate::convert::db_err;
@@ -354,7 +356,8 @@ impl Store for SqliteStore {
     }
 
     async fn workflow_put(&self, workflow: NewWorkflow, now: Timestamp) -> Result<WorkflowPut> {
-        self.write(move |tx| workflow::put(tx, &workflow, now)).await
+        self.write(move |tx| workflow::put(tx, &workflow, now))
+            .await
     }
 
     async fn workflow_list(

@@ -452,8 +452,11 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// Database failures; [`crate::StoreError::Invalid`] (nothing written) when another
     /// process stored a revision of the same workflow at the same moment: apply again.
-    async fn workflow_put(&self, workflow: crate::NewWorkflow, now: Timestamp)
-        -> Result<crate::WorkflowPut>;
+    async fn workflow_put(
+        &self,
+        workflow: crate::NewWorkflow,
+        now: Timestamp,
+    ) -> Result<crate::WorkflowPut>;
 
     /// Stored definitions, by namespace, name and revision; only those of `namespace` and
     /// `name` when given. One round trip.

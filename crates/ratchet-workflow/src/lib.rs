@@ -15,6 +15,7 @@ mod diagnostic;
 mod expr;
 mod model;
 mod run;
+mod stored;
 
 use std::sync::Arc;
 
@@ -24,6 +25,7 @@ use sha2::Digest as _;
 
 pub use compile::Known;
 pub use diagnostic::{CompileError, CompileErrors};
+pub use stored::{apply, load, Applied, ApplyError, Loaded};
 
 /// A compiled definition, ready to register and run.
 #[derive(Clone, Debug)]

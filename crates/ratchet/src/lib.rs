@@ -248,6 +248,11 @@ impl Builder {
         self
     }
 
+    /// The names registered so far (to compile declarative workflows against).
+    pub fn names(&self) -> RegisteredNames {
+        self.registry.names()
+    }
+
     /// Registers a declarative workflow as version `version` of its orchestration
     /// (`namespace/name`, see [`workflow::Workflow::orchestration_name`]).
     pub fn workflow(mut self, workflow: workflow::Workflow, version: u32) -> Self {

@@ -1,0 +1,142 @@
+//! `ratchet workflows` as a user meets it: validate without a database, apply (new, the same
+//! again, a changed version refused, a new version), list and show, and a worker that loads
+//! what was applied and runs it, started by name from the CLI.
+
+use std::sync::Arc;
+
+use ratchet::Store;
+
+use super::common::{run, text, Worker};
+
+const GREET: &str = r#"document:
+  dsl: '1.0.0'
+  namespace: demo
+  name: greet
+  version: '1.0.0'
+do:
+  - step:
+      call: fanout_step
+      with: '${ [.n, 0] }'
+  - done:
+      set: '${ {step: .i, version: "1.0.0"} }'
+"#;
+
+const BROKEN: &str = r#"document: {dsl: '1.0.0', namespace: demo, name: broken, version: '1'}
+do:
+  - first:
+      call: http
+  - second:
+      set: ${ .a + }
+      then: nowhere
+"#;
+
+pub(crate) async fn workflows_are_applied_listed_and_run_by_a_worker(
+    args: Vec<String>,
+    _store: Arc<dyn Store>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, body: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, body).unwrap();
+        path.display().to_string()
+    };
+    let greet = write("greet.yaml", GREET);
+    let broken = write("broken.yaml", BROKEN);
+
+    // Every error at once, with file, line and column; no database is needed.
+    let out = run(
+        &["--db".into(), "/nonexistent/dir/x.db".into()],
+        &["workflows", "validate", &broken, &greet],
+    );
+    assert!(!out.status.success());
+    let said = text(&out);
+    for expected in [
+        format!("{broken}:4:13: task `first`: `call: http` is not supported"),
+        format!("{broken}:6:12: task `second`: `set`: syntax error"),
+        format!("{broken}:7:13: task `second`: `then: nowhere` names no task"),
+        format!("{greet}: ok (demo/greet 1.0.0)"),
+    ] {
+        assert!(said.contains(&expected), "missing {expected:?} in:\n{said}");
+    }
+
+    let apply = |path: &str| run(&args, &["workflows", "apply", path]);
+    let out = apply(&greet);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("demo/greet 1.0.0 stored as revision 1"),
+        "{}",
+        text(&out)
+    );
+    let out = apply(&greet);
+    assert!(
+        text(&out).contains("unchanged (revision 1)"),
+        "{}",
+        text(&out)
+    );
+    // The same version with other content is refused: instances keep what they started on.
+    let changed = write("changed.yaml", &GREET.replace("[.n, 0]", "[.n, 1]"));
+    let out = apply(&changed);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("new document.version"),
+        "{}",
+        text(&out)
+    );
+    let v2 = write(
+        "v2.yaml",
+        &GREET
+            .replace("version: '1.0.0'", "version: '2.0.0'")
+            .replace(r#"version: "1.0.0""#, r#"version: "2.0.0""#),
+    );
+    let out = apply(&v2);
+    assert!(
+        text(&out).contains("demo/greet 2.0.0 stored as revision 2"),
+        "{}",
+        text(&out)
+    );
+    let out = apply(&broken);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("broken.yaml:4:13"), "{}", text(&out));
+
+    let out = run(&args, &["workflows", "list"]);
+    let listed = text(&out);
+    assert!(
+        listed.contains("demo/greet") && listed.contains("2.0.0"),
+        "{listed}"
+    );
+    assert!(
+        !listed.contains("demo/broken"),
+        "nothing of a broken definition is stored"
+    );
+    let out = run(
+        &args,
+        &["workflows", "show", "demo/greet", "--version", "1.0.0"],
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), GREET);
+
+    // A worker loads the stored workflows; a start by name runs the newest version.
+    let mut worker = Worker::start(&args, "w", &[]);
+    let out = run(
+        &args,
+        &[
+            "instances",
+            "start",
+            "demo/greet",
+            "--id",
+            "g1",
+            "--input",
+            r#"{"n": 7}"#,
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let out = run(&args, &["instances", "wait", "g1", "--timeout-secs", "30"]);
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("g1: Completed")
+            && said.contains(r#""step": 7"#)
+            && said.contains(r#""version": "2.0.0""#),
+        "{said}"
+    );
+    worker.stop();
+}
