@@ -619,9 +619,78 @@ async fn every_route(store_args: &[String], store: &dyn ratchet::Store) {
     instances(&server).await;
     tasks(&server).await;
     events(&server).await;
+    workflows(&server).await;
     a_lost_lease_is_taken_over(&server, store).await;
     metrics(&server).await;
     server.stop();
+}
+
+/// Definitions checked, applied per version, listed and read back; errors each at its line
+/// and column, nothing stored for a refused one.
+async fn workflows(server: &Server) {
+    let source = "document: {dsl: '1.0.0', namespace: demo, name: greet, version: '1'}\n\
+                  do:\n  - step:\n      call: fanout_step\n      with: '${ [1, 0] }'\n";
+    let broken = "document: {dsl: '1.0.0', namespace: demo, name: bad, version: '1'}\n\
+                  do:\n  - step:\n      call: nobody\n  - next:\n      set: ${ .a + }\n";
+    let (status, p) = post(server, "/v1/workflows/validate", json!({"source": broken})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{p}");
+    assert_eq!(p["type"], "urn:ratchet:problem:invalid-workflow");
+    let errors = p["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 2, "{p}");
+    assert_eq!(
+        (errors[0]["line"].clone(), errors[0]["column"].clone()),
+        (json!(4), json!(13))
+    );
+    assert!(
+        errors[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no activity named `nobody`"),
+        "{p}"
+    );
+    let (status, _) = post(server, "/v1/workflows", json!({"source": broken})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (status, valid) = post(server, "/v1/workflows/validate", json!({"source": source})).await;
+    assert_eq!(
+        (status, valid["name"].clone()),
+        (StatusCode::OK, json!("demo/greet"))
+    );
+
+    let (status, applied) = post(server, "/v1/workflows", json!({"source": source})).await;
+    assert_eq!(status, StatusCode::CREATED, "{applied}");
+    assert_eq!(applied["revision"], 1);
+    let (status, again) = post(server, "/v1/workflows", json!({"source": source})).await;
+    assert_eq!(
+        (status, again["created"].clone()),
+        (StatusCode::OK, json!(false))
+    );
+    let changed = source.replace("[1, 0]", "[2, 0]");
+    let (status, p) = post(server, "/v1/workflows", json!({"source": changed})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{p}");
+    let (status, p) = post(
+        server,
+        "/v1/workflows",
+        json!({"source": source, "extra": 1}),
+    )
+    .await;
+    assert_eq!(
+        (status, p["field"].clone()),
+        (StatusCode::UNPROCESSABLE_ENTITY, json!("extra"))
+    );
+
+    let (_, listed) = get(server, "/v1/workflows").await;
+    let listed = listed.as_array().unwrap();
+    assert_eq!(
+        listed.len(),
+        1,
+        "nothing of the refused ones is stored: {listed:?}"
+    );
+    assert_eq!(listed[0]["name"], "demo/greet");
+    assert!(listed[0].get("source").is_none());
+    let (_, shown) = get(server, "/v1/workflows/demo/greet").await;
+    assert_eq!(shown["source"], source);
+    let (status, _) = get(server, "/v1/workflows/demo/greet?version=9").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
 /// A worker dies holding a task: once its lease expires the server's runtime takes the task

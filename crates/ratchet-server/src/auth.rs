@@ -113,7 +113,11 @@ fn hex(bytes: &[u8]) -> String {
 /// The scope a request needs, by method and route pattern.
 fn needed(method: &Method, route: &str) -> Scope {
     // A read with its query in the body is a read.
-    if method == Method::GET || method == Method::HEAD || route == "/v1/events/query" {
+    if method == Method::GET
+        || method == Method::HEAD
+        || route == "/v1/events/query"
+        || route == "/v1/workflows/validate"
+    {
         return Scope::Read;
     }
     if route.starts_with("/v1/queues/") || route.ends_with("/discard") || route.ends_with("/purge")
@@ -219,6 +223,8 @@ mod tests {
         assert_eq!(needed(&Method::GET, "/v1/queues"), Scope::Read);
         assert_eq!(needed(&Method::POST, "/v1/instances"), Scope::Write);
         assert_eq!(needed(&Method::POST, "/v1/events/query"), Scope::Read);
+        assert_eq!(needed(&Method::POST, "/v1/workflows/validate"), Scope::Read);
+        assert_eq!(needed(&Method::POST, "/v1/workflows"), Scope::Write);
         assert_eq!(
             needed(&Method::POST, "/v1/queues/{name}/pause"),
             Scope::Admin

@@ -38,6 +38,20 @@ pub struct ProblemBody {
     /// The position of the event that failed an append's condition.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub position: Option<u64>,
+    /// Every error in a submitted workflow definition, each where it is in the source.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errors: Option<Vec<SourceError>>,
+}
+
+/// An error in a submitted definition, at its line and column.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct SourceError {
+    /// Line, from 1.
+    pub line: usize,
+    /// Column, from 1.
+    pub column: usize,
+    /// What is wrong.
+    pub message: String,
 }
 
 impl Problem {
@@ -56,6 +70,7 @@ impl Problem {
             field: None,
             limit: None,
             position: None,
+            errors: None,
         }))
     }
 
@@ -68,6 +83,12 @@ impl Problem {
     /// Names the limit broken.
     pub fn limit(mut self, limit: u64) -> Self {
         self.0.limit = Some(limit);
+        self
+    }
+
+    /// Lists the errors of a submitted definition.
+    pub fn errors(mut self, errors: Vec<SourceError>) -> Self {
+        self.0.errors = Some(errors);
         self
     }
 

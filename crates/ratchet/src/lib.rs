@@ -123,7 +123,7 @@ pub use ratchet_store::{
     EventPage, EventQuery, EventRead, HistoryRecord, IfExists, InstanceFilter, InstanceRecord,
     InstanceStatus, NewEvent, NewToken, Position, QueryItem, QueueLimits, QueueStats, Store,
     StoreError, StoreStats, StoredEvent, TaskActionOutcome, TaskFilter, TaskId, TaskRecord,
-    TaskState, TokenRecord, WorkerAbout, WorkerRecord,
+    TaskState, TokenRecord, WorkerAbout, WorkerRecord, WorkflowPut, WorkflowRecord,
 };
 #[cfg(feature = "postgres")]
 pub use ratchet_store_postgres::{

@@ -6,6 +6,7 @@ mod queues;
 mod system;
 mod tasks;
 mod workers;
+mod workflows;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
@@ -33,6 +34,7 @@ use crate::state::ServerState;
         (name = "tasks", description = "Standalone tasks: enqueue, inspect, steer, wait"),
         (name = "queues", description = "Task queues: depths, pause, resume, limits"),
         (name = "events", description = "The event store: append, read, follow"),
+        (name = "workflows", description = "Declarative workflow definitions: apply, validate, list, read"),
         (name = "system", description = "Health and what this server runs")
     )
 )]
@@ -68,6 +70,7 @@ fn documented() -> OpenApiRouter<ServerState> {
         .merge(events::routes())
         .merge(system::routes())
         .merge(workers::routes())
+        .merge(workflows::routes())
 }
 
 /// The OpenAPI 3.1 document of the API, generated from its handlers and types (served at
