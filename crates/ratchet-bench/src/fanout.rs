@@ -40,6 +40,42 @@ pub(crate) struct FanoutArgs {
     /// time the worker draining them (still at most --in-flight at once).
     #[arg(long)]
     backlog: Option<u64>,
+    /// The orchestration as Rust code, or as a declarative workflow (the Serverless Workflow
+    /// DSL in YAML: a `fork` of the activities, then a jq `add`) run by the interpreter.
+    #[arg(long, value_enum, default_value = "rust")]
+    workflow: Written,
+}
+
+/// How the fan-out orchestration is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Written {
+    /// `async fn` with `join_all`.
+    Rust,
+    /// YAML, compiled by `ratchet-workflow`.
+    Yaml,
+}
+
+/// The declarative fan-out: `activities` branches of `bench_sleep`, their outputs summed.
+fn yaml(activities: u32) -> String {
+    let mut source = String::from(
+        "document: {dsl: '1.0.0', namespace: bench, name: fanout, version: '1'}\n\
+         do:\n  - all:\n      fork:\n        branches:\n",
+    );
+    for i in 0..activities {
+        source.push_str(&format!(
+            "          - b{i}:\n              call: bench_sleep\n              with: '${{ [{i}, .activity_ms] }}'\n"
+        ));
+    }
+    source.push_str("  - sum:\n      set: '${ add // 0 }'\n");
+    source
+}
+
+/// The orchestration name the closed loop starts.
+fn started_name(args: &FanoutArgs) -> &'static str {
+    match args.workflow {
+        Written::Rust => "bench_fanout",
+        Written::Yaml => "bench/fanout",
+    }
 }
 
 /// What each fan-out orchestration does: its input.
@@ -77,7 +113,22 @@ async fn sleep(_ctx: ActivityContext, (i, ms): (u64, u64)) -> Result<u64, Activi
 
 /// The worker: the fan-out orchestration and its activity, at most `in_flight` at once.
 async fn start_worker(store: Arc<dyn Store>, args: &FanoutArgs) -> anyhow::Result<Ratchet> {
-    fan_out_worker(store, args.in_flight, args.activities, |b| b).await
+    let workflow = match args.workflow {
+        Written::Rust => None,
+        Written::Yaml => Some(ratchet::workflow::Workflow::compile(&yaml(
+            args.activities,
+        ))?),
+    };
+    fan_out_worker(
+        store,
+        args.in_flight,
+        args.activities,
+        move |b| match workflow {
+            Some(w) => b.workflow(w, 1),
+            None => b,
+        },
+    )
+    .await
 }
 
 /// A runtime of `bench_fanout` (and its activity `bench_sleep`) sized for `in_flight`
@@ -124,10 +175,11 @@ pub(crate) async fn run(args: FanoutArgs, database_url: Option<&str>) -> anyhow:
     let client = ratchet.client().clone();
     let shape = Shape::of(&args);
     let expected: u64 = (0..u64::from(args.activities)).sum();
+    let name = started_name(&args);
     let unit = move || {
         let client = client.clone();
         async move {
-            let handle = match client.start("bench_fanout", shape).await {
+            let handle = match client.start(name, shape).await {
                 Ok(h) => h,
                 Err(_) => return Outcome::Failed,
             };
@@ -190,7 +242,10 @@ fn orchestration_report(
         }
     };
     let mut report = Report {
-        scenario: "fanout".into(),
+        scenario: match args.workflow {
+            Written::Rust => "fanout".into(),
+            Written::Yaml => "fanout-yaml".into(),
+        },
         unit: "orchestration".into(),
         units,
         seconds,
@@ -219,6 +274,7 @@ async fn drain_backlog(
     count: u64,
 ) -> anyhow::Result<Report> {
     let shape = Shape::of(args);
+    let name = started_name(args);
     let starter = Client::new(store.clone());
     let span = |per_second: f64| Duration::from_secs_f64((count as f64 / per_second).max(1.0));
     let progress = Progress::timed(args.common.quiet, "start", span(5_000.0));
@@ -226,7 +282,7 @@ async fn drain_backlog(
     let mut starts = futures::stream::iter(0..count)
         .map(|_| {
             let starter = starter.clone();
-            async move { starter.start("bench_fanout", shape).await.map(|_| ()) }
+            async move { starter.start(name, shape).await.map(|_| ()) }
         })
         .buffer_unordered(512);
     let mut start_failures = 0_u64;
