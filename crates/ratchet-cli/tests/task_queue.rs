@@ -26,7 +26,10 @@ use events::{
 };
 use ratchet::{Client, QueueLimits, Store, TaskFilter, TaskOptions, TaskRequest, TaskState};
 use serde_json::json;
-use workflows::workflows_are_applied_listed_and_run_by_a_worker;
+use workflows::{
+    a_declarative_workflow_survives_a_killed_worker,
+    workflows_are_applied_listed_and_run_by_a_worker,
+};
 
 /// Worker processes on a 2-core machine: one test at a time.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -360,4 +363,5 @@ on_both_backends!(
     events_are_appended_read_conditioned_and_refused_from_the_cli,
     events_tail_prints_an_event_appended_after_it_started,
     workflows_are_applied_listed_and_run_by_a_worker,
+    a_declarative_workflow_survives_a_killed_worker,
 );

@@ -140,3 +140,61 @@ pub(crate) async fn workflows_are_applied_listed_and_run_by_a_worker(
     );
     worker.stop();
 }
+
+const SLOW: &str = r#"document: {dsl: '1.0.0', namespace: demo, name: slow, version: '1'}
+do:
+  - slow:
+      call: fanout_step
+      with: '${ [1, 1500] }'
+  - pause:
+      listen:
+        to:
+          one:
+            with:
+              type: go
+  - last:
+      call: fanout_step
+      with: '${ [2, 0] }'
+  - done:
+      set: '${ {second: .i} }'
+"#;
+
+/// A worker SIGKILLed while a declarative workflow's activity runs: a second worker takes
+/// the instance over once the lease expires, replays it from history and finishes it, each
+/// step recorded once.
+pub(crate) async fn a_declarative_workflow_survives_a_killed_worker(
+    args: Vec<String>,
+    store: Arc<dyn Store>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("slow.yaml");
+    std::fs::write(&path, SLOW).unwrap();
+    let out = run(&args, &["workflows", "apply", &path.display().to_string()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let fast = ["--lease-ms", "1000"];
+    let mut first = Worker::start(&args, "first", &fast);
+    let out = run(&args, &["instances", "start", "demo/slow", "--id", "s1"]);
+    assert!(out.status.success(), "{}", text(&out));
+    // Mid-activity: the step runs for 1.5 s.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    first.kill();
+    let mut second = Worker::start(&args, "second", &fast);
+    let out = run(
+        &args,
+        &["instances", "signal", "s1", "go", "--payload", "{}"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let out = run(&args, &["instances", "wait", "s1", "--timeout-secs", "30"]);
+    let said = text(&out);
+    assert!(
+        said.contains("s1: Completed") && said.contains(r#""second": 2"#),
+        "{said}"
+    );
+    let history = store.history_read("s1", None).await.unwrap();
+    let scheduled = history
+        .iter()
+        .filter(|r| matches!(r.event, ratchet::HistoryEvent::ActivityScheduled { .. }))
+        .count();
+    assert_eq!(scheduled, 2, "each call recorded once: {history:?}");
+    second.stop();
+}
