@@ -25,6 +25,7 @@ use sha2::Digest as _;
 
 pub use compile::Known;
 pub use diagnostic::{CompileError, CompileErrors};
+pub use run::CANCELLED;
 pub use stored::{apply, load, Applied, ApplyError, Loaded};
 
 /// A compiled definition, ready to register and run.

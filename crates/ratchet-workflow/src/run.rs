@@ -18,11 +18,18 @@ use crate::Workflow;
 /// The DSL's error types, as its specification names them.
 const ERRORS: &str = "https://serverlessworkflow.io/spec/1.0.0/errors";
 
+/// The type of the error a cancelled instance's pending step sees. A `catch` that names it
+/// runs its `do` (compensation) and the cancellation goes on outward, so nested `try`s undo
+/// their work in reverse order, as a saga does.
+pub const CANCELLED: &str = "urn:ratchet:errors:cancelled";
+
 /// Why a task did not complete.
 enum Fault {
     /// A workflow error (the DSL's problem-details object): `try` may catch it.
     Error(Value),
-    /// The engine's own (cancellation, continue-as-new, a bad payload): never caught.
+    /// The instance was cancelled: a `catch` of [`CANCELLED`] compensates, then it goes on.
+    Cancelled(OrchestrationError),
+    /// The engine's own (continue-as-new, a bad payload): never caught.
     Engine(OrchestrationError),
 }
 
@@ -65,6 +72,7 @@ impl From<OrchestrationError> for Fault {
                 "title": error.kind,
                 "detail": format!("sub-workflow {instance} failed: {}", error.message),
             })),
+            cancelled @ OrchestrationError::Cancelled { .. } => Fault::Cancelled(cancelled),
             other => Fault::Engine(other),
         }
     }
@@ -167,7 +175,7 @@ pub(crate) async fn run(
     }
     .await;
     outcome.map_err(|fault| match fault {
-        Fault::Engine(e) => e,
+        Fault::Engine(e) | Fault::Cancelled(e) => e,
         Fault::Error(error) => OrchestrationError::Application(info_of(&error)),
     })
 }
@@ -380,6 +388,9 @@ async fn try_catch(
         let error = match block(run, body, input.clone(), scope).await {
             Ok((output, ended)) => return Ok((output, if ended { Flow::End } else { task.then })),
             Err(Fault::Error(error)) => error,
+            Err(Fault::Cancelled(cancelled)) => {
+                return compensate(run, catch, cancelled, input, scope).await
+            }
             Err(engine) => return Err(engine),
         };
         let mut inner = scope.clone();
@@ -413,4 +424,42 @@ async fn try_catch(
             None => Ok((input, task.then)),
         };
     }
+}
+
+/// A cancellation reached a `try`: when its `catch` names [`CANCELLED`], its `do` runs (never
+/// retried), and the cancellation goes on outward either way.
+async fn compensate(
+    run: &Run,
+    catch: &Catch,
+    cancelled: OrchestrationError,
+    input: Value,
+    scope: &Scope,
+) -> Result<(Value, Flow), Fault> {
+    let reason = match &cancelled {
+        OrchestrationError::Cancelled { reason } => reason.clone(),
+        _ => String::new(),
+    };
+    let error = json!({
+        "type": CANCELLED,
+        "status": 499,
+        "title": "Cancelled",
+        "detail": reason,
+    });
+    let mut inner = scope.clone();
+    inner.insert(catch.var.clone(), error.clone());
+    let named = catch
+        .with
+        .iter()
+        .any(|(k, v)| k == "type" && v == CANCELLED)
+        && catch.with.iter().all(|(k, v)| error.get(k) == Some(v));
+    let when = match &catch.when {
+        Some(w) => truthy(&eval(w, &error, &inner)?),
+        None => true,
+    };
+    if named && when {
+        if let Some(handler) = &catch.body {
+            block(run, handler, input, &inner).await?;
+        }
+    }
+    Err(Fault::Cancelled(cancelled))
 }

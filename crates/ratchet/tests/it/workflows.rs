@@ -317,7 +317,82 @@ async fn a_workflow_resumes_in_a_new_runtime_on_the_version_it_started(store: Ar
     second.shutdown().await;
 }
 
+const SAGA: &str = r#"
+document: {dsl: '1.0.0', namespace: shop, name: saga, version: '1.0.0'}
+do:
+  - book:
+      try:
+        - reserve:
+            call: record
+            with: reserve
+        - pay:
+            try:
+              - charge:
+                  call: record
+                  with: charge
+              - shipped:
+                  listen:
+                    to:
+                      one:
+                        with:
+                          type: shipped
+            catch:
+              errors:
+                with:
+                  type: urn:ratchet:errors:cancelled
+              as: why
+              do:
+                - refund:
+                    call: record
+                    with: '${ "refund: " + $why.detail }'
+      catch:
+        errors:
+          with:
+            type: urn:ratchet:errors:cancelled
+        do:
+          - release:
+              call: record
+              with: release
+"#;
+
+async fn cancellation_runs_the_compensations_in_reverse_order(store: Arc<dyn Store>) {
+    let done = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let log = done.clone();
+    let record = move |_ctx: ActivityContext, what: String| {
+        let log = log.clone();
+        async move {
+            log.lock().unwrap().push(what);
+            Ok::<_, ActivityError>(())
+        }
+    };
+    let r = start(&store, |b| {
+        b.workflow(compiled(SAGA), 1).activity("record", record)
+    })
+    .await;
+    let c = r.client();
+    c.start_with("shop/saga", json!(null), StartOptions::id("trip"))
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    while done.lock().unwrap().len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "never charged");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Let the turn that waits for the signal commit.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    c.cancel("trip", "plans changed").await.unwrap();
+    let outcome = c.wait("trip", WAIT).await.unwrap();
+    assert_eq!(outcome.status, InstanceStatus::Cancelled);
+    assert_eq!(
+        *done.lock().unwrap(),
+        ["reserve", "charge", "refund: plans changed", "release"],
+        "the inner try compensates first"
+    );
+    r.shutdown().await;
+}
+
 crate::on_every_backend!(
+    cancellation_runs_the_compensations_in_reverse_order,
     each_step_kind_runs_with_its_expressions,
     a_signal_continues_and_its_absence_times_out,
     errors_are_caught_retried_and_raised,
