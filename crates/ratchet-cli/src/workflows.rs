@@ -40,6 +40,10 @@ pub(crate) enum WorkflowCommand {
         /// This `document.version`.
         #[arg(long)]
         version: Option<String>,
+        /// Print it as canonical YAML (what the decompiler writes, which compiles to the same
+        /// workflow) instead of as it was applied.
+        #[arg(long)]
+        canonical: bool,
     },
 }
 
@@ -192,7 +196,11 @@ pub(crate) async fn run(store: Arc<dyn Store>, cmd: WorkflowCommand) -> anyhow::
             }
             Ok(())
         }
-        WorkflowCommand::Show { name, version } => {
+        WorkflowCommand::Show {
+            name,
+            version,
+            canonical,
+        } => {
             let Some((namespace, short)) = name.split_once('/') else {
                 bail!("name a workflow as namespace/name, as `workflows list` shows it");
             };
@@ -207,8 +215,15 @@ pub(crate) async fn run(store: Arc<dyn Store>, cmd: WorkflowCommand) -> anyhow::
                     version.map(|v| format!(" version {v}")).unwrap_or_default()
                 );
             };
-            print!("{}", w.source);
-            if !w.source.ends_with('\n') {
+            let text = if canonical {
+                Workflow::compile(&w.source)
+                    .map_err(|e| anyhow::anyhow!("the stored definition no longer compiles: {e}"))?
+                    .decompile()
+            } else {
+                w.source
+            };
+            print!("{text}");
+            if !text.ends_with('\n') {
                 out!();
             }
             Ok(())

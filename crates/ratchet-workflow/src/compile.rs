@@ -1088,8 +1088,9 @@ fn run(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<Kin
     };
     let namespace = field("namespace");
     let name = field("name");
-    let _version = field("version");
-    let (namespace, name) = (namespace?, name?);
+    let version = field("version");
+    let (namespace, name, version) = (namespace?, name?, version?);
+    let target = (namespace.clone(), name.clone(), version);
     let declarative = crate::orchestration_name(&namespace, &name);
     let orchestration = match &cx.known.orchestrations {
         Some(known) if known.contains(&declarative) => declarative,
@@ -1112,6 +1113,7 @@ fn run(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<Kin
         None => Template::Expr(Expr::compile(".", scope).ok()?),
     };
     Some(Kind::Run {
+        target,
         orchestration,
         input,
     })

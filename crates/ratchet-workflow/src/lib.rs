@@ -11,6 +11,7 @@
 #![deny(missing_docs)]
 
 mod compile;
+mod decompile;
 mod diagnostic;
 mod expr;
 mod model;
@@ -29,6 +30,8 @@ pub use run::CANCELLED;
 pub use stored::{apply, load, Applied, ApplyError, Loaded};
 
 /// A compiled definition, ready to register and run.
+/// Two workflows are equal when they define the same thing, whatever their source's
+/// layout: the hash of the source is not compared.
 #[derive(Clone, Debug)]
 pub struct Workflow {
     namespace: String,
@@ -38,6 +41,26 @@ pub struct Workflow {
     input_from: Option<model::Template>,
     output_as: Option<model::Template>,
     body: model::Block,
+}
+
+impl PartialEq for Workflow {
+    fn eq(&self, other: &Self) -> bool {
+        (
+            &self.namespace,
+            &self.name,
+            &self.version,
+            &self.input_from,
+            &self.output_as,
+            &self.body,
+        ) == (
+            &other.namespace,
+            &other.name,
+            &other.version,
+            &other.input_from,
+            &other.output_as,
+            &other.body,
+        )
+    }
 }
 
 /// The orchestration name a declarative workflow runs under: `namespace/name`.

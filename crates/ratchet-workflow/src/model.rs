@@ -90,6 +90,9 @@ pub(crate) enum Kind {
     Try { body: Block, catch: Catch },
     /// Starts a sub-workflow (a declarative or Rust orchestration) and waits for its output.
     Run {
+        /// What the definition names: `run.workflow.namespace`, `name`, `version`.
+        target: (String, String, String),
+        /// The orchestration that runs it.
         orchestration: String,
         input: Template,
     },

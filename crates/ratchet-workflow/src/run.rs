@@ -352,6 +352,7 @@ async fn kind(run: &Run, task: &Task, input: Value, scope: &Scope) -> Result<(Va
         Kind::Run {
             orchestration,
             input: t,
+            ..
         } => {
             let arg = fill(t, &input, scope)?;
             ctx.sub_orchestration::<Value>(orchestration, arg).await?

@@ -113,6 +113,24 @@ pub(crate) async fn workflows_are_applied_listed_and_run_by_a_worker(
         &["workflows", "show", "demo/greet", "--version", "1.0.0"],
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), GREET);
+    let out = run(
+        &args,
+        &[
+            "workflows",
+            "show",
+            "demo/greet",
+            "--version",
+            "1.0.0",
+            "--canonical",
+        ],
+    );
+    let canonical = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(canonical.contains("call: \"fanout_step\""), "{canonical}");
+    assert_eq!(
+        ratchet::workflow::Workflow::compile(&canonical).unwrap(),
+        ratchet::workflow::Workflow::compile(GREET).unwrap(),
+        "the canonical form is the same workflow"
+    );
 
     // A worker loads the stored workflows; a start by name runs the newest version.
     let mut worker = Worker::start(&args, "w", &[]);

@@ -1,0 +1,363 @@
+//! The decompiler: a compiled workflow written back as canonical YAML. Every field is written
+//! the one way the compiler reads back to the same workflow: expressions as `"${ code }"`,
+//! strings double-quoted, durations in ISO 8601, defaults spelled out.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::expr::Expr;
+use crate::model::{Block, Catch, ErrorTemplate, Flow, Kind, Retry, Task, Template};
+use crate::Workflow;
+
+/// A YAML node to write.
+enum Y {
+    /// Written as is: a number, `true`, `null`, or a quoted string.
+    Scalar(String),
+    Map(Vec<(String, Y)>),
+    Seq(Vec<Y>),
+}
+
+fn text(s: &str) -> Y {
+    Y::Scalar(serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into()))
+}
+
+fn expr(e: &Expr) -> Y {
+    text(&format!("${{ {} }}", e.code))
+}
+
+fn value(v: &Value) -> Y {
+    match v {
+        Value::String(s) => text(s),
+        Value::Array(items) => Y::Seq(items.iter().map(value).collect()),
+        Value::Object(fields) => {
+            Y::Map(fields.iter().map(|(k, v)| (k.clone(), value(v))).collect())
+        }
+        other => Y::Scalar(other.to_string()),
+    }
+}
+
+fn template(t: &Template) -> Y {
+    match t {
+        Template::Literal(v) => value(v),
+        Template::Expr(e) => expr(e),
+        Template::Array(items) => Y::Seq(items.iter().map(template).collect()),
+        Template::Object(fields) => Y::Map(
+            fields
+                .iter()
+                .map(|(k, t)| (k.clone(), template(t)))
+                .collect(),
+        ),
+    }
+}
+
+/// A duration in ISO 8601, to the millisecond: `PT1H30M`, `PT0.25S`, `PT0S`.
+fn duration(d: Duration) -> Y {
+    let ms = d.as_millis();
+    let (h, m, s, milli) = (ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000);
+    let mut out = String::from("PT");
+    if h > 0 {
+        out.push_str(&format!("{h}H"));
+    }
+    if m > 0 {
+        out.push_str(&format!("{m}M"));
+    }
+    if s > 0 || milli > 0 || out == "PT" {
+        if milli > 0 {
+            out.push_str(&format!("{s}.{milli:03}S"));
+        } else {
+            out.push_str(&format!("{s}S"));
+        }
+    }
+    text(&out)
+}
+
+fn var(name: &str) -> Y {
+    text(name.trim_start_matches('$'))
+}
+
+fn flow(f: Flow, block: &Block) -> Option<Y> {
+    match f {
+        Flow::Continue => None,
+        Flow::Exit => Some(text("exit")),
+        Flow::End => Some(text("end")),
+        Flow::Goto(i) => block.tasks.get(i).map(|t| text(&t.name)),
+    }
+}
+
+fn block(b: &Block) -> Y {
+    Y::Seq(
+        b.tasks
+            .iter()
+            .map(|t| Y::Map(vec![(t.name.clone(), task(t, b))]))
+            .collect(),
+    )
+}
+
+fn task(t: &Task, within: &Block) -> Y {
+    let mut fields: Vec<(String, Y)> = Vec::new();
+    if let Some(e) = &t.when {
+        fields.push(("if".into(), expr(e)));
+    }
+    if let Some(tpl) = &t.input_from {
+        fields.push(("input".into(), Y::Map(vec![("from".into(), template(tpl))])));
+    }
+    fields.extend(kind(&t.kind, within));
+    if let Some(tpl) = &t.output_as {
+        fields.push(("output".into(), Y::Map(vec![("as".into(), template(tpl))])));
+    }
+    if let Some(tpl) = &t.export_as {
+        fields.push(("export".into(), Y::Map(vec![("as".into(), template(tpl))])));
+    }
+    if let Some(d) = t.timeout {
+        fields.push((
+            "timeout".into(),
+            Y::Map(vec![("after".into(), duration(d))]),
+        ));
+    }
+    if let Some(then) = flow(t.then, within) {
+        fields.push(("then".into(), then));
+    }
+    Y::Map(fields)
+}
+
+fn kind(k: &Kind, within: &Block) -> Vec<(String, Y)> {
+    match k {
+        Kind::Do(b) => vec![("do".into(), block(b))],
+        Kind::Set(t) => vec![("set".into(), template(t))],
+        Kind::Switch(cases) => vec![(
+            "switch".into(),
+            Y::Seq(
+                cases
+                    .iter()
+                    .map(|c| {
+                        let mut fields = Vec::new();
+                        if let Some(w) = &c.when {
+                            fields.push(("when".into(), expr(w)));
+                        }
+                        // A case goes to a task of the list its switch is in.
+                        let then = flow(c.then, within).unwrap_or_else(|| text("continue"));
+                        fields.push(("then".into(), then));
+                        Y::Map(vec![(c.name.clone(), Y::Map(fields))])
+                    })
+                    .collect(),
+            ),
+        )],
+        Kind::For {
+            each,
+            at,
+            list,
+            while_,
+            body,
+        } => {
+            let mut out = vec![(
+                "for".into(),
+                Y::Map(vec![
+                    ("each".into(), var(each)),
+                    ("in".into(), expr(list)),
+                    ("at".into(), var(at)),
+                ]),
+            )];
+            if let Some(w) = while_ {
+                out.push(("while".into(), expr(w)));
+            }
+            out.push(("do".into(), block(body)));
+            out
+        }
+        Kind::Fork { compete, branches } => vec![(
+            "fork".into(),
+            Y::Map(vec![
+                ("compete".into(), Y::Scalar(compete.to_string())),
+                ("branches".into(), block(branches)),
+            ]),
+        )],
+        Kind::Call { activity, with } => vec![
+            ("call".into(), text(activity)),
+            ("with".into(), template(with)),
+        ],
+        Kind::Wait(d) => vec![("wait".into(), duration(*d))],
+        Kind::Listen { signal } => vec![(
+            "listen".into(),
+            Y::Map(vec![(
+                "to".into(),
+                Y::Map(vec![(
+                    "one".into(),
+                    Y::Map(vec![(
+                        "with".into(),
+                        Y::Map(vec![("type".into(), text(signal))]),
+                    )]),
+                )]),
+            )]),
+        )],
+        Kind::Raise(e) => vec![("raise".into(), Y::Map(vec![("error".into(), error(e))]))],
+        Kind::Try { body, catch: c } => {
+            vec![("try".into(), block(body)), ("catch".into(), catch(c))]
+        }
+        Kind::Run {
+            target: (namespace, name, version),
+            input,
+            ..
+        } => vec![(
+            "run".into(),
+            Y::Map(vec![(
+                "workflow".into(),
+                Y::Map(vec![
+                    ("namespace".into(), text(namespace)),
+                    ("name".into(), text(name)),
+                    ("version".into(), text(version)),
+                    ("input".into(), template(input)),
+                ]),
+            )]),
+        )],
+    }
+}
+
+fn error(e: &ErrorTemplate) -> Y {
+    let mut fields = vec![
+        ("type".into(), template(&e.kind)),
+        ("status".into(), template(&e.status)),
+    ];
+    if let Some(t) = &e.title {
+        fields.push(("title".into(), template(t)));
+    }
+    if let Some(t) = &e.detail {
+        fields.push(("detail".into(), template(t)));
+    }
+    Y::Map(fields)
+}
+
+fn catch(c: &Catch) -> Y {
+    let mut fields = Vec::new();
+    if !c.with.is_empty() {
+        fields.push((
+            "errors".into(),
+            Y::Map(vec![(
+                "with".into(),
+                Y::Map(c.with.iter().map(|(k, v)| (k.clone(), value(v))).collect()),
+            )]),
+        ));
+    }
+    fields.push(("as".into(), var(&c.var)));
+    if let Some(w) = &c.when {
+        fields.push(("when".into(), expr(w)));
+    }
+    if let Some(w) = &c.except_when {
+        fields.push(("exceptWhen".into(), expr(w)));
+    }
+    if let Some(r) = &c.retry {
+        fields.push(("retry".into(), retry(r)));
+    }
+    if let Some(b) = &c.body {
+        fields.push(("do".into(), block(b)));
+    }
+    Y::Map(fields)
+}
+
+fn retry(r: &Retry) -> Y {
+    let backoff = if r.factor == 2 {
+        "exponential"
+    } else {
+        "constant"
+    };
+    Y::Map(vec![
+        ("delay".into(), duration(r.delay)),
+        (
+            "backoff".into(),
+            Y::Map(vec![(backoff.into(), Y::Map(Vec::new()))]),
+        ),
+        (
+            "limit".into(),
+            Y::Map(vec![(
+                "attempt".into(),
+                Y::Map(vec![("count".into(), Y::Scalar(r.attempts.to_string()))]),
+            )]),
+        ),
+    ])
+}
+
+/// A mapping key: plain when YAML reads it back as the same string, else quoted.
+fn key(k: &str) -> String {
+    let plain = !k.is_empty()
+        && k.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        && !matches!(
+            k.to_ascii_lowercase().as_str(),
+            "true" | "false" | "null" | "yes" | "no" | "on" | "off" | "y" | "n"
+        );
+    if plain {
+        k.to_string()
+    } else {
+        serde_json::to_string(k).unwrap_or_default()
+    }
+}
+
+fn write(out: &mut String, y: &Y, indent: usize) {
+    let pad = " ".repeat(indent);
+    match y {
+        Y::Scalar(s) => {
+            out.push_str(s);
+            out.push('\n');
+        }
+        Y::Map(fields) if fields.is_empty() => out.push_str("{}\n"),
+        Y::Seq(items) if items.is_empty() => out.push_str("[]\n"),
+        Y::Map(fields) => {
+            for (i, (k, v)) in fields.iter().enumerate() {
+                // The first field follows a `- ` or a key's line already.
+                if i > 0 || !out.ends_with("- ") {
+                    out.push_str(&pad);
+                }
+                out.push_str(&key(k));
+                out.push(':');
+                match v {
+                    Y::Scalar(_) => out.push(' '),
+                    Y::Map(f) if f.is_empty() => out.push(' '),
+                    Y::Seq(s) if s.is_empty() => out.push(' '),
+                    _ => out.push('\n'),
+                }
+                write(out, v, indent + 2);
+            }
+        }
+        Y::Seq(items) => {
+            for item in items {
+                out.push_str(&pad);
+                out.push_str("- ");
+                match item {
+                    Y::Map(f) if !f.is_empty() => write(out, item, indent + 2),
+                    Y::Seq(s) if !s.is_empty() => {
+                        out.push('\n');
+                        write(out, item, indent + 2);
+                    }
+                    _ => write(out, item, indent + 2),
+                }
+            }
+        }
+    }
+}
+
+impl Workflow {
+    /// The definition as canonical YAML: compiling it gives this same workflow back.
+    pub fn decompile(&self) -> String {
+        let mut top = vec![(
+            "document".to_string(),
+            Y::Map(vec![
+                ("dsl".into(), text("1.0.0")),
+                ("namespace".into(), text(&self.namespace)),
+                ("name".into(), text(&self.name)),
+                ("version".into(), text(&self.version)),
+            ]),
+        )];
+        if let Some(t) = &self.input_from {
+            top.push(("input".into(), Y::Map(vec![("from".into(), template(t))])));
+        }
+        top.push(("do".into(), block(&self.body)));
+        if let Some(t) = &self.output_as {
+            top.push(("output".into(), Y::Map(vec![("as".into(), template(t))])));
+        }
+        let mut out = String::new();
+        write(&mut out, &Y::Map(top), 0);
+        out
+    }
+}
