@@ -58,12 +58,12 @@ pub(crate) enum Written {
 /// The declarative fan-out: `activities` branches of `bench_sleep`, their outputs summed.
 fn yaml(activities: u32) -> String {
     let mut source = String::from(
-        "document: {dsl: '1.0.0', namespace: bench, name: fanout, version: '1'}\n\
+        "document: {dsl: '1.0.0', namespace: bench, name: fanout, version: '1.0.0'}\n\
          do:\n  - all:\n      fork:\n        branches:\n",
     );
     for i in 0..activities {
         source.push_str(&format!(
-            "          - b{i}:\n              call: bench_sleep\n              with: '${{ [{i}, .activity_ms] }}'\n"
+            "          - b{i}:\n              call: bench_sleep\n              with: {{i: {i}, ms: '${{ .activity_ms }}'}}\n"
         ));
     }
     source.push_str("  - sum:\n      set: '${ add // 0 }'\n");
@@ -104,7 +104,18 @@ async fn fan_out(ctx: OrchestrationContext, shape: Shape) -> Result<u64, Orchest
     Ok(all.iter().sum())
 }
 
-async fn sleep(_ctx: ActivityContext, (i, ms): (u64, u64)) -> Result<u64, ActivityError> {
+/// What `bench_sleep` takes: `(i, ms)` from Rust, or `{i, ms}` from the declarative fan-out.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SleepInput {
+    Tuple(u64, u64),
+    Named { i: u64, ms: u64 },
+}
+
+async fn sleep(_ctx: ActivityContext, input: SleepInput) -> Result<u64, ActivityError> {
+    let (i, ms) = match input {
+        SleepInput::Tuple(i, ms) | SleepInput::Named { i, ms } => (i, ms),
+    };
     if ms > 0 {
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }

@@ -109,6 +109,23 @@ pub(crate) struct Step {
     pub(crate) by: String,
 }
 
+/// What `fanout_step` takes: `(i, ms)` from Rust, or `{i, ms}`, the named arguments a
+/// declarative workflow's `call` gives.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum StepInput {
+    Tuple(u32, u64),
+    Named { i: u32, ms: u64 },
+}
+
+impl StepInput {
+    fn parts(self) -> (u32, u64) {
+        match self {
+            StepInput::Tuple(i, ms) | StepInput::Named { i, ms } => (i, ms),
+        }
+    }
+}
+
 async fn fanout(ctx: OrchestrationContext, input: FanOut) -> Result<Vec<Step>, OrchestrationError> {
     let steps =
         (0..input.activities).map(|i| ctx.activity::<Step>("fanout_step", (i, input.activity_ms)));
@@ -153,7 +170,8 @@ pub(crate) fn register(
         .orchestration("fanout", fanout)
         .activity(
             "fanout_step",
-            move |ctx: ActivityContext, (i, ms): (u32, u64)| {
+            move |ctx: ActivityContext, step: StepInput| {
+                let (i, ms) = step.parts();
                 let by = label.to_string();
                 tracing::info!(
                     instance = %ctx.instance_id(),

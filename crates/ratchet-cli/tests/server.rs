@@ -628,9 +628,9 @@ async fn every_route(store_args: &[String], store: &dyn ratchet::Store) {
 /// Definitions checked, applied per version, listed and read back; errors each at its line
 /// and column, nothing stored for a refused one.
 async fn workflows(server: &Server) {
-    let source = "document: {dsl: '1.0.0', namespace: demo, name: greet, version: '1'}\n\
-                  do:\n  - step:\n      call: fanout_step\n      with: '${ [1, 0] }'\n";
-    let broken = "document: {dsl: '1.0.0', namespace: demo, name: bad, version: '1'}\n\
+    let source = "document: {dsl: '1.0.0', namespace: demo, name: greet, version: '1.0.0'}\n\
+                  do:\n  - step:\n      call: fanout_step\n      with: {i: 1, ms: 0}\n";
+    let broken = "document: {dsl: '1.0.0', namespace: demo, name: bad, version: '1.0.0'}\n\
                   do:\n  - step:\n      call: nobody\n  - next:\n      set: ${ .a + }\n";
     let (status, p) = post(server, "/v1/workflows/validate", json!({"source": broken})).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{p}");
@@ -664,7 +664,7 @@ async fn workflows(server: &Server) {
         (status, again["created"].clone()),
         (StatusCode::OK, json!(false))
     );
-    let changed = source.replace("[1, 0]", "[2, 0]");
+    let changed = source.replace("i: 1", "i: 2");
     let (status, p) = post(server, "/v1/workflows", json!({"source": changed})).await;
     assert_eq!(status, StatusCode::CONFLICT, "{p}");
     let (status, p) = post(

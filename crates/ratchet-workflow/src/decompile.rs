@@ -171,10 +171,13 @@ fn kind(k: &Kind, within: &Block) -> Vec<(String, Y)> {
                 ("branches".into(), block(branches)),
             ]),
         )],
-        Kind::Call { activity, with } => vec![
-            ("call".into(), text(activity)),
-            ("with".into(), template(with)),
-        ],
+        Kind::Call { activity, with } => {
+            let mut out = vec![("call".into(), text(activity))];
+            if let Some(t) = with {
+                out.push(("with".into(), template(t)));
+            }
+            out
+        }
         Kind::Wait(d) => vec![("wait".into(), duration(*d))],
         Kind::Listen { signal } => vec![(
             "listen".into(),

@@ -16,6 +16,7 @@ mod diagnostic;
 mod expr;
 mod model;
 mod run;
+mod schema;
 mod stored;
 
 use std::sync::Arc;

@@ -77,8 +77,12 @@ pub(crate) enum Kind {
     },
     /// Runs branches in parallel: all (output: their outputs in order), or the first to finish.
     Fork { compete: bool, branches: Block },
-    /// Calls a Ratchet activity by name with an input.
-    Call { activity: String, with: Template },
+    /// Calls a Ratchet activity by name: its input is `with` (the DSL's named arguments, an
+    /// object), or the task's input without it.
+    Call {
+        activity: String,
+        with: Option<Template>,
+    },
     /// Sleeps on a durable timer.
     Wait(Duration),
     /// Waits for a signal (output: its payload); with the task's timeout, fails with a

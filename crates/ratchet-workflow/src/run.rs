@@ -322,7 +322,10 @@ async fn kind(run: &Run, task: &Task, input: Value, scope: &Scope) -> Result<(Va
             }
         }
         Kind::Call { activity, with } => {
-            let arg = fill(with, &input, scope)?;
+            let arg = match with {
+                Some(t) => fill(t, &input, scope)?,
+                None => input.clone(),
+            };
             let mut options = ActivityOptions::default();
             if let Some(t) = task.timeout {
                 options.start_to_close_ms = u64::try_from(t.as_millis()).unwrap_or(u64::MAX);

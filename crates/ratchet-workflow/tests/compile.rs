@@ -16,7 +16,7 @@ fn every_supported_kind_compiles() {
     assert_eq!(w.orchestration_name(), "shop/every-kind");
     assert_eq!(w.hash().len(), 64);
     // JSON is YAML: the same definition written as JSON compiles too.
-    let json = r#"{"document": {"dsl": "1.0.0", "namespace": "a", "name": "b", "version": "1"},
+    let json = r#"{"document": {"dsl": "1.0.0", "namespace": "a", "name": "b", "version": "1.0.0"},
                   "do": [{"one": {"set": {"x": "${ 1 + 1 }"}}}]}"#;
     Workflow::compile(json).unwrap();
 }
@@ -45,7 +45,7 @@ fn every_error_is_reported_at_once_with_its_position() {
   dsl: '1.0.0'
   namespace: shop
   name: broken
-  version: '1'
+  version: '1.0.0'
 do:
   - fetch:
       call: http
@@ -86,7 +86,7 @@ do:
 
 #[test]
 fn flow_errors_name_the_tasks() {
-    let source = r#"document: {dsl: '1.0.0', namespace: a, name: b, version: '1'}
+    let source = r#"document: {dsl: '1.0.0', namespace: a, name: b, version: '1.0.0'}
 do:
   - first:
       set: {}
@@ -112,15 +112,16 @@ do:
 #[test]
 fn a_document_is_required_with_every_field() {
     assert_errors(
-        &errors("document:\n  dsl: '1.0.0'\n  name: UPPER\n  version: '1'\ndo: []\n"),
+        &errors("document:\n  dsl: '1.0.0'\n  name: -bad\n  version: '1'\ndo: []\n"),
         &[
             (2, 3, "`document` has no `namespace`"),
-            (3, 9, "use lower-case letters"),
+            (3, 9, "does not have the form the DSL requires"),
+            (4, 12, "\"1\" is not a semantic version such as 1.0.0"),
             (5, 5, "has no task"),
         ],
     );
     assert_errors(
-        &errors("do:\n  - a:\n      set: {}\n"),
+        &errors("do:\n  - a:\n      set: {x: 1}\n"),
         &[(1, 1, "no `document`")],
     );
     let e = errors("document: [");
@@ -130,13 +131,13 @@ fn a_document_is_required_with_every_field() {
 
 #[test]
 fn unknown_names_are_refused_when_the_registry_is_known() {
-    let source = r#"document: {dsl: '1.0.0', namespace: a, name: b, version: '1'}
+    let source = r#"document: {dsl: '1.0.0', namespace: a, name: b, version: '1.0.0'}
 do:
   - pay:
       call: charge
   - next:
       run:
-        workflow: {namespace: a, name: nobody, version: '1'}
+        workflow: {namespace: a, name: nobody, version: '1.0.0'}
 "#;
     let known = Known {
         activities: Some(["pack".to_string()].into()),

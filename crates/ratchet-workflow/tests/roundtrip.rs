@@ -69,13 +69,16 @@ fn duration() -> impl Strategy<Value = Value> {
 fn tasks(depth: u32) -> BoxedStrategy<Vec<Value>> {
     let leaf = prop_oneof![
         arg().prop_map(|a| json!({"set": {"v": a}})),
-        arg().prop_map(|a| json!({"call": "act", "with": a})),
+        prop_oneof![
+            arg().prop_map(|a| json!({"call": "act", "with": {"a": a}})),
+            Just(json!({"call": "act"})),
+        ],
         duration().prop_map(|d| json!({"wait": d})),
         "[a-z]{1,6}".prop_map(|s| json!({"listen": {"to": {"one": {"with": {"type": s}}}}})),
-        (arg(), 100u32..600).prop_map(|(d, st)| json!({"if": "${ false }",
+        (expr(), 100u32..600).prop_map(|(d, st)| json!({"if": "${ false }",
             "raise": {"error": {"type": "https://e.x/x", "status": st, "detail": d}}})),
         (expr(), "[a-z]{1,5}").prop_map(|(e, n)| json!({"run": {"workflow":
-            {"namespace": "ns", "name": n, "version": "1", "input": e}}})),
+            {"namespace": "ns", "name": n, "version": "1.0.0", "input": {"v": e}}}})),
     ];
     let with_common = (
         leaf,
@@ -152,7 +155,7 @@ fn workflow() -> impl Strategy<Value = String> {
             );
         }
         json!({
-            "document": {"dsl": "1.0.0", "namespace": "gen", "name": "flow", "version": "0.1"},
+            "document": {"dsl": "1.0.0", "namespace": "gen", "name": "flow", "version": "0.1.0"},
             "input": {"from": "${ . }"},
             "do": list,
             "output": {"as": "${ . }"}

@@ -16,12 +16,14 @@ const GREET: &str = r#"document:
 do:
   - step:
       call: fanout_step
-      with: '${ [.n, 0] }'
+      with:
+        i: ${ .n }
+        ms: 0
   - done:
       set: '${ {step: .i, version: "1.0.0"} }'
 "#;
 
-const BROKEN: &str = r#"document: {dsl: '1.0.0', namespace: demo, name: broken, version: '1'}
+const BROKEN: &str = r#"document: {dsl: '1.0.0', namespace: demo, name: broken, version: '1.0.0'}
 do:
   - first:
       call: http
@@ -74,7 +76,7 @@ pub(crate) async fn workflows_are_applied_listed_and_run_by_a_worker(
         text(&out)
     );
     // The same version with other content is refused: instances keep what they started on.
-    let changed = write("changed.yaml", &GREET.replace("[.n, 0]", "[.n, 1]"));
+    let changed = write("changed.yaml", &GREET.replace("ms: 0", "ms: 1"));
     let out = apply(&changed);
     assert!(!out.status.success());
     assert!(
@@ -159,11 +161,11 @@ pub(crate) async fn workflows_are_applied_listed_and_run_by_a_worker(
     worker.stop();
 }
 
-const SLOW: &str = r#"document: {dsl: '1.0.0', namespace: demo, name: slow, version: '1'}
+const SLOW: &str = r#"document: {dsl: '1.0.0', namespace: demo, name: slow, version: '1.0.0'}
 do:
   - slow:
       call: fanout_step
-      with: '${ [1, 1500] }'
+      with: {i: 1, ms: 1500}
   - pause:
       listen:
         to:
@@ -172,7 +174,7 @@ do:
               type: go
   - last:
       call: fanout_step
-      with: '${ [2, 0] }'
+      with: {i: 2, ms: 0}
   - done:
       set: '${ {second: .i} }'
 "#;

@@ -16,7 +16,11 @@ fn compiled(source: &str) -> Workflow {
     Workflow::compile(source).unwrap_or_else(|e| panic!("{e}"))
 }
 
-async fn double(_ctx: ActivityContext, n: i64) -> Result<i64, ActivityError> {
+/// Doubles `n`: a `call`'s named arguments are the activity's input.
+async fn double(_ctx: ActivityContext, args: Value) -> Result<i64, ActivityError> {
+    let n = args["n"]
+        .as_i64()
+        .ok_or_else(|| ActivityError::non_retryable("InvalidInput", format!("no n in {args}")))?;
     Ok(n * 2)
 }
 
@@ -34,7 +38,8 @@ do:
       do:
         - one:
             call: double
-            with: ${ $n }
+            with:
+              n: ${ $n }
             output:
               as: '${ $input + {total: (($input.total // 0) + .)} }'
   - both:
@@ -42,10 +47,11 @@ do:
         branches:
           - small:
               call: double
-              with: 1
+              with: {n: 1}
           - big:
               call: double
-              with: ${ .total }
+              with:
+                n: ${ .total }
       export:
         as: '${ {branches: .} }'
   - route:
@@ -101,7 +107,8 @@ document: {dsl: '1.0.0', namespace: shop, name: approval, version: '1.0.0'}
 do:
   - ask:
       call: double
-      with: ${ .amount }
+      with:
+        n: ${ .amount }
       output:
         as: '${ {doubled: .} }'
       export:
@@ -245,7 +252,6 @@ document: {dsl: '1.0.0', namespace: shop, name: steps, version: 'VERSION'}
 do:
   - first:
       call: count
-      with: ${ . }
   - pause:
       listen:
         to:
@@ -267,7 +273,7 @@ async fn a_workflow_resumes_in_a_new_runtime_on_the_version_it_started(store: Ar
             }
         }
     };
-    let v1 = TWO_STEPS.replace("VERSION", "1");
+    let v1 = TWO_STEPS.replace("VERSION", "1.0.0");
     let first = start(&store, |b| {
         b.workflow(compiled(&v1), 1)
             .activity("count", count(calls.clone()))
@@ -291,7 +297,7 @@ async fn a_workflow_resumes_in_a_new_runtime_on_the_version_it_started(store: Ar
     first.shutdown().await;
 
     // A new runtime knows both versions, with a new cache: the old instance replays on 1.
-    let v2 = TWO_STEPS.replace("VERSION", "2");
+    let v2 = TWO_STEPS.replace("VERSION", "2.0.0");
     let second = start(&store, |b| {
         b.workflow(compiled(&v1), 1)
             .workflow(compiled(&v2), 2)
@@ -307,8 +313,8 @@ async fn a_workflow_resumes_in_a_new_runtime_on_the_version_it_started(store: Ar
     c.signal("new", "go", "b").await.unwrap();
     let old: Value = c.wait("old", WAIT).await.unwrap().into_result().unwrap();
     let new: Value = new.wait(WAIT).await.unwrap().into_result().unwrap();
-    assert_eq!(old, json!({"version": "1", "go": "a"}));
-    assert_eq!(new, json!({"version": "2", "go": "b"}));
+    assert_eq!(old, json!({"version": "1.0.0", "go": "a"}));
+    assert_eq!(new, json!({"version": "2.0.0", "go": "b"}));
     assert_eq!(
         calls.load(Ordering::SeqCst),
         2,
@@ -324,12 +330,12 @@ do:
       try:
         - reserve:
             call: record
-            with: reserve
+            with: {what: reserve}
         - pay:
             try:
               - charge:
                   call: record
-                  with: charge
+                  with: {what: charge}
               - shipped:
                   listen:
                     to:
@@ -344,7 +350,8 @@ do:
               do:
                 - refund:
                     call: record
-                    with: '${ "refund: " + $why.detail }'
+                    with:
+                      what: '${ "refund: " + $why.detail }'
       catch:
         errors:
           with:
@@ -352,16 +359,18 @@ do:
         do:
           - release:
               call: record
-              with: release
+              with: {what: release}
 "#;
 
 async fn cancellation_runs_the_compensations_in_reverse_order(store: Arc<dyn Store>) {
     let done = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let log = done.clone();
-    let record = move |_ctx: ActivityContext, what: String| {
+    let record = move |_ctx: ActivityContext, args: Value| {
         let log = log.clone();
         async move {
-            log.lock().unwrap().push(what);
+            log.lock()
+                .unwrap()
+                .push(args["what"].as_str().unwrap_or("?").to_string());
             Ok::<_, ActivityError>(())
         }
     };
