@@ -563,8 +563,8 @@ fn task(cx: &mut Cx<'_>, name: &str, def: &Node, scope: &[String]) -> Option<Tas
         .keys()
         .filter(|k| KINDS.contains(&k.as_str()) && !(is_for && k.as_str() == "do"))
         .collect();
-    let (kind_key, kind_span) = match kinds.as_slice() {
-        [one] => (one.as_str().to_string(), *one.span()),
+    let kind_key = match kinds.as_slice() {
+        [one] => one.as_str().to_string(),
         [] => {
             cx.error(
                 place(map),
@@ -638,15 +638,7 @@ fn task(cx: &mut Cx<'_>, name: &str, def: &Node, scope: &[String]) -> Option<Tas
         "raise" => raise(cx, &what, node, scope)?,
         "try" => try_catch(cx, &what, node, map.get_node("catch"), scope)?,
         "run" => run(cx, &what, node, scope)?,
-        "emit" => {
-            cx.error(
-                &kind_span,
-                format!(
-                    "{what}: `emit` (append to the event store) is not supported by Ratchet yet"
-                ),
-            );
-            return None;
-        }
+        "emit" => emit(cx, &what, node, scope)?,
         _ => return None,
     };
     Some((
@@ -1116,4 +1108,31 @@ fn run(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<Kin
         orchestration,
         input,
     })
+}
+
+fn emit(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<Kind> {
+    let m = cx.mapping(node, &format!("{what}: `emit`"))?;
+    cx.only(m, &["event"], &format!("{what}: `emit`"));
+    let event = m
+        .get_node("event")
+        .and_then(|n| cx.mapping(n, &format!("{what}: emit.event")));
+    let Some(event) = event else {
+        cx.error(place(m), format!("{what}: `emit` has no `event`"));
+        return None;
+    };
+    cx.only(event, &["with"], &format!("{what}: emit.event"));
+    let Some(with) = event.get_node("with") else {
+        cx.error(place(event), format!("{what}: emit.event has no `with`"));
+        return None;
+    };
+    if let Some(w) = with.as_mapping() {
+        if w.get_node("type").is_none() {
+            cx.error(place(w), format!("{what}: emit.event.with has no `type`"));
+        }
+    }
+    Some(Kind::Emit(cx.template(
+        with,
+        scope,
+        &format!("{what}: emit.event.with"),
+    )))
 }

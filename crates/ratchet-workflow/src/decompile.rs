@@ -192,6 +192,13 @@ fn kind(k: &Kind, within: &Block) -> Vec<(String, Y)> {
                 )]),
             )]),
         )],
+        Kind::Emit(t) => vec![(
+            "emit".into(),
+            Y::Map(vec![(
+                "event".into(),
+                Y::Map(vec![("with".into(), template(t))]),
+            )]),
+        )],
         Kind::Raise(e) => vec![("raise".into(), Y::Map(vec![("error".into(), error(e))]))],
         Kind::Try { body, catch: c } => {
             vec![("try".into(), block(body)), ("catch".into(), catch(c))]

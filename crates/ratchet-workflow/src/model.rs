@@ -88,6 +88,9 @@ pub(crate) enum Kind {
     /// Waits for a signal (output: its payload); with the task's timeout, fails with a
     /// timeout error when none arrives.
     Listen { signal: String },
+    /// Appends an event to the event store (`emit.event.with`: `type`, `source`, `data`, and
+    /// `tags` for its consistency boundary; the other attributes become its metadata).
+    Emit(Template),
     /// Fails with an error.
     Raise(ErrorTemplate),
     /// Runs `body`; a matching error runs `catch` instead, after retries.

@@ -350,6 +350,12 @@ async fn kind(run: &Run, task: &Task, input: Value, scope: &Scope) -> Result<(Va
             },
             None => ctx.signal::<Value>(signal).await?,
         },
+        Kind::Emit(t) => {
+            let event = event_of(fill(t, &input, scope)?)
+                .map_err(|m| Fault::expression(format!("task `{}`: {m}", task.name)))?;
+            ratchet_runtime::append_events(ctx, vec![event], None).await?;
+            input
+        }
         Kind::Raise(error) => return Err(Fault::Error(raised(error, &input, scope)?)),
         Kind::Try { body, catch } => return try_catch(run, task, body, catch, input, scope).await,
         Kind::Run {
@@ -466,4 +472,39 @@ async fn compensate(
         }
     }
     Err(Fault::Cancelled(cancelled))
+}
+
+/// A DSL event (`type`, `source`, `data`, ...) as an event of the store: `type` is its type,
+/// `data` its payload, `tags` (a list of `key:value` strings) its consistency boundary, and
+/// every other attribute its metadata.
+fn event_of(with: Value) -> Result<ratchet_store::NewEvent, String> {
+    let Value::Object(mut attributes) = with else {
+        return Err(format!("emit.event.with gave {with}, not an object"));
+    };
+    let kind = match attributes.remove("type") {
+        Some(Value::String(t)) if !t.is_empty() => t,
+        other => {
+            return Err(format!(
+                "an event's type must be a non-empty string, not {other:?}"
+            ))
+        }
+    };
+    let payload = attributes.remove("data").unwrap_or(Value::Null);
+    let tags = match attributes.remove("tags") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .into_iter()
+            .map(|t| match t {
+                Value::String(s) => Ok(s),
+                other => Err(format!("an event's tags are strings, not {other}")),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(other) => return Err(format!("an event's tags are a list, not {other}")),
+    };
+    Ok(ratchet_store::NewEvent {
+        kind,
+        tags,
+        payload,
+        metadata: Value::Object(attributes),
+    })
 }

@@ -74,7 +74,7 @@ do:
             (14, 13, "`then: nowhere` names no task"),
             (15, 5, "two tasks named `compute`"),
             (17, 7, "unknown field `colour`"),
-            (19, 7, "`emit`"),
+            (20, 16, "emit.event has no `with`"),
             (23, 12, "undefined filter `now`"),
         ],
     );

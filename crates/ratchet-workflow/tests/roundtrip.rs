@@ -75,6 +75,8 @@ fn tasks(depth: u32) -> BoxedStrategy<Vec<Value>> {
         ],
         duration().prop_map(|d| json!({"wait": d})),
         "[a-z]{1,6}".prop_map(|s| json!({"listen": {"to": {"one": {"with": {"type": s}}}}})),
+        (arg(), "[a-z]{1,6}").prop_map(|(d, s)| json!({"emit": {"event": {"with":
+            {"type": s, "source": "https://x.example", "tags": [format!("k:{s}")], "data": d}}}})),
         (expr(), 100u32..600).prop_map(|(d, st)| json!({"if": "${ false }",
             "raise": {"error": {"type": "https://e.x/x", "status": st, "detail": d}}})),
         (expr(), "[a-z]{1,5}").prop_map(|(e, n)| json!({"run": {"workflow":

@@ -400,7 +400,50 @@ async fn cancellation_runs_the_compensations_in_reverse_order(store: Arc<dyn Sto
     r.shutdown().await;
 }
 
+const EMITS: &str = r#"
+document: {dsl: '1.0.0', namespace: shop, name: emits, version: '1.0.0'}
+do:
+  - placed:
+      emit:
+        event:
+          with:
+            type: OrderPlaced
+            source: https://shop.example
+            tags: ['${ "order:" + .id }']
+            data:
+              total: ${ .total }
+"#;
+
+async fn emit_appends_to_the_event_store_once(store: Arc<dyn Store>) {
+    let r = start(&store, |b| b.workflow(compiled(EMITS), 1)).await;
+    let c = r.client();
+    let h = c
+        .start_with(
+            "shop/emits",
+            json!({"id": "o7", "total": 12}),
+            StartOptions::id("e1"),
+        )
+        .await
+        .unwrap();
+    let out: Value = h.wait(WAIT).await.unwrap().into_result().unwrap();
+    assert_eq!(
+        out,
+        json!({"id": "o7", "total": 12}),
+        "emit passes its input on"
+    );
+    let query =
+        ratchet::EventQuery::item(ratchet::QueryItem::new(Vec::<String>::new(), ["order:o7"]));
+    let page = c.events().read(query, None, 10).await.unwrap();
+    assert_eq!(page.events.len(), 1, "{page:?}");
+    let event = &page.events[0];
+    assert_eq!(event.kind, "OrderPlaced");
+    assert_eq!(event.payload, json!({"total": 12}));
+    assert_eq!(event.metadata["source"], "https://shop.example");
+    r.shutdown().await;
+}
+
 crate::on_every_backend!(
+    emit_appends_to_the_event_store_once,
     cancellation_runs_the_compensations_in_reverse_order,
     each_step_kind_runs_with_its_expressions,
     a_signal_continues_and_its_absence_times_out,
