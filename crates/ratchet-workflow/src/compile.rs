@@ -541,6 +541,8 @@ fn placeholder(name: &str) -> Task {
         output_as: None,
         export_as: None,
         timeout: None,
+        status: None,
+        continue_as_new: None,
         then: Flow::Continue,
         kind: Kind::Set(Template::Literal(Value::Null)),
     }
@@ -620,6 +622,26 @@ fn task(cx: &mut Cx<'_>, name: &str, def: &Node, scope: &[String]) -> Option<Tas
         m.get_node("after")
             .and_then(|a| cx.duration(a, &format!("{what}: timeout.after")))
     });
+    let (status, continue_as_new) = map
+        .get_node("metadata")
+        .and_then(|n| cx.mapping(n, &format!("{what}: `metadata`")))
+        .and_then(|m| m.get_node("ratchet"))
+        .and_then(|n| cx.mapping(n, &format!("{what}: metadata.ratchet")))
+        .map(|r| {
+            cx.only(
+                r,
+                &["status", "continueAsNew"],
+                &format!("{what}: metadata.ratchet"),
+            );
+            let status = r
+                .get_node("status")
+                .map(|n| cx.template(n, scope, &format!("{what}: metadata.ratchet.status")));
+            let next = r
+                .get_node("continueAsNew")
+                .map(|n| cx.template(n, scope, &format!("{what}: metadata.ratchet.continueAsNew")));
+            (status, next)
+        })
+        .unwrap_or_default();
     let then = map.get_node("then").and_then(|n| {
         cx.text(n, &format!("{what}: `then`"))
             .map(|t| (t.to_string(), *n.span()))
@@ -649,6 +671,8 @@ fn task(cx: &mut Cx<'_>, name: &str, def: &Node, scope: &[String]) -> Option<Tas
             output_as,
             export_as,
             timeout,
+            status,
+            continue_as_new,
             then: Flow::Continue,
             kind,
         },

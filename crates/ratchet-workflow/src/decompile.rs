@@ -115,6 +115,19 @@ fn task(t: &Task, within: &Block) -> Y {
             Y::Map(vec![("after".into(), duration(d))]),
         ));
     }
+    let mut ratchet = Vec::new();
+    if let Some(tpl) = &t.status {
+        ratchet.push(("status".to_string(), template(tpl)));
+    }
+    if let Some(tpl) = &t.continue_as_new {
+        ratchet.push(("continueAsNew".to_string(), template(tpl)));
+    }
+    if !ratchet.is_empty() {
+        fields.push((
+            "metadata".into(),
+            Y::Map(vec![("ratchet".into(), Y::Map(ratchet))]),
+        ));
+    }
     if let Some(then) = flow(t.then, within) {
         fields.push(("then".into(), then));
     }

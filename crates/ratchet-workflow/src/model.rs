@@ -54,6 +54,11 @@ pub(crate) struct Task {
     pub(crate) export_as: Option<Template>,
     /// The task's time limit (`timeout.after`): an activity's start-to-close, a listen's wait.
     pub(crate) timeout: Option<Duration>,
+    /// Ratchet's extensions, in `metadata.ratchet`: the instance's custom status after the
+    /// task (`status`), and the input of a new execution the workflow continues as after it
+    /// (`continueAsNew`).
+    pub(crate) status: Option<Template>,
+    pub(crate) continue_as_new: Option<Template>,
     pub(crate) then: Flow,
     pub(crate) kind: Kind,
 }

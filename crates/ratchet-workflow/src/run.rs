@@ -241,6 +241,16 @@ fn task<'a>(
             let context = fill(t, &output, &scope)?;
             run.set_context(context);
         }
+        if let Some(t) = &task.status {
+            run.ctx.set_custom_status(fill(t, &output, &scope)?);
+        }
+        if let Some(t) = &task.continue_as_new {
+            let next = fill(t, &output, &scope)?;
+            return match run.ctx.continue_as_new::<()>(next) {
+                Err(e) => Err(Fault::Engine(e)),
+                Ok(()) => Ok((output, flow)),
+            };
+        }
         Ok((output, flow))
     }
     .boxed()

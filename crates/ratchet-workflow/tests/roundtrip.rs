@@ -87,8 +87,12 @@ fn tasks(depth: u32) -> BoxedStrategy<Vec<Value>> {
         prop::option::of(expr()),
         prop::option::of(expr()),
         prop::option::of(duration()),
+        prop::option::of(expr()),
     )
-        .prop_map(|(mut t, when, out, timeout)| {
+        .prop_map(|(mut t, when, out, timeout, status)| {
+            if let Some(s) = status {
+                t["metadata"] = json!({"ratchet": {"status": s, "continueAsNew": {"n": s}}});
+            }
             if let Some(w) = when {
                 t["if"] = json!(w);
             }

@@ -442,7 +442,44 @@ async fn emit_appends_to_the_event_store_once(store: Arc<dyn Store>) {
     r.shutdown().await;
 }
 
+const COUNTER: &str = r#"
+document: {dsl: '1.0.0', namespace: shop, name: counter, version: '1.0.0'}
+do:
+  - step:
+      set:
+        n: ${ .n + 1 }
+      metadata:
+        ratchet:
+          status: '${ "at " + (.n | tostring) }'
+  - again:
+      if: ${ .n < 3 }
+      set:
+        n: ${ .n }
+      metadata:
+        ratchet:
+          continueAsNew: ${ . }
+"#;
+
+async fn a_workflow_continues_as_new_and_sets_its_status(store: Arc<dyn Store>) {
+    let r = start(&store, |b| b.workflow(compiled(COUNTER), 1)).await;
+    let c = r.client();
+    let h = c
+        .start_with("shop/counter", json!({"n": 0}), StartOptions::id("n1"))
+        .await
+        .unwrap();
+    let out: Value = h.wait(WAIT).await.unwrap().into_result().unwrap();
+    assert_eq!(out, json!({"n": 3}));
+    let record = c.status("n1").await.unwrap();
+    assert_eq!(
+        record.execution, 2,
+        "two continues-as-new: executions 0, 1 and 2"
+    );
+    assert_eq!(record.custom_status, Some(json!("at 3")));
+    r.shutdown().await;
+}
+
 crate::on_every_backend!(
+    a_workflow_continues_as_new_and_sets_its_status,
     emit_appends_to_the_event_store_once,
     cancellation_runs_the_compensations_in_reverse_order,
     each_step_kind_runs_with_its_expressions,
