@@ -6,7 +6,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use ratchet_core::{ActivityError, ErrorInfo};
-use ratchet_store::{ClaimedTask, TaskCompletion, TaskResult};
+use ratchet_store::{ClaimedTask, LeaseRelease, TaskCompletion, TaskResult};
 use serde_json::Value;
 use tokio::sync::watch;
 use tracing::Instrument as _;
@@ -26,11 +26,17 @@ pub(crate) fn spawn(shared: Arc<Shared>, task: ClaimedTask) {
             tracing::warn!(queue = %task.queue, "claimed a task of a queue this process does not work");
             return;
         };
+        // Shutting down wins over a free slot: no attempt starts once it began.
         let permit = tokio::select! {
-            permit = slots.acquire_owned() => permit.ok(),
+            biased;
             _ = shared.lifecycle.closed() => None,
+            permit = slots.acquire_owned() => permit.ok(),
         };
-        if permit.is_none() || !shared.capacity.running.start(task.id) {
+        if permit.is_none() {
+            give_back(&shared, &task).await;
+            return;
+        }
+        if !shared.capacity.running.start(task.id) {
             return;
         }
         let started = std::time::Instant::now();
@@ -55,6 +61,23 @@ pub(crate) fn spawn(shared: Arc<Shared>, task: ClaimedTask) {
                 .complete(TaskCompletion::of(&task, result), instance);
         }
     });
+}
+
+/// Returns an attempt that never started to the queue at once. The shutdown gives back the
+/// prefetch buffer it finds, but a claim that was landing as it began hands its tasks over
+/// just after: without this, they came back only when the shutdown grace ran out.
+async fn give_back(shared: &Shared, task: &ClaimedTask) {
+    if !shared.capacity.running.release(task.id) {
+        return;
+    }
+    let release = LeaseRelease {
+        tasks: vec![(task.id, task.fence)],
+        instances: Vec::new(),
+        now: shared.now(),
+    };
+    if let Err(e) = shared.store.lease_release(release).await {
+        tracing::debug!(error = %e, "could not give an unstarted task back; its lease expires on its own");
+    }
 }
 
 /// The attempt's span, in the trace its metadata names (set by the turn that scheduled an
