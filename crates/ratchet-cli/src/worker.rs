@@ -189,28 +189,42 @@ pub(crate) fn register(
         )
 }
 
-/// Registers every declarative workflow stored in the database, each revision as that
-/// version of its orchestration; one that no longer compiles here is skipped with a warning.
-async fn with_stored_workflows(
-    mut builder: ratchet::Builder,
-    store: &dyn Store,
-) -> anyhow::Result<ratchet::Builder> {
-    let known = ratchet::workflow::Known::from_names(&builder.names());
-    let loaded = ratchet::workflow::load(store, &known)
+/// How often a worker looks for workflow definitions applied since it started.
+const WORKFLOWS_EVERY: Duration = Duration::from_secs(2);
+
+/// Registers the stored workflows this runtime does not run yet, each revision as that
+/// version of its orchestration; one that does not compile here is skipped with a warning.
+async fn register_stored_workflows(store: &dyn Store, ratchet: &Ratchet) -> anyhow::Result<()> {
+    let Some(registry) = ratchet.client().registry() else {
+        return Ok(());
+    };
+    let (added, broken) = ratchet::workflow::register_stored(store, registry)
         .await
         .context("loading the stored workflows")?;
-    for l in loaded {
-        match l {
-            ratchet::workflow::Loaded::Ready(w, revision) => {
-                builder = builder.workflow(*w, revision)
-            }
-            ratchet::workflow::Loaded::Broken(record, errors) => {
-                tracing::warn!(workflow = %ratchet::workflow::orchestration_name(&record.namespace, &record.name),
-                    version = %record.version, %errors, "a stored workflow does not compile here; not running it");
+    for (name, revision) in added {
+        tracing::info!(workflow = %name, revision, "running a stored workflow");
+    }
+    for (record, errors) in broken {
+        tracing::warn!(workflow = %ratchet::workflow::orchestration_name(&record.namespace, &record.name),
+            version = %record.version, %errors, "a stored workflow does not compile here; not running it");
+    }
+    Ok(())
+}
+
+/// Looks for newly applied workflows every [`WORKFLOWS_EVERY`] until the runtime stops.
+fn watch_stored_workflows(store: Arc<dyn Store>, ratchet: &Ratchet) {
+    let client = ratchet.client().clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(WORKFLOWS_EVERY).await;
+            let Some(registry) = client.registry() else {
+                return;
+            };
+            if let Err(e) = ratchet::workflow::register_stored(store.as_ref(), registry).await {
+                tracing::debug!(error = %e, "could not look for new workflows");
             }
         }
-    }
-    Ok(builder)
+    });
 }
 
 /// A started runtime of the sample orchestrations and task.
@@ -255,8 +269,9 @@ pub(crate) async fn start(store: Arc<dyn Store>, args: WorkerArgs) -> anyhow::Re
     for (name, concurrency) in &queues {
         builder = builder.queue(name, *concurrency);
     }
-    builder = with_stored_workflows(builder, store.as_ref()).await?;
     let ratchet = builder.start().await.context("starting the runtime")?;
+    register_stored_workflows(store.as_ref(), &ratchet).await?;
+    watch_stored_workflows(store.clone(), &ratchet);
     let serves = queues
         .iter()
         .map(|(name, n)| format!("{name} ({n} at once)"))

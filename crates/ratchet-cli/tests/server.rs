@@ -659,6 +659,17 @@ async fn workflows(server: &Server) {
     let (status, applied) = post(server, "/v1/workflows", json!({"source": source})).await;
     assert_eq!(status, StatusCode::CREATED, "{applied}");
     assert_eq!(applied["revision"], 1);
+    // The server's own worker runs it at once.
+    let (status, started) = post(
+        server,
+        "/v1/instances",
+        json!({"name": "demo/greet", "id": "wf1", "input": {}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{started}");
+    let (_, done) = get(server, "/v1/instances/wf1/wait?timeout_ms=20000").await;
+    assert_eq!(done["status"], "Completed", "{done}");
+    assert_eq!(done["output"]["i"], 1, "{done}");
     let (status, again) = post(server, "/v1/workflows", json!({"source": source})).await;
     assert_eq!(
         (status, again["created"].clone()),

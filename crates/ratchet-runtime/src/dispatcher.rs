@@ -16,7 +16,8 @@ const MAX_COOLDOWN: Duration = Duration::from_millis(8);
 use crate::worker;
 
 pub(crate) async fn run(shared: Arc<Shared>) {
-    let orchestrations = shared.registry.registered_orchestrations();
+    let mut seen_changes = shared.registry.orchestration_changes();
+    let mut orchestrations = shared.registry.registered_orchestrations();
     let activities = shared.registry.activity_names();
     // Activity and task names: one claim takes from the activity queue and each task queue.
     let names: Vec<String> = activities
@@ -36,6 +37,12 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     loop {
         if shared.lifecycle.is_closing() {
             return;
+        }
+        // Orchestrations added while running (a workflow applied later) are claimed too.
+        let changes = shared.registry.orchestration_changes();
+        if changes != seen_changes {
+            seen_changes = changes;
+            orchestrations = shared.registry.registered_orchestrations();
         }
         let now = shared.now();
         let lease = Lease {

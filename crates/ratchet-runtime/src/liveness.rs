@@ -11,11 +11,18 @@ use ratchet_store::{WorkerAbout, WorkerAlive};
 use crate::runtime::Shared;
 
 pub(crate) async fn run(shared: Arc<Shared>) {
-    let about = about(&shared);
+    let mut seen_changes = shared.registry.orchestration_changes();
+    let mut about = about(&shared);
     let mut tick = tokio::time::interval(shared.config.heartbeat);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
+        // Orchestrations added while running (a workflow applied later) are said too.
+        let changes = shared.registry.orchestration_changes();
+        if changes != seen_changes {
+            seen_changes = changes;
+            about = self::about(&shared);
+        }
         let now = shared.now();
         let until = now.plus(shared.config.lease);
         let alive = WorkerAlive {
@@ -32,7 +39,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     }
 }
 
-/// What this process says of itself: it does not change while it runs.
+/// What this process says of itself: it changes only when orchestrations are added.
 fn about(shared: &Shared) -> WorkerAbout {
     let names = shared.registry.names();
     WorkerAbout {

@@ -1,6 +1,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
@@ -50,11 +51,42 @@ pub struct RegisteredNames {
 }
 
 /// The orchestrations, activities and tasks a process can run, by name.
+///
+/// Orchestrations may also be added while the runtime runs
+/// ([`Registry::add_orchestration_version`]): the clones of a registry share them, so the
+/// runtime's and its client's see every one added (a declarative workflow applied later).
 #[derive(Clone, Default)]
 pub struct Registry {
-    orchestrations: HashMap<String, BTreeMap<u32, OrchestrationEntry>>,
+    orchestrations: Arc<Orchestrations>,
     activities: HashMap<String, BoxedActivity>,
     tasks: HashMap<String, TaskEntry>,
+}
+
+/// Orchestrations by name and version, and how many times they changed.
+#[derive(Default)]
+struct Orchestrations {
+    by_name: RwLock<HashMap<String, BTreeMap<u32, OrchestrationEntry>>>,
+    changes: AtomicU64,
+}
+
+type ByName = HashMap<String, BTreeMap<u32, OrchestrationEntry>>;
+
+impl Orchestrations {
+    fn read(&self) -> RwLockReadGuard<'_, ByName> {
+        self.by_name.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, ByName> {
+        self.by_name.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn insert(&self, name: &str, version: u32, entry: OrchestrationEntry) {
+        self.write()
+            .entry(name.to_string())
+            .or_default()
+            .insert(version, entry);
+        self.changes.fetch_add(1, Ordering::Release);
+    }
 }
 
 /// Decodes a handler's input and encodes its output, as non-retryable errors when they fail.
@@ -109,15 +141,30 @@ impl Registry {
         F: Fn(OrchestrationContext, I) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<O, OrchestrationError>> + Send + 'static,
     {
+        self.add_orchestration_version(name, version, f);
+        self
+    }
+
+    /// Adds one version of an orchestration to a registry in use: the runtime claims its
+    /// instances from its next poll. Every clone of this registry sees it.
+    pub fn add_orchestration_version<I, O, F, Fut>(&self, name: &str, version: u32, f: F)
+    where
+        I: DeserializeOwned + Send + 'static,
+        O: Serialize + Send + 'static,
+        F: Fn(OrchestrationContext, I) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, OrchestrationError>> + Send + 'static,
+    {
         let entry = OrchestrationEntry {
             run: boxed_orchestration(f),
             check: input_check::<I>(),
         };
-        self.orchestrations
-            .entry(name.to_string())
-            .or_default()
-            .insert(version, entry);
-        self
+        self.orchestrations.insert(name, version, entry);
+    }
+
+    /// How many times orchestrations were added: what a poll compares to know its list of
+    /// names is stale.
+    pub(crate) fn orchestration_changes(&self) -> u64 {
+        self.orchestrations.changes.load(Ordering::Acquire)
     }
 
     /// Registers an activity written as `async fn(ActivityContext, In) -> Result<Out, ActivityError>`.
@@ -166,6 +213,7 @@ impl Registry {
     pub fn names(&self) -> RegisteredNames {
         let mut orchestrations: Vec<(String, Vec<u32>)> = self
             .orchestrations
+            .read()
             .iter()
             .map(|(name, v)| (name.clone(), v.keys().copied().collect()))
             .collect();
@@ -196,7 +244,7 @@ impl Registry {
 
     /// True when an orchestration of this name is registered.
     pub fn has_orchestration(&self, name: &str) -> bool {
-        self.orchestrations.contains_key(name)
+        self.orchestrations.read().contains_key(name)
     }
 
     /// True when an activity of this name is registered.
@@ -208,11 +256,12 @@ impl Registry {
         &self,
         name: &str,
         version: Option<u32>,
-    ) -> Option<(u32, &OrchestrationEntry)> {
-        let versions = self.orchestrations.get(name)?;
+    ) -> Option<(u32, OrchestrationEntry)> {
+        let all = self.orchestrations.read();
+        let versions = all.get(name)?;
         match version {
-            Some(v) => versions.get(&v).map(|e| (v, e)),
-            None => versions.iter().next_back().map(|(v, e)| (*v, e)),
+            Some(v) => versions.get(&v).map(|e| (v, e.clone())),
+            None => versions.iter().next_back().map(|(v, e)| (*v, e.clone())),
         }
     }
 
@@ -222,6 +271,7 @@ impl Registry {
 
     pub(crate) fn registered_orchestrations(&self) -> Vec<Registered> {
         self.orchestrations
+            .read()
             .iter()
             .map(|(name, v)| Registered {
                 name: name.clone(),

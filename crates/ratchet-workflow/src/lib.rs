@@ -28,7 +28,7 @@ use sha2::Digest as _;
 pub use compile::Known;
 pub use diagnostic::{CompileError, CompileErrors};
 pub use run::CANCELLED;
-pub use stored::{apply, load, Applied, ApplyError, Loaded};
+pub use stored::{apply, load, register_stored, Applied, ApplyError, Loaded};
 
 /// A compiled definition, ready to register and run.
 /// Two workflows are equal when they define the same thing, whatever their source's
@@ -123,11 +123,12 @@ impl Workflow {
 
     /// Registers the workflow as version `version` of its orchestration
     /// ([`Self::orchestration_name`]): instances started under that name run it, and each
-    /// keeps the version it started on.
-    pub fn register(self, registry: &mut Registry, version: u32) {
+    /// keeps the version it started on. A registry in use (a runtime's) takes it too: the
+    /// runtime claims its instances from its next poll.
+    pub fn register(self, registry: &Registry, version: u32) {
         let name = self.orchestration_name();
         let workflow = Arc::new(self);
-        registry.orchestration_version(&name, version, move |ctx, input: Value| {
+        registry.add_orchestration_version(&name, version, move |ctx, input: Value| {
             run::run(ctx, workflow.clone(), input)
         });
     }

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use ratchet_core::Timestamp;
-use ratchet_runtime::RegisteredNames;
+use ratchet_runtime::{RegisteredNames, Registry};
 use ratchet_store::{NewWorkflow, Store, StoreError, WorkflowPut, WorkflowRecord};
 
 use crate::{CompileErrors, Known, Workflow};
@@ -149,4 +149,44 @@ pub async fn load(store: &dyn Store, known: &Known) -> Result<Vec<Loaded>, Store
             },
         )
         .collect())
+}
+
+/// Registers in `registry` (a runtime's, in use) every stored revision it does not have yet,
+/// compiled against what it registers; returns the `(name, revision)`s it added and the
+/// definitions that do not compile here. A worker calls it at start and then now and then,
+/// so a definition applied while it runs is run without a restart.
+///
+/// # Errors
+///
+/// Store failures.
+pub async fn register_stored(
+    store: &dyn Store,
+    registry: &Registry,
+) -> Result<(Vec<(String, u32)>, Vec<(WorkflowRecord, CompileErrors)>), StoreError> {
+    let names = registry.names();
+    let have: BTreeSet<(String, u32)> = names
+        .orchestrations
+        .iter()
+        .flat_map(|(n, versions)| versions.iter().map(move |v| (n.clone(), *v)))
+        .collect();
+    let mut added = Vec::new();
+    let mut broken = Vec::new();
+    for loaded in load(store, &Known::from_names(&names)).await? {
+        match loaded {
+            Loaded::Ready(w, revision) => {
+                let name = w.orchestration_name();
+                if !have.contains(&(name.clone(), revision)) {
+                    w.register(registry, revision);
+                    added.push((name, revision));
+                }
+            }
+            Loaded::Broken(record, errors) => {
+                let name = crate::orchestration_name(&record.namespace, &record.name);
+                if !have.contains(&(name, record.revision)) {
+                    broken.push((*record, errors));
+                }
+            }
+        }
+    }
+    Ok((added, broken))
 }

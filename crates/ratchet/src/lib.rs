@@ -255,8 +255,8 @@ impl Builder {
 
     /// Registers a declarative workflow as version `version` of its orchestration
     /// (`namespace/name`, see [`workflow::Workflow::orchestration_name`]).
-    pub fn workflow(mut self, workflow: workflow::Workflow, version: u32) -> Self {
-        workflow.register(&mut self.registry, version);
+    pub fn workflow(self, workflow: workflow::Workflow, version: u32) -> Self {
+        workflow.register(&self.registry, version);
         self
     }
 

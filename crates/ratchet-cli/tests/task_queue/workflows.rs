@@ -34,7 +34,7 @@ do:
 
 pub(crate) async fn workflows_are_applied_listed_and_run_by_a_worker(
     args: Vec<String>,
-    _store: Arc<dyn Store>,
+    store: Arc<dyn Store>,
 ) {
     let dir = tempfile::tempdir().unwrap();
     let write = |name: &str, body: &str| {
@@ -157,6 +157,56 @@ pub(crate) async fn workflows_are_applied_listed_and_run_by_a_worker(
             && said.contains(r#""step": 7"#)
             && said.contains(r#""version": "2.0.0""#),
         "{said}"
+    );
+    // A version applied while the worker runs: it picks it up within seconds.
+    let v3 = write(
+        "v3.yaml",
+        &GREET
+            .replace("version: '1.0.0'", "version: '3.0.0'")
+            .replace(r#"version: "1.0.0""#, r#"version: "3.0.0""#),
+    );
+    let out = apply(&v3);
+    assert!(
+        text(&out).contains("stored as revision 3"),
+        "{}",
+        text(&out)
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let workers = store.worker_list().await.unwrap();
+        let runs_v3 = workers.iter().any(|w| {
+            w.about
+                .orchestrations
+                .iter()
+                .any(|(name, versions)| name == "demo/greet" && versions.contains(&3))
+        });
+        if runs_v3 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the worker never ran revision 3"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let out = run(
+        &args,
+        &[
+            "instances",
+            "start",
+            "demo/greet",
+            "--id",
+            "g2",
+            "--input",
+            r#"{"n": 8}"#,
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let out = run(&args, &["instances", "wait", "g2", "--timeout-secs", "30"]);
+    assert!(
+        text(&out).contains(r#""version": "3.0.0""#),
+        "{}",
+        text(&out)
     );
     worker.stop();
 }

@@ -163,6 +163,13 @@ async fn apply(
         ApplyError::Store(e) => Problem::from(e),
         other => Problem::invalid(other.to_string()),
     })?;
+    // A server that runs a worker runs the new revision from now on; other workers pick it
+    // up within seconds.
+    if let Some(registry) = state.client.registry() {
+        if let Err(e) = workflow::register_stored(state.client.store().as_ref(), registry).await {
+            tracing::warn!(error = %e, "applied, but not registered here yet");
+        }
+    }
     let status = if applied.created {
         StatusCode::CREATED
     } else {
