@@ -2,6 +2,7 @@
 //! several processes can share one database (start work with `ratchet instances start` and
 //! `ratchet tasks enqueue`).
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -194,11 +195,16 @@ const WORKFLOWS_EVERY: Duration = Duration::from_secs(2);
 
 /// Registers the stored workflows this runtime does not run yet, each revision as that
 /// version of its orchestration; one that does not compile here is skipped with a warning.
-async fn register_stored_workflows(store: &dyn Store, ratchet: &Ratchet) -> anyhow::Result<()> {
-    let Some(registry) = ratchet.client().registry() else {
+/// `tried` keeps the revisions looked at, so each is compiled, and warned of, once.
+async fn register_stored_workflows(
+    store: &dyn Store,
+    client: &ratchet::Client,
+    tried: &mut BTreeSet<(String, u32)>,
+) -> anyhow::Result<()> {
+    let Some(registry) = client.registry() else {
         return Ok(());
     };
-    let (added, broken) = ratchet::workflow::register_stored(store, registry)
+    let (added, broken) = ratchet::workflow::register_stored(store, registry, tried)
         .await
         .context("loading the stored workflows")?;
     for (name, revision) in added {
@@ -211,20 +217,21 @@ async fn register_stored_workflows(store: &dyn Store, ratchet: &Ratchet) -> anyh
     Ok(())
 }
 
-/// Looks for newly applied workflows every [`WORKFLOWS_EVERY`] until the runtime stops.
-fn watch_stored_workflows(store: Arc<dyn Store>, ratchet: &Ratchet) {
+/// Registers the stored workflows now, then looks for newly applied ones every
+/// [`WORKFLOWS_EVERY`] while the process runs.
+async fn run_stored_workflows(store: Arc<dyn Store>, ratchet: &Ratchet) -> anyhow::Result<()> {
     let client = ratchet.client().clone();
+    let mut tried = BTreeSet::new();
+    register_stored_workflows(store.as_ref(), &client, &mut tried).await?;
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(WORKFLOWS_EVERY).await;
-            let Some(registry) = client.registry() else {
-                return;
-            };
-            if let Err(e) = ratchet::workflow::register_stored(store.as_ref(), registry).await {
+            if let Err(e) = register_stored_workflows(store.as_ref(), &client, &mut tried).await {
                 tracing::debug!(error = %e, "could not look for new workflows");
             }
         }
     });
+    Ok(())
 }
 
 /// A started runtime of the sample orchestrations and task.
@@ -270,8 +277,7 @@ pub(crate) async fn start(store: Arc<dyn Store>, args: WorkerArgs) -> anyhow::Re
         builder = builder.queue(name, *concurrency);
     }
     let ratchet = builder.start().await.context("starting the runtime")?;
-    register_stored_workflows(store.as_ref(), &ratchet).await?;
-    watch_stored_workflows(store.clone(), &ratchet);
+    run_stored_workflows(store.clone(), &ratchet).await?;
     let serves = queues
         .iter()
         .map(|(name, n)| format!("{name} ({n} at once)"))

@@ -134,19 +134,16 @@ pub(crate) async fn run(store: Arc<dyn Store>, cmd: WorkflowCommand) -> anyhow::
             for path in files(&paths)? {
                 let source = read(&path)?;
                 match workflow::apply(store.as_ref(), &source, &known, Timestamp::now()).await {
-                    Ok(a) if a.created => out!(
-                        "{}: {} {} stored as revision {}",
-                        path.display(),
-                        a.name,
-                        a.version,
-                        a.revision
-                    ),
                     Ok(a) => out!(
-                        "{}: {} {} unchanged (revision {})",
+                        "{}: {} {} {}",
                         path.display(),
-                        a.name,
-                        a.version,
-                        a.revision
+                        a.workflow.orchestration_name(),
+                        a.workflow.version(),
+                        if a.created {
+                            format!("stored as revision {}", a.revision)
+                        } else {
+                            format!("unchanged (revision {})", a.revision)
+                        }
                     ),
                     Err(workflow::ApplyError::Compile(errors)) => {
                         failed += 1;

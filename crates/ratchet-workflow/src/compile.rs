@@ -96,6 +96,27 @@ impl Cx<'_> {
         }
     }
 
+    /// A data transformation: `input.from`, `output.as` or `export.as` of the mapping `of`
+    /// (`what` names its task; empty for the workflow's own).
+    fn transform(
+        &mut self,
+        of: &MarkedMappingNode,
+        (key, inner): (&str, &str),
+        scope: &[String],
+        what: &str,
+    ) -> Option<Template> {
+        let prefix = if what.is_empty() {
+            String::new()
+        } else {
+            format!("{what}: ")
+        };
+        let label = format!("{prefix}`{key}`");
+        let m = self.mapping(of.get_node(key)?, &label)?;
+        self.only(m, &[inner], &label);
+        m.get_node(inner)
+            .map(|n| self.template(n, scope, &format!("{prefix}{key}.{inner}")))
+    }
+
     /// An expression: `${ code }`, or (where the DSL takes only expressions) plain code.
     fn expr(&mut self, node: &Node, scope: &[String], what: &str) -> Option<Expr> {
         let text = self.text(node, what)?;
@@ -338,18 +359,8 @@ fn workflow(cx: &mut Cx<'_>, root: &Node, source: &str) -> Option<Workflow> {
         }
     };
     let scope: Vec<String> = BASE_VARS.iter().map(|v| v.to_string()).collect();
-    let input_from = map.get_node("input").and_then(|n| {
-        let m = cx.mapping(n, "`input`")?;
-        cx.only(m, &["from"], "`input`");
-        m.get_node("from")
-            .map(|f| cx.template(f, &scope, "input.from"))
-    });
-    let output_as = map.get_node("output").and_then(|n| {
-        let m = cx.mapping(n, "`output`")?;
-        cx.only(m, &["as"], "`output`");
-        m.get_node("as")
-            .map(|f| cx.template(f, &scope, "output.as"))
-    });
+    let input_from = cx.transform(map, ("input", "from"), &scope, "");
+    let output_as = cx.transform(map, ("output", "as"), &scope, "");
     let body = match map.get_node("do") {
         Some(node) => block(cx, node, &scope, "the workflow's `do`"),
         None => {
@@ -598,24 +609,9 @@ fn task(cx: &mut Cx<'_>, name: &str, def: &Node, scope: &[String]) -> Option<Tas
     let when = map
         .get_node("if")
         .and_then(|n| cx.expr(n, scope, &format!("{what}: `if`")));
-    let input_from = map.get_node("input").and_then(|n| {
-        let m = cx.mapping(n, &format!("{what}: `input`"))?;
-        cx.only(m, &["from"], &format!("{what}: `input`"));
-        m.get_node("from")
-            .map(|f| cx.template(f, scope, &format!("{what}: input.from")))
-    });
-    let output_as = map.get_node("output").and_then(|n| {
-        let m = cx.mapping(n, &format!("{what}: `output`"))?;
-        cx.only(m, &["as"], &format!("{what}: `output`"));
-        m.get_node("as")
-            .map(|f| cx.template(f, scope, &format!("{what}: output.as")))
-    });
-    let export_as = map.get_node("export").and_then(|n| {
-        let m = cx.mapping(n, &format!("{what}: `export`"))?;
-        cx.only(m, &["as"], &format!("{what}: `export`"));
-        m.get_node("as")
-            .map(|f| cx.template(f, scope, &format!("{what}: export.as")))
-    });
+    let input_from = cx.transform(map, ("input", "from"), scope, &what);
+    let output_as = cx.transform(map, ("output", "as"), scope, &what);
+    let export_as = cx.transform(map, ("export", "as"), scope, &what);
     let timeout = map.get_node("timeout").and_then(|n| {
         let m = cx.mapping(n, &format!("{what}: `timeout`"))?;
         cx.only(m, &["after"], &format!("{what}: `timeout`"));

@@ -62,6 +62,14 @@ impl Expr {
     /// Compiles `code` for the variables `vars` (each with its `$`); the error says what is
     /// wrong and, for syntax, at which character of the expression.
     pub(crate) fn compile(code: &str, vars: &[String]) -> Result<Expr, String> {
+        // Only the variables the code names: each one an evaluation hands to jaq is converted
+        // first, and `$workflow` holds the whole input. (A name can only be used where the
+        // code spells it, so a variable left out here is one the code does not use.)
+        let vars: Vec<String> = vars
+            .iter()
+            .filter(|v| code.contains(v.as_str()))
+            .cloned()
+            .collect();
         let defs = jaq_core::defs()
             .chain(jaq_std::defs())
             .chain(jaq_json::defs());
@@ -95,7 +103,7 @@ impl Expr {
         Ok(Expr {
             code: code.to_string(),
             filter: Arc::new(filter),
-            vars: vars.to_vec(),
+            vars,
         })
     }
 

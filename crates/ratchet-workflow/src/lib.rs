@@ -28,7 +28,7 @@ use sha2::Digest as _;
 pub use compile::Known;
 pub use diagnostic::{CompileError, CompileErrors};
 pub use run::CANCELLED;
-pub use stored::{apply, load, register_stored, Applied, ApplyError, Loaded};
+pub use stored::{apply, register_stored, Applied, ApplyError};
 
 /// A compiled definition, ready to register and run.
 /// Two workflows are equal when they define the same thing, whatever their source's

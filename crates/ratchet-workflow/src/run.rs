@@ -222,16 +222,22 @@ fn task<'a>(
     outer: &'a Scope,
 ) -> BoxFuture<'a, Result<(Value, Flow), Fault>> {
     async move {
+        // The variables are built once for what the task received, and again only when
+        // `input.from` makes its input something else.
+        let raw_scope = run.scope(outer, &raw);
         if let Some(when) = &task.when {
-            if !truthy(&eval(when, &raw, &run.scope(outer, &raw))?) {
+            if !truthy(&eval(when, &raw, &raw_scope)?) {
                 return Ok((raw, Flow::Continue));
             }
         }
-        let input = match &task.input_from {
-            Some(t) => fill(t, &raw, &run.scope(outer, &raw))?,
-            None => raw,
+        let (input, scope) = match &task.input_from {
+            Some(t) => {
+                let input = fill(t, &raw, &raw_scope)?;
+                let scope = run.scope(outer, &input);
+                (input, scope)
+            }
+            None => (raw, raw_scope),
         };
-        let scope = run.scope(outer, &input);
         let (output, flow) = kind(run, task, input, &scope).await?;
         let output = match &task.output_as {
             Some(t) => fill(t, &output, &scope)?,

@@ -54,12 +54,10 @@ pub enum ApplyError {
 }
 
 /// What applying a definition did.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Applied {
-    /// `namespace/name`.
-    pub name: String,
-    /// `document.version`.
-    pub version: String,
+    /// The definition, compiled: a runtime in this process can register it at once.
+    pub workflow: Workflow,
     /// Its revision: the engine's version number of the orchestration.
     pub revision: u32,
     /// `false` when the same source was stored already.
@@ -89,30 +87,27 @@ pub async fn apply(
         hash: workflow.hash().to_string(),
         source: source.to_string(),
     };
-    let name = workflow.orchestration_name();
-    let version = workflow.version().to_string();
-    match store.workflow_put(new, now).await? {
-        WorkflowPut::Created(revision) => Ok(Applied {
-            name,
-            version,
-            revision,
-            created: true,
-        }),
-        WorkflowPut::Unchanged(revision) => Ok(Applied {
-            name,
-            version,
-            revision,
-            created: false,
-        }),
-        WorkflowPut::Conflict { revision, .. } => Err(ApplyError::Changed {
-            name,
-            version,
-            revision,
-        }),
-        _ => Err(ApplyError::Store(StoreError::Corrupt(
-            "an unknown outcome of storing a workflow".into(),
-        ))),
-    }
+    let (revision, created) = match store.workflow_put(new, now).await? {
+        WorkflowPut::Created(revision) => (revision, true),
+        WorkflowPut::Unchanged(revision) => (revision, false),
+        WorkflowPut::Conflict { revision, .. } => {
+            return Err(ApplyError::Changed {
+                name: workflow.orchestration_name(),
+                version: workflow.version().to_string(),
+                revision,
+            })
+        }
+        _ => {
+            return Err(ApplyError::Store(StoreError::Corrupt(
+                "an unknown outcome of storing a workflow".into(),
+            )))
+        }
+    };
+    Ok(Applied {
+        workflow,
+        revision,
+        created,
+    })
 }
 
 fn names_of(stored: &[WorkflowRecord]) -> BTreeSet<String> {
@@ -122,39 +117,11 @@ fn names_of(stored: &[WorkflowRecord]) -> BTreeSet<String> {
         .collect()
 }
 
-/// One stored definition as a worker loads it.
-#[derive(Debug)]
-pub enum Loaded {
-    /// Compiled: register it as this revision.
-    Ready(Box<Workflow>, u32),
-    /// No longer compiles here (an activity it calls is not registered, say): skipped.
-    Broken(Box<WorkflowRecord>, CompileErrors),
-}
-
-/// Every stored definition, compiled against `known` (and the other stored workflows), for
-/// a worker to register each as its revision.
-///
-/// # Errors
-///
-/// Store failures.
-pub async fn load(store: &dyn Store, known: &Known) -> Result<Vec<Loaded>, StoreError> {
-    let stored = store.workflow_list(None, None).await?;
-    let known = known.clone().with_orchestrations(names_of(&stored));
-    Ok(stored
-        .into_iter()
-        .map(
-            |record| match Workflow::compile_with(&record.source, &known) {
-                Ok(w) => Loaded::Ready(Box::new(w), record.revision),
-                Err(e) => Loaded::Broken(Box::new(record), e),
-            },
-        )
-        .collect())
-}
-
-/// Registers in `registry` (a runtime's, in use) every stored revision it does not have yet,
-/// compiled against what it registers; returns the `(name, revision)`s it added and the
-/// definitions that do not compile here. A worker calls it at start and then now and then,
-/// so a definition applied while it runs is run without a restart.
+/// Registers in `registry` (a runtime's, in use) every stored revision it does not have and
+/// that is not in `tried`, compiled against what it registers and the other stored
+/// workflows; returns the `(name, revision)`s it added and the definitions that do not
+/// compile here. Every revision it looks at goes into `tried`, so a worker that calls it at
+/// start and then now and then compiles each revision once, and warns of a broken one once.
 ///
 /// # Errors
 ///
@@ -162,30 +129,33 @@ pub async fn load(store: &dyn Store, known: &Known) -> Result<Vec<Loaded>, Store
 pub async fn register_stored(
     store: &dyn Store,
     registry: &Registry,
+    tried: &mut BTreeSet<(String, u32)>,
 ) -> Result<(Vec<(String, u32)>, Vec<(WorkflowRecord, CompileErrors)>), StoreError> {
+    let stored = store.workflow_list(None, None).await?;
     let names = registry.names();
-    let have: BTreeSet<(String, u32)> = names
-        .orchestrations
-        .iter()
-        .flat_map(|(n, versions)| versions.iter().map(move |v| (n.clone(), *v)))
-        .collect();
+    tried.extend(
+        names
+            .orchestrations
+            .iter()
+            .flat_map(|(n, versions)| versions.iter().map(move |v| (n.clone(), *v))),
+    );
+    let known = Known::from_names(&names).with_orchestrations(names_of(&stored));
     let mut added = Vec::new();
     let mut broken = Vec::new();
-    for loaded in load(store, &Known::from_names(&names)).await? {
-        match loaded {
-            Loaded::Ready(w, revision) => {
-                let name = w.orchestration_name();
-                if !have.contains(&(name.clone(), revision)) {
-                    w.register(registry, revision);
-                    added.push((name, revision));
-                }
+    for record in stored {
+        let key = (
+            crate::orchestration_name(&record.namespace, &record.name),
+            record.revision,
+        );
+        if !tried.insert(key.clone()) {
+            continue;
+        }
+        match Workflow::compile_with(&record.source, &known) {
+            Ok(w) => {
+                w.register(registry, record.revision);
+                added.push(key);
             }
-            Loaded::Broken(record, errors) => {
-                let name = crate::orchestration_name(&record.namespace, &record.name);
-                if !have.contains(&(name, record.revision)) {
-                    broken.push((*record, errors));
-                }
-            }
+            Err(errors) => broken.push((record, errors)),
         }
     }
     Ok((added, broken))

@@ -32,6 +32,31 @@ do:
       then: nowhere
 "#;
 
+/// GREET as version `version`: its document and the version its output names.
+fn versioned(version: &str) -> String {
+    GREET
+        .replace("version: '1.0.0'", &format!("version: '{version}'"))
+        .replace(r#"version: "1.0.0""#, &format!(r#"version: "{version}""#))
+}
+
+/// Starts demo/greet as `id` from the CLI and waits for it: the wait's output.
+fn start_and_wait(args: &[String], id: &str, input: &str) -> std::process::Output {
+    let out = run(
+        args,
+        &[
+            "instances",
+            "start",
+            "demo/greet",
+            "--id",
+            id,
+            "--input",
+            input,
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    run(args, &["instances", "wait", id, "--timeout-secs", "30"])
+}
+
 pub(crate) async fn workflows_are_applied_listed_and_run_by_a_worker(
     args: Vec<String>,
     store: Arc<dyn Store>,
@@ -84,12 +109,7 @@ pub(crate) async fn workflows_are_applied_listed_and_run_by_a_worker(
         "{}",
         text(&out)
     );
-    let v2 = write(
-        "v2.yaml",
-        &GREET
-            .replace("version: '1.0.0'", "version: '2.0.0'")
-            .replace(r#"version: "1.0.0""#, r#"version: "2.0.0""#),
-    );
+    let v2 = write("v2.yaml", &versioned("2.0.0"));
     let out = apply(&v2);
     assert!(
         text(&out).contains("demo/greet 2.0.0 stored as revision 2"),
@@ -136,20 +156,7 @@ pub(crate) async fn workflows_are_applied_listed_and_run_by_a_worker(
 
     // A worker loads the stored workflows; a start by name runs the newest version.
     let mut worker = Worker::start(&args, "w", &[]);
-    let out = run(
-        &args,
-        &[
-            "instances",
-            "start",
-            "demo/greet",
-            "--id",
-            "g1",
-            "--input",
-            r#"{"n": 7}"#,
-        ],
-    );
-    assert!(out.status.success(), "{}", text(&out));
-    let out = run(&args, &["instances", "wait", "g1", "--timeout-secs", "30"]);
+    let out = start_and_wait(&args, "g1", r#"{"n": 7}"#);
     let said = text(&out);
     assert!(out.status.success(), "{said}");
     assert!(
@@ -159,12 +166,7 @@ pub(crate) async fn workflows_are_applied_listed_and_run_by_a_worker(
         "{said}"
     );
     // A version applied while the worker runs: it picks it up within seconds.
-    let v3 = write(
-        "v3.yaml",
-        &GREET
-            .replace("version: '1.0.0'", "version: '3.0.0'")
-            .replace(r#"version: "1.0.0""#, r#"version: "3.0.0""#),
-    );
+    let v3 = write("v3.yaml", &versioned("3.0.0"));
     let out = apply(&v3);
     assert!(
         text(&out).contains("stored as revision 3"),
@@ -189,20 +191,7 @@ pub(crate) async fn workflows_are_applied_listed_and_run_by_a_worker(
         );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    let out = run(
-        &args,
-        &[
-            "instances",
-            "start",
-            "demo/greet",
-            "--id",
-            "g2",
-            "--input",
-            r#"{"n": 8}"#,
-        ],
-    );
-    assert!(out.status.success(), "{}", text(&out));
-    let out = run(&args, &["instances", "wait", "g2", "--timeout-secs", "30"]);
+    let out = start_and_wait(&args, "g2", r#"{"n": 8}"#);
     assert!(
         text(&out).contains(r#""version": "3.0.0""#),
         "{}",

@@ -166,9 +166,10 @@ async fn apply(
     // A server that runs a worker runs the new revision from now on; other workers pick it
     // up within seconds.
     if let Some(registry) = state.client.registry() {
-        if let Err(e) = workflow::register_stored(state.client.store().as_ref(), registry).await {
-            tracing::warn!(error = %e, "applied, but not registered here yet");
-        }
+        applied
+            .workflow
+            .clone()
+            .register(registry, applied.revision);
     }
     let status = if applied.created {
         StatusCode::CREATED
@@ -178,8 +179,8 @@ async fn apply(
     Ok((
         status,
         Json(AppliedView {
-            name: applied.name,
-            version: applied.version,
+            name: applied.workflow.orchestration_name(),
+            version: applied.workflow.version().to_string(),
             revision: applied.revision,
             created: applied.created,
         }),
