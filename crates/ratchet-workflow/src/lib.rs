@@ -14,6 +14,7 @@ mod compile;
 mod decompile;
 mod diagnostic;
 mod expr;
+mod graph;
 mod model;
 mod run;
 mod schema;
