@@ -52,8 +52,8 @@ struct Cli {
     /// transaction mode).
     #[arg(long, global = true)]
     no_notify: bool,
-    /// Run `instances`, `tasks`, `queues` and `events` commands on this `ratchet server` (its
-    /// URL) instead of the database: no database credentials needed.
+    /// Run `instances`, `tasks`, `queues` and `events` commands, and `workflows delete`, on
+    /// this `ratchet server` (its URL) instead of the database: no database credentials needed.
     #[arg(long, global = true, env = "RATCHET_SERVER")]
     server: Option<String>,
     /// The bearer token for --server (`ratchet tokens create`).
@@ -99,8 +99,8 @@ enum Command {
     /// Make, list and revoke the API tokens `ratchet server --auth` asks for.
     #[command(subcommand)]
     Tokens(tokens::TokenCommand),
-    /// Declarative workflows (the Serverless Workflow DSL): apply, validate, list and show
-    /// definitions kept in the database, which every worker loads when it starts.
+    /// Declarative workflows (the Serverless Workflow DSL): apply, validate, list, show and
+    /// delete definitions kept in the database, which every worker loads when it starts.
     #[command(subcommand)]
     Workflows(workflows::WorkflowCommand),
     /// Append events (optionally only if no matching event arrived since a position), read
@@ -285,6 +285,14 @@ async fn run(matches: clap::ArgMatches) -> anyhow::Result<()> {
     if let Command::Workflows(workflows::WorkflowCommand::Validate { paths }) = &cli.command {
         return workflows::validate(paths);
     }
+    if let Command::Workflows(workflows::WorkflowCommand::Render {
+        file: Some(file),
+        output,
+        ..
+    }) = &cli.command
+    {
+        return workflows::render_file(file, output.as_deref());
+    }
     if let Command::Server(args) = &cli.command {
         if args.print_openapi {
             out!("{}", ratchet_server::openapi().to_pretty_json()?);
@@ -304,8 +312,13 @@ async fn run(matches: clap::ArgMatches) -> anyhow::Result<()> {
             Command::Tasks(cmd) => tasks::tasks(&remote, cmd).await,
             Command::Queues(cmd) => tasks::queues(&remote, cmd).await,
             Command::Events(cmd) => events::run(&remote, cmd, append).await,
+            Command::Workflows(workflows::WorkflowCommand::Delete {
+                name,
+                version,
+                force,
+            }) => workflows::delete_remote(&remote, &name, version.as_deref(), force).await,
             other => bail!(
-                "--server runs instances, tasks, queues and events commands; {} needs the database",
+                "--server runs the instances, tasks, queues and events commands and `workflows delete`; {} needs the database",
                 command_name(&other)
             ),
         };

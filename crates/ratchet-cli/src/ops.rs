@@ -376,6 +376,31 @@ impl Remote {
         self.call(reqwest::Method::POST, path, Some(body), Duration::ZERO)
             .await
     }
+
+    /// `DELETE /v1/workflows/{namespace}/{name}`: the versions deleted.
+    pub(crate) async fn workflow_delete(
+        &self,
+        namespace: &str,
+        name: &str,
+        version: Option<&str>,
+        force: bool,
+    ) -> anyhow::Result<Vec<Value>> {
+        let mut path = format!("/v1/workflows/{}/{}", enc(namespace), enc(name));
+        let mut query = Vec::new();
+        if let Some(version) = version {
+            query.push(format!("version={}", enc(version)));
+        }
+        if force {
+            query.push("force=true".to_string());
+        }
+        if !query.is_empty() {
+            path = format!("{path}?{}", query.join("&"));
+        }
+        let gone = self
+            .call(reqwest::Method::DELETE, &path, None, Duration::ZERO)
+            .await?;
+        Ok(items(gone))
+    }
 }
 
 /// `s` as a path segment or query value.

@@ -45,6 +45,67 @@ pub(crate) enum WorkflowCommand {
         #[arg(long)]
         canonical: bool,
     },
+    /// Draw a workflow's graph as a standalone SVG: a definition file (`-` for standard
+    /// input; no database needed), or with --instance an instance's run, from its history
+    /// (Rust orchestrations too).
+    Render {
+        /// A definition file (YAML or JSON).
+        #[arg(required_unless_present = "instance", conflicts_with = "instance")]
+        file: Option<PathBuf>,
+        /// Draw this instance's current execution instead, children inside their nodes.
+        #[arg(long)]
+        instance: Option<String>,
+        /// Write it here (default: standard output).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Delete a stored definition: every version, or one with --version; print what was
+    /// deleted. Refused while unfinished instances run on it, unless --force. Works with
+    /// --server too.
+    Delete {
+        /// `namespace/name`.
+        name: String,
+        /// Only this `document.version`.
+        #[arg(long)]
+        version: Option<String>,
+        /// Delete even while unfinished instances run on it: then only a worker that loaded
+        /// it before runs them on; no other worker claims them.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+/// `namespace/name` split in two.
+fn split_name(name: &str) -> anyhow::Result<(&str, &str)> {
+    name.split_once('/').ok_or_else(|| {
+        anyhow::anyhow!("name a workflow as namespace/name, as `workflows list` shows it")
+    })
+}
+
+/// Prints a deleted version.
+fn deleted(name: &str, version: &str, revision: u64) {
+    out!("deleted {name} {version} (revision {revision})");
+}
+
+/// `workflows delete` on a `ratchet server`, over its HTTP API.
+pub(crate) async fn delete_remote(
+    remote: &crate::ops::Remote,
+    name: &str,
+    version: Option<&str>,
+    force: bool,
+) -> anyhow::Result<()> {
+    let (namespace, short) = split_name(name)?;
+    for w in remote
+        .workflow_delete(namespace, short, version, force)
+        .await?
+    {
+        deleted(
+            w["name"].as_str().unwrap_or(name),
+            w["version"].as_str().unwrap_or("?"),
+            w["revision"].as_u64().unwrap_or(0),
+        );
+    }
+    Ok(())
 }
 
 /// The definition files `paths` name: files as given, directories' .yaml, .yml and .json
@@ -107,6 +168,37 @@ pub(crate) fn validate(paths: &[PathBuf]) -> anyhow::Result<()> {
     }
     if failed > 0 {
         bail!("{failed} definition(s) with errors");
+    }
+    Ok(())
+}
+
+/// Draws a definition file's graph: what no database is needed for.
+pub(crate) fn render_file(file: &Path, output: Option<&Path>) -> anyhow::Result<()> {
+    let source = if file == Path::new("-") {
+        std::io::read_to_string(std::io::stdin()).context("reading standard input")?
+    } else {
+        read(file)?
+    };
+    let workflow = Workflow::compile(&source).map_err(|e| anyhow::anyhow!(report(file, &e)))?;
+    write_graph(&workflow.graph(), output)
+}
+
+/// Writes a graph as SVG to a file (saying so, with its figures) or to standard output.
+fn write_graph(graph: &ratchet::graph::Graph, output: Option<&Path>) -> anyhow::Result<()> {
+    let layout = ratchet::graph::layout(graph);
+    let svg = ratchet::graph::svg(&layout);
+    match output {
+        Some(path) => {
+            std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+            out!(
+                "wrote {} ({} nodes, {} edges, {} crossings)",
+                path.display(),
+                layout.boxes.len(),
+                layout.edges.len(),
+                layout.crossings()
+            );
+        }
+        None => print!("{svg}"),
     }
     Ok(())
 }
@@ -198,9 +290,7 @@ pub(crate) async fn run(store: Arc<dyn Store>, cmd: WorkflowCommand) -> anyhow::
             version,
             canonical,
         } => {
-            let Some((namespace, short)) = name.split_once('/') else {
-                bail!("name a workflow as namespace/name, as `workflows list` shows it");
-            };
+            let (namespace, short) = split_name(&name)?;
             let stored = store.workflow_list(Some(namespace), Some(short)).await?;
             let found = match &version {
                 Some(v) => stored.into_iter().find(|w| &w.version == v),
@@ -222,6 +312,41 @@ pub(crate) async fn run(store: Arc<dyn Store>, cmd: WorkflowCommand) -> anyhow::
             print!("{text}");
             if !text.ends_with('\n') {
                 out!();
+            }
+            Ok(())
+        }
+        WorkflowCommand::Render {
+            file,
+            instance,
+            output,
+        } => match (file, instance) {
+            (Some(file), _) => render_file(&file, output.as_deref()),
+            (None, Some(id)) => {
+                let Some(graph) = ratchet::graph::instance(store.as_ref(), &id, None).await? else {
+                    bail!("no instance {id}");
+                };
+                write_graph(&graph, output.as_deref())
+            }
+            (None, None) => bail!("render what? Give a definition file or --instance ID"),
+        },
+        WorkflowCommand::Delete {
+            name,
+            version,
+            force,
+        } => {
+            let (namespace, short) = split_name(&name)?;
+            let gone = match store
+                .workflow_delete(namespace, short, version.as_deref(), force)
+                .await
+            {
+                Ok(gone) => gone,
+                Err(e @ ratchet::StoreError::InUse { .. }) => bail!(
+                    "{e}\n  `ratchet instances list --name {name} --status Pending,Running,ContinuedAsNew` lists them; --force deletes anyway"
+                ),
+                Err(e) => return Err(e.into()),
+            };
+            for w in gone {
+                deleted(&name, &w.version, u64::from(w.revision));
             }
             Ok(())
         }

@@ -101,6 +101,17 @@ async fn get(server: &Server, path: &str) -> (StatusCode, Value) {
     answer(http().get(server.url(path)).send().await.expect("request")).await
 }
 
+async fn delete(server: &Server, path: &str) -> (StatusCode, Value) {
+    answer(
+        http()
+            .delete(server.url(path))
+            .send()
+            .await
+            .expect("request"),
+    )
+    .await
+}
+
 async fn answer(response: reqwest::Response) -> (StatusCode, Value) {
     let status = response.status();
     let problem = response.headers().get("content-type").is_some_and(|v| {
@@ -702,6 +713,119 @@ async fn workflows(server: &Server) {
     assert_eq!(shown["source"], source);
     let (status, _) = get(server, "/v1/workflows/demo/greet?version=9").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+    graphs(server).await;
+    workflows_deleted(server).await;
+}
+
+/// A stored definition's graph and an instance's, as SVG; unknown ones not found.
+async fn graphs(server: &Server) {
+    let svg = |path: &str| {
+        let url = server.url(path);
+        async move {
+            let response = http().get(url).send().await.expect("request");
+            let status = response.status();
+            let kind = response
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            (status, kind, response.text().await.unwrap_or_default())
+        }
+    };
+    let (status, kind, body) = svg("/v1/workflows/demo/greet/1.0.0/graph.svg").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(kind.starts_with("image/svg+xml"), "{kind}");
+    assert!(
+        body.starts_with("<svg") && body.contains(">step<") && body.contains("call fanout_step")
+    );
+    let (status, _, _) = svg("/v1/workflows/demo/greet/9.9.9/graph.svg").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // wf1 ran: its step completed, drawn from its history.
+    let (status, kind, body) = svg("/v1/instances/wf1/graph.svg").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(kind.starts_with("image/svg+xml"), "{kind}");
+    assert!(
+        body.contains(">fanout_step<") && body.contains("status-completed"),
+        "{body}"
+    );
+    let (status, _, _) = svg("/v1/instances/nobody/graph.svg").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+/// Deleted per version or whole; unknown ones not found; one an unfinished instance runs on
+/// refused (409 `workflow-in-use`, nothing deleted) until forced.
+async fn workflows_deleted(server: &Server) {
+    let (status, p) = delete(server, "/v1/workflows/demo/nobody").await;
+    assert_eq!(
+        (status, p["type"].clone()),
+        (
+            StatusCode::NOT_FOUND,
+            json!("urn:ratchet:problem:not-found")
+        )
+    );
+    let (status, p) = delete(server, "/v1/workflows/demo/greet?version=9").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{p}");
+    // wf1 finished: nothing holds revision 1.
+    let (status, gone) = delete(server, "/v1/workflows/demo/greet?version=1.0.0").await;
+    assert_eq!(status, StatusCode::OK, "{gone}");
+    let gone = gone.as_array().unwrap();
+    assert_eq!(gone.len(), 1, "{gone:?}");
+    assert_eq!(
+        (
+            gone[0]["name"].clone(),
+            gone[0]["version"].clone(),
+            gone[0]["revision"].clone()
+        ),
+        (json!("demo/greet"), json!("1.0.0"), json!(1))
+    );
+    assert!(gone[0].get("source").is_none());
+    let (status, _) = get(server, "/v1/workflows/demo/greet").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    let waits = "document: {dsl: '1.0.0', namespace: demo, name: waits, version: '1.0.0'}\n\
+                 do:\n  - pause:\n      listen:\n        to:\n          one:\n            \
+                 with:\n              type: go\n";
+    let (status, applied) = post(server, "/v1/workflows", json!({"source": waits})).await;
+    assert_eq!(status, StatusCode::CREATED, "{applied}");
+    let (status, started) = post(
+        server,
+        "/v1/instances",
+        json!({"name": "demo/waits", "id": "wf-waits", "input": {}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{started}");
+    // Its first turn pins it to revision 1, then it waits for an event.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, shown) = get(server, "/v1/instances/wf-waits").await;
+        if shown["status"] == "Running" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never ran: {shown}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, p) = delete(server, "/v1/workflows/demo/waits").await;
+    assert_eq!(
+        (status, p["type"].clone()),
+        (
+            StatusCode::CONFLICT,
+            json!("urn:ratchet:problem:workflow-in-use")
+        )
+    );
+    assert!(
+        p["detail"].as_str().unwrap().contains("1 unfinished"),
+        "{p}"
+    );
+    let (status, _) = get(server, "/v1/workflows/demo/waits").await;
+    assert_eq!(status, StatusCode::OK, "nothing was deleted");
+    let (status, gone) = delete(server, "/v1/workflows/demo/waits?force=true").await;
+    assert_eq!(status, StatusCode::OK, "{gone}");
+    assert_eq!(gone[0]["revision"], 1, "{gone}");
+    let (status, _) = get(server, "/v1/workflows/demo/waits").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = post(server, "/v1/instances/wf-waits/terminate", json!({})).await;
+    assert!(status.is_success(), "{status}");
 }
 
 /// A worker dies holding a task: once its lease expires the server's runtime takes the task
@@ -744,7 +868,9 @@ async fn metrics(server: &Server) {
     let held = json!({"name": "work", "input": {"ms": 1}, "options": {"queue": "held"}});
     let (status, enqueued) = post(server, "/v1/tasks", held).await;
     assert_eq!(status, StatusCode::CREATED, "{enqueued}");
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    // Well past the 20 ms asserted below: after a 20 ms sleep, PostgreSQL runs once read 9 ms
+    // (the task's visible time and the server's clock are read at different moments).
+    tokio::time::sleep(Duration::from_millis(60)).await;
     let response = http().get(server.url("/metrics")).send().await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     let text = response.text().await.unwrap();
@@ -1126,6 +1252,37 @@ async fn auth(store_args: &[String]) {
         common::text(&refused).contains("needs the admin scope"),
         "{}",
         common::text(&refused)
+    );
+    // `workflows delete` on the server needs the write scope, like an apply.
+    let refused = remote(&reader, &["workflows", "delete", "demo/nothing"]);
+    assert!(!refused.status.success());
+    assert!(
+        common::text(&refused).contains("needs the write scope"),
+        "{}",
+        common::text(&refused)
+    );
+    let source = "document: {dsl: '1.0.0', namespace: demo, name: gone, version: '1.0.0'}\n\
+                  do:\n  - done:\n      set: '${ {a: 1} }'\n";
+    let (status, applied) = call(
+        Method::POST,
+        "/v1/workflows",
+        Some(&admin),
+        Some(json!({"source": source})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{applied}");
+    let deleted = remote(&admin, &["workflows", "delete", "demo/gone"]);
+    assert!(deleted.status.success(), "{}", common::text(&deleted));
+    assert_eq!(
+        String::from_utf8_lossy(&deleted.stdout).trim(),
+        "deleted demo/gone 1.0.0 (revision 1)"
+    );
+    let again = remote(&admin, &["workflows", "delete", "demo/gone"]);
+    assert!(!again.status.success());
+    assert!(
+        common::text(&again).contains("not found: workflow demo/gone"),
+        "{}",
+        common::text(&again)
     );
     let missing = remote(&reader, &["instances", "show", "no/such id"]);
     assert!(

@@ -28,7 +28,7 @@ use ratchet::{Client, QueueLimits, Store, TaskFilter, TaskOptions, TaskRequest, 
 use serde_json::json;
 use workflows::{
     a_declarative_workflow_survives_a_killed_worker,
-    workflows_are_applied_listed_and_run_by_a_worker,
+    workflows_are_applied_listed_and_run_by_a_worker, workflows_are_deleted_from_the_cli,
 };
 
 /// Worker processes on a 2-core machine: one test at a time.
@@ -363,5 +363,6 @@ on_both_backends!(
     events_are_appended_read_conditioned_and_refused_from_the_cli,
     events_tail_prints_an_event_appended_after_it_started,
     workflows_are_applied_listed_and_run_by_a_worker,
+    workflows_are_deleted_from_the_cli,
     a_declarative_workflow_survives_a_killed_worker,
 );

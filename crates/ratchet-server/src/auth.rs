@@ -226,6 +226,10 @@ mod tests {
         assert_eq!(needed(&Method::POST, "/v1/workflows/validate"), Scope::Read);
         assert_eq!(needed(&Method::POST, "/v1/workflows"), Scope::Write);
         assert_eq!(
+            needed(&Method::DELETE, "/v1/workflows/{namespace}/{name}"),
+            Scope::Write
+        );
+        assert_eq!(
             needed(&Method::POST, "/v1/queues/{name}/pause"),
             Scope::Admin
         );

@@ -229,6 +229,12 @@ impl From<StoreError> for Problem {
                 "Instance already exists",
                 detail,
             ),
+            StoreError::InUse { .. } => Self::new(
+                StatusCode::CONFLICT,
+                "workflow-in-use",
+                "Workflow in use",
+                detail,
+            ),
             StoreError::Closed | StoreError::Backend(_) => unavailable(detail),
             _ => Self::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -267,6 +273,15 @@ mod tests {
         });
         assert_eq!((p.status, p.limit), (413, Some(5)));
         assert_eq!(Problem::from(Error::TaskNotFound(3)).status, 404);
+        let p = Problem::from(StoreError::InUse {
+            workflow: "shop/order".into(),
+            instances: 2,
+        });
+        assert_eq!(
+            (p.status, p.kind.as_str()),
+            (409, "urn:ratchet:problem:workflow-in-use")
+        );
+        assert!(p.detail.contains("2 unfinished"), "{}", p.detail);
         let json = serde_json::to_value(Problem::not_found("x")).unwrap();
         assert_eq!(json["type"], "urn:ratchet:problem:not-found");
         assert!(json.get("field").is_none(), "absent fields are left out");

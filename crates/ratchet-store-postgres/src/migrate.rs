@@ -24,6 +24,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0008_api_tokens.sql"),
     include_str!("../migrations/0009_worker_about.sql"),
     include_str!("../migrations/0010_workflows.sql"),
+    include_str!("../migrations/0011_workflow_tombstones.sql"),
 ];
 
 /// The function files, in the order they are created (a SQL function's body is checked

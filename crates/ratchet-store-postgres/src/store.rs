@@ -762,6 +762,21 @@ impl Store for PostgresStore {
         .await
     }
 
+    async fn workflow_delete(
+        &self,
+        namespace: &str,
+        name: &str,
+        version: Option<&str>,
+        force: bool,
+    ) -> Result<Vec<WorkflowRecord>> {
+        self.call(1, |c| {
+            Box::pin(
+                async move { crate::workflow::delete(&c, namespace, name, version, force).await },
+            )
+        })
+        .await
+    }
+
     async fn token_create(&self, token: NewToken) -> Result<()> {
         let token = &token;
         self.call(1, |c| {

@@ -11,6 +11,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0004_api_tokens.sql"),
     include_str!("../migrations/0005_worker_about.sql"),
     include_str!("../migrations/0006_workflows.sql"),
+    include_str!("../migrations/0007_workflow_tombstones.sql"),
 ];
 
 /// The schema version this code creates and understands.

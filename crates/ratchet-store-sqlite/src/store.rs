@@ -370,6 +370,19 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn workflow_delete(
+        &self,
+        namespace: &str,
+        name: &str,
+        version: Option<&str>,
+        force: bool,
+    ) -> Result<Vec<WorkflowRecord>> {
+        let (namespace, name) = (namespace.to_string(), name.to_string());
+        let version = version.map(str::to_string);
+        self.write(move |tx| workflow::delete(tx, &namespace, &name, version.as_deref(), force))
+            .await
+    }
+
     async fn token_create(&self, new: NewToken) -> Result<()> {
         self.write(move |tx| token::create(tx, &new)).await
     }

@@ -18,6 +18,15 @@ pub enum StoreError {
     /// The input was refused (bad id, oversized payload, ...); nothing was written.
     #[error("invalid input: {0}")]
     Invalid(String),
+    /// Deleting a stored workflow was refused, nothing deleted: unfinished instances run on
+    /// what it would delete. Let them finish (or stop them), or force the delete.
+    #[error("workflow {workflow} is in use by {instances} unfinished instance(s): let them finish or stop them, or force the delete")]
+    InUse {
+        /// What was to be deleted: `namespace/name`, and the version when one was named.
+        workflow: String,
+        /// How many unfinished instances run on it.
+        instances: u64,
+    },
     /// The database holds a schema newer than this code understands.
     #[error("the database schema is at version {found}, newer than the {supported} this Ratchet supports; upgrade Ratchet")]
     SchemaTooNew {

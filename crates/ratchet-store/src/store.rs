@@ -470,6 +470,26 @@ pub trait Store: Send + Sync + 'static {
         name: Option<&str>,
     ) -> Result<Vec<crate::WorkflowRecord>>;
 
+    /// Deletes the stored definitions of `namespace` and `name`: every version, or only the
+    /// one whose `document.version` is `version`. Returns what it deleted, by revision. Unless
+    /// `force`, it deletes nothing while an unfinished instance (pending, running, or
+    /// continued as new) of the orchestration `namespace/name` is pinned to a revision it
+    /// would delete, or has no revision yet and none would be left. The number of a deleted
+    /// revision is never given again, so a worker that still holds one in memory never
+    /// confuses it with a new one. One round trip, one transaction.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::StoreError::NotFound`] when nothing is stored under the name (and version);
+    /// [`crate::StoreError::InUse`] with how many instances, when refused; database failures.
+    async fn workflow_delete(
+        &self,
+        namespace: &str,
+        name: &str,
+        version: Option<&str>,
+        force: bool,
+    ) -> Result<Vec<crate::WorkflowRecord>>;
+
     /// The token with this hash, revoked or not. One round trip.
     ///
     /// # Errors

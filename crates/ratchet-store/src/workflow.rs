@@ -26,9 +26,10 @@ pub struct WorkflowRecord {
     pub name: String,
     /// `document.version`, as written.
     pub version: String,
-    /// The engine's version of the orchestration it runs as: 1 for the first version stored
-    /// under the namespace and name, then one more for each new one. An instance stays on
-    /// the revision it started on.
+    /// The engine's version of the orchestration it runs as (`namespace/name`): 1 for the
+    /// first version stored under the namespace and name, then one more than the highest
+    /// given so far for each new one (a deleted revision's number is never given again). An
+    /// instance stays on the revision it started on.
     pub revision: u32,
     /// The SHA-256 of `source`, in hex.
     pub hash: String,

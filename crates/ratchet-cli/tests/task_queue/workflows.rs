@@ -1,6 +1,7 @@
 //! `ratchet workflows` as a user meets it: validate without a database, apply (new, the same
-//! again, a changed version refused, a new version), list and show, and a worker that loads
-//! what was applied and runs it, started by name from the CLI.
+//! again, a changed version refused, a new version), list, show and delete, and a worker that
+//! loads what was applied and runs it, started by name from the CLI; graphs drawn from a file
+//! and from a run.
 
 use std::sync::Arc;
 
@@ -198,6 +199,48 @@ pub(crate) async fn workflows_are_applied_listed_and_run_by_a_worker(
         text(&out)
     );
     worker.stop();
+
+    // Graphs: of a file (no database needed), to a file or standard output; of a run.
+    let svg = dir.path().join("greet.svg");
+    let out = run(
+        &["--db".into(), "/nonexistent/dir/x.db".into()],
+        &[
+            "workflows",
+            "render",
+            &greet,
+            "-o",
+            &svg.display().to_string(),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("(4 nodes, 3 edges, 0 crossings)"),
+        "{}",
+        text(&out)
+    );
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        drawn.starts_with("<svg") && drawn.contains(">step<") && drawn.contains("call fanout_step")
+    );
+    let out = run(&args, &["workflows", "render", &greet]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        drawn,
+        "the same bytes every time"
+    );
+    let out = run(&args, &["workflows", "render", &broken]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("broken.yaml:4:13"), "{}", text(&out));
+    let out = run(&args, &["workflows", "render", "--instance", "g2"]);
+    let drawn = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        drawn.contains(">fanout_step<") && drawn.contains("status-completed"),
+        "{drawn}"
+    );
+    let out = run(&args, &["workflows", "render", "--instance", "nobody"]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("no instance nobody"), "{}", text(&out));
 }
 
 const SLOW: &str = r#"document: {dsl: '1.0.0', namespace: demo, name: slow, version: '1.0.0'}
@@ -256,4 +299,108 @@ pub(crate) async fn a_declarative_workflow_survives_a_killed_worker(
         .count();
     assert_eq!(scheduled, 2, "each call recorded once: {history:?}");
     second.stop();
+}
+
+const WAITS: &str = r#"document: {dsl: '1.0.0', namespace: demo, name: waits, version: '1.0.0'}
+do:
+  - pause:
+      listen:
+        to:
+          one:
+            with:
+              type: go
+  - done:
+      set: '${ {waited: true} }'
+"#;
+
+/// `workflows delete`: one version, then the rest; unknown names refused; a deleted
+/// revision's number never given again; a workflow an instance runs on refused until
+/// --force, after which the worker that holds it in memory runs the instance to its end.
+pub(crate) async fn workflows_are_deleted_from_the_cli(args: Vec<String>, store: Arc<dyn Store>) {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, body: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, body).unwrap();
+        path.display().to_string()
+    };
+    let said = |command: &[&str]| {
+        let out = run(&args, command);
+        (out.status.success(), text(&out))
+    };
+    let greet = write("greet.yaml", GREET);
+    let v2 = write("v2.yaml", &versioned("2.0.0"));
+    for path in [&greet, &v2] {
+        let (ok, out) = said(&["workflows", "apply", path]);
+        assert!(ok, "{out}");
+    }
+
+    let (ok, out) = said(&["workflows", "delete", "demo/greet", "--version", "1.0.0"]);
+    assert!(ok, "{out}");
+    assert_eq!(out.trim(), "deleted demo/greet 1.0.0 (revision 1)");
+    let (_, listed) = said(&["workflows", "list"]);
+    assert!(
+        listed.contains("2.0.0") && !listed.contains("1.0.0"),
+        "{listed}"
+    );
+    let (ok, out) = said(&["workflows", "delete", "demo/nobody"]);
+    assert!(
+        !ok && out.contains("not found: workflow demo/nobody"),
+        "{out}"
+    );
+    let (ok, out) = said(&["workflows", "delete", "demo/greet", "--version", "1.0.0"]);
+    assert!(!ok && out.contains("demo/greet version 1.0.0"), "{out}");
+    let (ok, out) = said(&["workflows", "delete", "greet"]);
+    assert!(!ok && out.contains("namespace/name"), "{out}");
+    let (ok, out) = said(&["workflows", "delete", "demo/greet"]);
+    assert!(ok, "{out}");
+    assert_eq!(out.trim(), "deleted demo/greet 2.0.0 (revision 2)");
+    let (_, listed) = said(&["workflows", "list"]);
+    assert!(!listed.contains("demo/greet"), "{listed}");
+    // Applied again, the first version gets a new number: a worker that still holds
+    // revision 1 or 2 never takes it for one of those.
+    let (_, out) = said(&["workflows", "apply", &greet]);
+    assert!(out.contains("stored as revision 3"), "{out}");
+
+    // An instance runs on demo/waits: refused, nothing deleted, until --force.
+    let waits = write("waits.yaml", WAITS);
+    let (ok, out) = said(&["workflows", "apply", &waits]);
+    assert!(ok, "{out}");
+    let mut worker = Worker::start(&args, "w", &[]);
+    let (ok, out) = said(&["instances", "start", "demo/waits", "--id", "d1"]);
+    assert!(ok, "{out}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let d1 = store.instance_get("d1").await.unwrap();
+        if d1
+            .as_ref()
+            .is_some_and(|d| d.status == ratchet::InstanceStatus::Running)
+        {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "d1 never ran: {d1:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let (ok, out) = said(&["workflows", "delete", "demo/waits"]);
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("demo/waits is in use by 1 unfinished instance(s)") && out.contains("--force"),
+        "{out}"
+    );
+    let (_, listed) = said(&["workflows", "list"]);
+    assert!(
+        listed.contains("demo/waits"),
+        "nothing was deleted: {listed}"
+    );
+    let (ok, out) = said(&["workflows", "delete", "demo/waits", "--force"]);
+    assert!(ok, "{out}");
+    assert_eq!(out.trim(), "deleted demo/waits 1.0.0 (revision 1)");
+    // The worker loaded the revision before it was deleted and runs d1 to its end.
+    let (ok, out) = said(&["instances", "signal", "d1", "go", "--payload", "{}"]);
+    assert!(ok, "{out}");
+    let (_, out) = said(&["instances", "wait", "d1", "--timeout-secs", "30"]);
+    assert!(
+        out.contains("d1: Completed") && out.contains(r#""waited": true"#),
+        "{out}"
+    );
+    worker.stop();
 }

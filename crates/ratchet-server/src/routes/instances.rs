@@ -34,6 +34,7 @@ pub(crate) fn routes() -> OpenApiRouter<ServerState> {
         .routes(routes!(start_batch))
         .routes(routes!(show))
         .routes(routes!(history))
+        .routes(routes!(graph))
         .routes(routes!(signal))
         .routes(routes!(cancel))
         .routes(routes!(terminate))
@@ -431,6 +432,29 @@ struct HistoryPage {
     /// The `after` of the next page (`execution.seq`); absent on the last.
     #[serde(skip_serializing_if = "Option::is_none")]
     next: Option<String>,
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/instances/{id}/graph.svg",
+    tag = "instances",
+    operation_id = "instances_graph",
+    params(("id" = String, Path, description = "Instance id")),
+    responses(
+        (status = 200, description = "The graph of the instance's current execution, drawn from its history (Rust or declarative): each turn's steps side by side, signals where they arrived, children inside their nodes; completed, running, failed, pending and skipped coloured. A standalone SVG.", body = String, content_type = "image/svg+xml"),
+        (status = 404, description = "No such instance", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
+async fn graph(
+    State(state): State<ServerState>,
+    PathParam(id): PathParam<String>,
+) -> Result<axum::response::Response, Problem> {
+    let drawn =
+        ratchet::graph::instance(state.client.store().as_ref(), &id, Some("/v1/instances/"))
+            .await?
+            .ok_or_else(|| Problem::not_found(format!("no instance {id}")))?;
+    Ok(super::workflows::svg(ratchet::graph::render(&drawn)))
 }
 
 /// A history position as `next` gives it: `execution.seq`.

@@ -1,5 +1,6 @@
 //! `/v1/workflows`: declarative workflow definitions (the Serverless Workflow DSL), checked
-//! and stored per version; workers load them when they start.
+//! and stored per version; workers load them when they start. Deleted per version or whole,
+//! never from under unfinished instances unless forced.
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -21,7 +22,8 @@ pub(crate) fn routes() -> OpenApiRouter<ServerState> {
     OpenApiRouter::new()
         .routes(routes!(list, apply))
         .routes(routes!(validate))
-        .routes(routes!(show))
+        .routes(routes!(show, delete))
+        .routes(routes!(graph))
 }
 
 /// A definition to apply or check.
@@ -267,4 +269,104 @@ async fn show(
                     .unwrap_or_default()
             ))
         })
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/workflows/{namespace}/{name}/{version}/graph.svg",
+    tag = "workflows",
+    operation_id = "workflows_graph",
+    params(
+        ("namespace" = String, Path, description = "`document.namespace`"),
+        ("name" = String, Path, description = "`document.name`"),
+        ("version" = String, Path, description = "`document.version`")
+    ),
+    responses(
+        (status = 200, description = "The definition's graph: a standalone SVG (steps, switch cases as labelled edges, composite tasks as boxes)", body = String, content_type = "image/svg+xml"),
+        (status = 404, description = "No such workflow or version", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
+async fn graph(
+    State(state): State<ServerState>,
+    PathParam((namespace, name, version)): PathParam<(String, String, String)>,
+) -> Result<Response, Problem> {
+    let stored = state
+        .client
+        .store()
+        .workflow_list(Some(&namespace), Some(&name))
+        .await?;
+    let Some(w) = stored.into_iter().find(|w| w.version == version) else {
+        return Err(Problem::not_found(format!(
+            "no workflow {namespace}/{name} version {version} is stored"
+        )));
+    };
+    let compiled = Workflow::compile(&w.source).map_err(|e| {
+        Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "stored-definition-invalid",
+            "Stored definition invalid",
+            format!("the stored definition no longer compiles: {e}"),
+        )
+    })?;
+    Ok(svg(compiled.render()))
+}
+
+/// A drawing, as `image/svg+xml`.
+pub(crate) fn svg(body: String) -> Response {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "image/svg+xml; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response()
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+struct DeleteParams {
+    /// Only this `document.version` (default: every version).
+    version: Option<String>,
+    /// Delete even while unfinished instances run on it: then only a worker that loaded the
+    /// revision before it was deleted runs them on; no other worker claims them.
+    #[serde(default)]
+    force: bool,
+}
+
+#[utoipa::path(
+    delete,
+    path = "/v1/workflows/{namespace}/{name}",
+    tag = "workflows",
+    operation_id = "workflows_delete",
+    params(
+        ("namespace" = String, Path, description = "`document.namespace`"),
+        ("name" = String, Path, description = "`document.name`"),
+        DeleteParams
+    ),
+    responses(
+        (status = 200, description = "The versions deleted, by revision (without their source)", body = [WorkflowView]),
+        (status = 404, description = "No such workflow or version", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 409, description = "Unfinished instances run on it (`workflow-in-use`; its detail says how many): nothing was deleted", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
+async fn delete(
+    State(state): State<ServerState>,
+    PathParam((namespace, name)): PathParam<(String, String)>,
+    QueryParams(params): QueryParams<DeleteParams>,
+) -> Result<Json<Vec<WorkflowView>>, Problem> {
+    let deleted = state
+        .client
+        .store()
+        .workflow_delete(&namespace, &name, params.version.as_deref(), params.force)
+        .await?;
+    Ok(Json(
+        deleted
+            .into_iter()
+            .map(|w| WorkflowView::of(w, false))
+            .collect(),
+    ))
 }

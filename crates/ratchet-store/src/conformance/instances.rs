@@ -680,66 +680,6 @@ pub async fn tokens_are_found_by_hash_and_revoked(store: &dyn Store) {
     );
 }
 
-/// A workflow version is stored once: the same source again changes nothing, other content
-/// under the same version is refused, and each new version gets the next revision.
-pub async fn workflows_are_stored_by_version(store: &dyn Store) {
-    use crate::{NewWorkflow, WorkflowPut};
-    let def = |name: &str, version: &str, hash: &str| NewWorkflow {
-        namespace: "shop".into(),
-        name: name.into(),
-        version: version.into(),
-        hash: hash.into(),
-        source: format!("source of {name} {version} {hash}"),
-    };
-    let put = |w: NewWorkflow| async move { store.workflow_put(w, T0).await.unwrap() };
-    assert_eq!(
-        put(def("order", "1.0.0", "h1")).await,
-        WorkflowPut::Created(1)
-    );
-    assert_eq!(
-        put(def("order", "1.0.0", "h1")).await,
-        WorkflowPut::Unchanged(1)
-    );
-    assert_eq!(
-        put(def("order", "1.0.0", "h2")).await,
-        WorkflowPut::Conflict {
-            revision: 1,
-            hash: "h1".into()
-        }
-    );
-    assert_eq!(
-        put(def("order", "1.1.0", "h2")).await,
-        WorkflowPut::Created(2)
-    );
-    assert_eq!(
-        put(def("refund", "1.0.0", "h3")).await,
-        WorkflowPut::Created(1)
-    );
-    let all = store.workflow_list(None, None).await.unwrap();
-    assert_eq!(
-        all.iter()
-            .map(|w| (w.name.as_str(), w.version.as_str(), w.revision))
-            .collect::<Vec<_>>(),
-        [
-            ("order", "1.0.0", 1),
-            ("order", "1.1.0", 2),
-            ("refund", "1.0.0", 1)
-        ]
-    );
-    assert_eq!(all[1].source, "source of order 1.1.0 h2");
-    assert_eq!(all[1].created_at, T0);
-    let orders = store
-        .workflow_list(Some("shop"), Some("order"))
-        .await
-        .unwrap();
-    assert_eq!(orders.len(), 2);
-    assert!(store
-        .workflow_list(Some("other"), None)
-        .await
-        .unwrap()
-        .is_empty());
-}
-
 pub async fn purge_removes_finished(store: &dyn Store) {
     start(store, "a").await;
     start(store, "b").await;

@@ -13,12 +13,14 @@ mod events;
 mod instances;
 mod queue;
 mod tasks;
+mod workflows;
 
 pub use concurrency::*;
 pub use events::*;
 pub use instances::*;
 pub use queue::*;
 pub use tasks::*;
+pub use workflows::*;
 
 use ratchet_core::{ActivityOptions, HistoryEvent, Timestamp};
 use serde_json::json;
@@ -42,7 +44,9 @@ macro_rules! conformance_suite {
             signals_buffer_in_order_and_dedup, cancel_and_terminate, continue_as_new_starts_next_execution, history_pages_by_position,
             child_result_reaches_parent, claim_respects_versions_and_leases, list_filters_and_history,
             heartbeat_and_release, purge_removes_finished, list_pages_by_keyset,
-            tokens_are_found_by_hash_and_revoked, workflows_are_stored_by_version, workers_are_listed_with_what_they_run, stats_count_round_trips,
+            tokens_are_found_by_hash_and_revoked, workflows_are_stored_by_version,
+            workflows_are_deleted_by_version_or_whole, workflow_delete_refuses_while_instances_run_on_it,
+            workers_are_listed_with_what_they_run, stats_count_round_trips,
             one_claim_takes_instances_and_tasks, terminated_child_fails_parent_step,
             taken_child_id_fails_parent_step, payloads_round_trip_exactly,
             concurrent_claims_never_share_an_instance,
