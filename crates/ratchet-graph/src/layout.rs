@@ -606,11 +606,43 @@ fn level(graph: &Graph) -> Level {
             label: label.map(|t| (clip(&t), r + LOOP + 4.0, cy + 4.0)),
         });
     }
+    separate_labels(&mut routed, &nodes);
     Level {
         width,
         height,
         nodes,
         edges: routed,
+    }
+}
+
+/// Moves edge labels that would cover another label or a node (two cases into one step put
+/// theirs at the same place) to a bend of their own edge where they cover nothing; one with
+/// no such place stays where it was.
+fn separate_labels(edges: &mut [Routed], nodes: &[Placed]) {
+    let rect = |text: &str, x: f64, y: f64| (x, y - 9.0, x + text_width(text, SMALL_CHAR), y + 2.0);
+    let clear = |r: (f64, f64, f64, f64), taken: &[(f64, f64, f64, f64)]| {
+        let apart = |o: &(f64, f64, f64, f64)| r.2 <= o.0 || o.2 <= r.0 || r.3 <= o.1 || o.3 <= r.1;
+        taken.iter().all(apart)
+            && nodes
+                .iter()
+                .all(|n| apart(&(n.x, n.y, n.x + n.width, n.y + n.height)))
+    };
+    let mut taken: Vec<(f64, f64, f64, f64)> = Vec::new();
+    for edge in edges.iter_mut() {
+        let Some((text, x, y)) = edge.label.clone() else {
+            continue;
+        };
+        let mut places = vec![(x, y)];
+        for &(px, py) in edge.points.iter().rev() {
+            places.push((px + 4.0, py - 4.0));
+            places.push((px + 4.0, py + 12.0));
+        }
+        let chosen = places
+            .into_iter()
+            .find(|&(px, py)| clear(rect(&text, px, py), &taken))
+            .unwrap_or((x, y));
+        taken.push(rect(&text, chosen.0, chosen.1));
+        edge.label = Some((text, chosen.0, chosen.1));
     }
 }
 

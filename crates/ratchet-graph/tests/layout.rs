@@ -39,7 +39,12 @@ fn random_graph(rng: &mut Lcg, nodes: usize, depth: usize, prefix: &str) -> Grap
         );
         if depth < 2 && rng.below(6) == 0 {
             let inner = 1 + rng.below(6);
-            node = node.body(random_graph(rng, inner, depth + 1, &format!("{prefix}{i}.")));
+            node = node.body(random_graph(
+                rng,
+                inner,
+                depth + 1,
+                &format!("{prefix}{i}."),
+            ));
         }
         g.node(node);
     }

@@ -64,7 +64,8 @@ fn level(block: &Block, path: &str) -> Level {
             if cases.iter().all(|c| c.when.is_some()) {
                 flows.push((task.then, Some("no match".into())));
             }
-        } else {
+        } else if !matches!(task.kind, Kind::Raise(_)) {
+            // A raise never goes on.
             flows.push((task.then, None));
         }
         if task.when.is_some() && task.then != Flow::Continue {

@@ -102,6 +102,8 @@
 //! be used).
 #![deny(missing_docs)]
 
+pub mod graph;
+
 use std::future::Future;
 #[cfg(feature = "sqlite")]
 use std::path::PathBuf;

@@ -7,6 +7,7 @@ mod bad_input;
 mod basics;
 mod cancel;
 mod events;
+mod graphs;
 mod housekeeping;
 mod leases;
 mod replay;
