@@ -53,7 +53,8 @@ pub use clock::{Clock, LocalClock};
 pub use config::{QueueConfig, RuntimeConfig};
 pub use error::{Error, Result};
 pub use events::{
-    append_events, Appended, EventStore, Projection, Projector, EVENTS_APPEND_ACTIVITY,
+    append_events, await_event, Appended, EventStore, Projection, Projector,
+    EVENTS_APPEND_ACTIVITY, EVENTS_AWAIT_ACTIVITY, EVENTS_HEAD_ACTIVITY,
 };
 pub use hub::InstanceOutcome;
 pub use registry::{RegisteredNames, Registry};

@@ -652,7 +652,7 @@ fn task(cx: &mut Cx<'_>, name: &str, def: &Node, scope: &[String]) -> Option<Tas
         "switch" => switch(cx, &what, node, scope, &mut case_thens)?,
         "for" => for_each(cx, &what, node, map, scope)?,
         "fork" => fork(cx, &what, node, scope)?,
-        "listen" => listen(cx, &what, node)?,
+        "listen" => listen(cx, &what, node, scope)?,
         "raise" => raise(cx, &what, node, scope)?,
         "try" => try_catch(cx, &what, node, map.get_node("catch"), scope)?,
         "run" => run(cx, &what, node, scope)?,
@@ -847,7 +847,7 @@ fn fork(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<Ki
     Some(Kind::Fork { compete, branches })
 }
 
-fn listen(cx: &mut Cx<'_>, what: &str, node: &Node) -> Option<Kind> {
+fn listen(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<Kind> {
     let m = cx.mapping(node, &format!("{what}: `listen`"))?;
     cx.only(m, &["to"], &format!("{what}: `listen`"));
     let to = m
@@ -879,8 +879,11 @@ fn listen(cx: &mut Cx<'_>, what: &str, node: &Node) -> Option<Kind> {
         .and_then(|n| cx.mapping(n, &format!("{what}: listen.to.one.with")))?;
     cx.only(
         with,
-        &["type"],
-        &format!("{what}: listen.to.one.with (Ratchet matches signals by `type`, their name)"),
+        &["type", "tags"],
+        &format!(
+            "{what}: listen.to.one.with (Ratchet matches a signal by `type`, its name, or an \
+             event of the event store by `type` and `tags`)"
+        ),
     );
     let kind = match with.get_node("type") {
         Some(n) => cx.text(n, &format!("{what}: the signal `type`"))?,
@@ -892,6 +895,19 @@ fn listen(cx: &mut Cx<'_>, what: &str, node: &Node) -> Option<Kind> {
             return None;
         }
     };
+    // With tags, an event of the event store: its consistency boundary.
+    if let Some(tags) = with.get_node("tags") {
+        if tags.as_sequence().is_none() && !matches!(tags, Node::Scalar(_)) {
+            cx.error(
+                tags.span(),
+                format!("{what}: listen.to.one.with.tags must be a list of tags"),
+            );
+        }
+        return Some(Kind::ListenEvent {
+            kind: kind.to_string(),
+            tags: cx.template(tags, scope, &format!("{what}: listen.to.one.with.tags")),
+        });
+    }
     Some(Kind::Listen {
         signal: kind.to_string(),
     })

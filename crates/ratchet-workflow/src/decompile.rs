@@ -205,6 +205,22 @@ fn kind(k: &Kind, within: &Block) -> Vec<(String, Y)> {
                 )]),
             )]),
         )],
+        Kind::ListenEvent { kind, tags } => vec![(
+            "listen".into(),
+            Y::Map(vec![(
+                "to".into(),
+                Y::Map(vec![(
+                    "one".into(),
+                    Y::Map(vec![(
+                        "with".into(),
+                        Y::Map(vec![
+                            ("type".into(), text(kind)),
+                            ("tags".into(), template(tags)),
+                        ]),
+                    )]),
+                )]),
+            )]),
+        )],
         Kind::Emit(t) => vec![(
             "emit".into(),
             Y::Map(vec![(

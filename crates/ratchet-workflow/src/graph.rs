@@ -160,6 +160,13 @@ fn task_node(task: &Task, path: &str) -> Node {
             };
             node.detail(detail)
         }
+        Kind::ListenEvent { kind, .. } => {
+            let detail = match task.timeout {
+                Some(t) => format!("listen event {kind}, timeout {}", duration(t)),
+                None => format!("listen event {kind}"),
+            };
+            node.detail(detail)
+        }
         Kind::Emit(_) => node.detail("emit"),
         Kind::Raise(_) => node.detail("raise"),
         Kind::Run { target, .. } => node

@@ -93,6 +93,10 @@ pub(crate) enum Kind {
     /// Waits for a signal (output: its payload); with the task's timeout, fails with a
     /// timeout error when none arrives.
     Listen { signal: String },
+    /// Waits for an event of the event store of this type carrying all these tags, appended
+    /// after the task began (output: the event); with the task's timeout, fails with a
+    /// timeout error when none arrives.
+    ListenEvent { kind: String, tags: Template },
     /// Appends an event to the event store (`emit.event.with`: `type`, `source`, `data`, and
     /// `tags` for its consistency boundary; the other attributes become its metadata).
     Emit(Template),

@@ -9,6 +9,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::FutureExt as _;
 use ratchet_core::{ActivityOptions, ErrorInfo, OrchestrationContext, OrchestrationError};
+use ratchet_store::{EventQuery, QueryItem};
 use serde_json::{json, Value};
 
 use crate::expr::{Expr, Scope};
@@ -366,6 +367,47 @@ async fn kind(run: &Run, task: &Task, input: Value, scope: &Scope) -> Result<(Va
             },
             None => ctx.signal::<Value>(signal).await?,
         },
+        Kind::ListenEvent { kind, tags } => {
+            let tags = match fill(tags, &input, scope)? {
+                Value::Array(items) => items
+                    .into_iter()
+                    .map(|t| match t {
+                        Value::String(s) => Ok(s),
+                        other => Ok(other.to_string()),
+                    })
+                    .collect::<Result<Vec<String>, Fault>>()?,
+                Value::String(one) => vec![one],
+                other => {
+                    return Err(Fault::expression(format!(
+                        "task `{}`: listen tags gave {other}, not a list",
+                        task.name
+                    )))
+                }
+            };
+            let query = EventQuery::item(QueryItem::new([kind.as_str()], tags));
+            match ratchet_runtime::await_event(ctx, query, task.timeout).await? {
+                Some(event) => json!({
+                    "type": event.kind,
+                    "tags": event.tags,
+                    "data": event.payload,
+                    "metadata": event.metadata,
+                    "position": event.position.0,
+                    "time": event.recorded_at.as_millis(),
+                }),
+                None => {
+                    return Err(Fault::error(
+                        "timeout",
+                        408,
+                        "Timeout",
+                        format!(
+                            "task `{}`: no `{kind}` event within {:?}",
+                            task.name,
+                            task.timeout.unwrap_or_default()
+                        ),
+                    ))
+                }
+            }
+        }
         Kind::Emit(t) => {
             let event = event_of(fill(t, &input, scope)?)
                 .map_err(|m| Fault::expression(format!("task `{}`: {m}", task.name)))?;

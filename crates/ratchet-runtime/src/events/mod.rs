@@ -1,6 +1,7 @@
 //! The event store's client: appends (merged across concurrent callers into one
 //! transaction), reads, live subscriptions, projections, and appends as orchestration steps.
 
+mod awaited;
 mod projection;
 mod step;
 mod subscribe;
@@ -15,6 +16,8 @@ use ratchet_store::{
     Position, Store, StoredEvent,
 };
 
+pub(crate) use awaited::register_await_activities;
+pub use awaited::{await_event, EVENTS_AWAIT_ACTIVITY, EVENTS_HEAD_ACTIVITY};
 pub use projection::{Projection, Projector};
 pub(crate) use step::register_append_activity;
 pub use step::{append_events, EVENTS_APPEND_ACTIVITY};

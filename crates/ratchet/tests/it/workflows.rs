@@ -442,6 +442,82 @@ async fn emit_appends_to_the_event_store_once(store: Arc<dyn Store>) {
     r.shutdown().await;
 }
 
+const AWAITS: &str = r#"
+document: {dsl: '1.0.0', namespace: shop, name: awaits, version: '1.0.0'}
+do:
+  - accepted:
+      listen:
+        to:
+          one:
+            with:
+              type: QuoteAccepted
+              tags: ['${ "quote:" + .id }']
+      timeout:
+        after:
+          milliseconds: 1500
+  - done:
+      set: '${ {by: .data.by, tags: .tags} }'
+"#;
+
+/// `listen` with tags waits for an event of the event store: one appended before the listen
+/// began, or with other tags, does not count; none in time is a timeout error.
+async fn listen_waits_for_an_event_of_the_event_store(store: Arc<dyn Store>) {
+    let r = start(&store, |b| b.workflow(compiled(AWAITS), 1)).await;
+    let c = r.client();
+    let accepted = |quote: &str, by: &str| {
+        vec![ratchet::NewEvent::new(
+            "QuoteAccepted",
+            [format!("quote:{quote}")],
+            json!({"by": by}),
+        )]
+    };
+    c.events()
+        .append(accepted("q1", "too early"))
+        .await
+        .unwrap();
+    let h = c
+        .start_with("shop/awaits", json!({"id": "q1"}), StartOptions::id("a1"))
+        .await
+        .unwrap();
+    // Once it waits (its head read), events for another quote and of another type pass by.
+    let deadline = std::time::Instant::now() + WAIT;
+    while c.history("a1").await.unwrap().len() < 6 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the listen never began"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    c.events()
+        .append(accepted("q2", "someone else"))
+        .await
+        .unwrap();
+    c.events()
+        .append(vec![ratchet::NewEvent::new(
+            "QuoteRejected",
+            ["quote:q1"],
+            json!({}),
+        )])
+        .await
+        .unwrap();
+    c.events().append(accepted("q1", "ana")).await.unwrap();
+    let out: Value = h.wait(WAIT).await.unwrap().into_result().unwrap();
+    assert_eq!(out, json!({"by": "ana", "tags": ["quote:q1"]}));
+
+    let h = c
+        .start_with("shop/awaits", json!({"id": "q3"}), StartOptions::id("a2"))
+        .await
+        .unwrap();
+    let outcome = h.wait(WAIT).await.unwrap();
+    assert_eq!(outcome.status, InstanceStatus::Failed, "{outcome:?}");
+    let error = outcome.error.expect("a timeout error");
+    assert!(
+        error.message.contains("no `QuoteAccepted` event"),
+        "{error:?}"
+    );
+    r.shutdown().await;
+}
+
 const COUNTER: &str = r#"
 document: {dsl: '1.0.0', namespace: shop, name: counter, version: '1.0.0'}
 do:
@@ -479,6 +555,7 @@ async fn a_workflow_continues_as_new_and_sets_its_status(store: Arc<dyn Store>) 
 }
 
 crate::on_every_backend!(
+    listen_waits_for_an_event_of_the_event_store,
     a_workflow_continues_as_new_and_sets_its_status,
     emit_appends_to_the_event_store_once,
     cancellation_runs_the_compensations_in_reverse_order,
