@@ -22,12 +22,14 @@ mod env;
 mod events;
 mod fanout;
 mod http;
+pub mod insurance;
 mod measure;
 mod pgstats;
 mod proxy;
 mod report;
 mod signals;
 mod tasks;
+mod workflows;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -57,6 +59,9 @@ enum BenchCommand {
     /// The event store on a course-enrollment dataset: appends (single, batched,
     /// conditional), reads by tag and type, projections; at one or more client counts.
     Events(events::EventArgs),
+    /// The insurance example (examples/workflows/insurance.yaml), a declarative workflow:
+    /// signals drive each from quote to policy, or it is cancelled into its compensation.
+    Workflows(workflows::WorkflowArgs),
     /// Turn JSON files of runs into a markdown table and SVG charts.
     Report(report::ReportArgs),
 }
@@ -89,6 +94,7 @@ async fn run(cmd: BenchCommand, database_url: Option<&str>) -> anyhow::Result<()
         BenchCommand::Signals(args) => vec![signals::run(args, database_url).await?],
         BenchCommand::Tasks(args) => vec![tasks::run(args, database_url).await?],
         BenchCommand::Events(args) => events::run(args, database_url).await?,
+        BenchCommand::Workflows(args) => workflows::run(args, database_url).await?,
         BenchCommand::Report(args) => return report::run(args),
     };
     for report in &reports {

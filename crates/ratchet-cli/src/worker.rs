@@ -134,7 +134,8 @@ async fn fanout(ctx: OrchestrationContext, input: FanOut) -> Result<Vec<Step>, O
 }
 
 /// Registers the sample orchestrations: the demo's `order` and `fanout`, whose activities
-/// record `label`.
+/// record `label`; and the activities of the insurance example
+/// (`examples/workflows/insurance.yaml`).
 pub(crate) fn register(
     builder: ratchet::Builder,
     label: String,
@@ -142,6 +143,7 @@ pub(crate) fn register(
 ) -> ratchet::Builder {
     let label = Arc::new(label);
     let by = label.clone();
+    let builder = ratchet_bench::insurance::register(builder);
     crate::demo::register(builder)
         .task("work", move |ctx: TaskContext, work: Work| {
             let by = by.to_string();

@@ -1,5 +1,6 @@
 //! `ratchet bench` end to end: every scenario runs for about a second (`events`: each of its
-//! operations for a moment) on SQLite and on PostgreSQL, completes with zero failures and writes its JSON, and `bench report` turns the
+//! operations for a moment; `workflows`: a few workflows of each path) on SQLite and on
+//! PostgreSQL, completes with zero failures and writes its JSON, and `bench report` turns the
 //! files into markdown and charts. Speed is never asserted here; the bench measures it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -195,6 +196,61 @@ fn run_events(backend: &[&str], json: &Path) {
     );
 }
 
+/// `bench workflows` on a few workflows: a report per path (policy, cancel), each counting
+/// every workflow as ended right (a policy issued after a retried payment; cancelled, with
+/// its quote withdrawn by the compensation).
+fn run_workflows(backend: &[&str], json: &Path) {
+    let output = Command::new(env!("CARGO_BIN_EXE_ratchet"))
+        .args(["bench", "workflows", "both", "--workflows", "4"])
+        .args(["--concurrency", "2", "--warmup", "1", "--quiet", "--json"])
+        .arg(json)
+        .args(backend)
+        .output()
+        .expect("run ratchet bench workflows");
+    let what = format!("ratchet bench workflows {}", backend.join(" "));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{what} failed: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("3.33 workflows/s"), "{what}: {stdout}");
+    let reports: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(json).expect("the JSON file")).unwrap();
+    let paths: Vec<&str> = reports
+        .iter()
+        .map(|r| r["mode"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["policy", "cancel"], "{what}");
+    for r in &reports {
+        let path = r["mode"].as_str().unwrap();
+        assert_eq!(r["scenario"], "workflows");
+        assert!(
+            backend.contains(&r["backend"].as_str().unwrap()),
+            "{what}: {r}"
+        );
+        for counter in ["failed", "timed_out", "stuck"] {
+            assert_eq!(
+                r["correctness"][counter], 0,
+                "{what} {path}: {counter} in {r}"
+            );
+        }
+        assert_eq!(r["units"], 4, "{what} {path}: not all ended right: {r}");
+        let signals = if path == "policy" { 2.0 } else { 0.0 };
+        assert_eq!(r["figures"]["signals / workflow"], signals, "{what}: {r}");
+        assert!(
+            r["latency"]["p50_ms"].as_f64().unwrap() > 0.0,
+            "{what}: {r}"
+        );
+        if backend.contains(&"postgres") {
+            assert!(
+                r["postgres"]["commits"].as_u64().unwrap() > 0,
+                "{what} {path}: no PostgreSQL statistics in {r}"
+            );
+        }
+    }
+}
+
 #[test]
 fn every_scenario_runs_on_both_backends_and_reports() {
     let dir = tempfile::tempdir().unwrap();
@@ -223,6 +279,9 @@ fn every_scenario_runs_on_both_backends_and_reports() {
         }
         let json = dir.path().join(format!("{name}-events.json"));
         run_events(&args, &json);
+        files.push(json);
+        let json = dir.path().join(format!("{name}-workflows.json"));
+        run_workflows(&args, &json);
         files.push(json);
         if *name == "postgres" {
             // Through the delaying proxy: the measured round trip includes what it adds.
@@ -263,6 +322,8 @@ fn every_scenario_runs_on_both_backends_and_reports() {
         "drain",
         "steady",
         "events append-if, 4 clients, tiny dataset",
+        "workflows policy",
+        "workflows cancel",
     ] {
         assert!(markdown.contains(scenario), "no {scenario} in:\n{markdown}");
     }
