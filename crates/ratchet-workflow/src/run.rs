@@ -372,10 +372,10 @@ async fn kind(run: &Run, task: &Task, input: Value, scope: &Scope) -> Result<(Va
                 Value::Array(items) => items
                     .into_iter()
                     .map(|t| match t {
-                        Value::String(s) => Ok(s),
-                        other => Ok(other.to_string()),
+                        Value::String(s) => s,
+                        other => other.to_string(),
                     })
-                    .collect::<Result<Vec<String>, Fault>>()?,
+                    .collect(),
                 Value::String(one) => vec![one],
                 other => {
                     return Err(Fault::expression(format!(

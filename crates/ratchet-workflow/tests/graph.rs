@@ -145,3 +145,19 @@ fn a_switch_draws_its_cases_as_labelled_edges_and_a_loop_back() {
         assert!(svg.contains(expected), "no {expected} in {svg}");
     }
 }
+
+#[test]
+fn the_graphs_in_the_docs_are_what_the_examples_draw() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    for name in ["insurance", "every-kind"] {
+        let source = std::fs::read_to_string(format!("{root}/examples/workflows/{name}.yaml"))
+            .expect("the example reads");
+        let drawn = Workflow::compile(&source).expect("compiles").render();
+        let docs = std::fs::read_to_string(format!("{root}/docs/graphs/{name}.svg"))
+            .expect("the docs' copy reads");
+        assert!(
+            drawn == docs,
+            "docs/graphs/{name}.svg is stale: ratchet workflows render examples/workflows/{name}.yaml -o docs/graphs/{name}.svg"
+        );
+    }
+}
