@@ -28,6 +28,12 @@ pub(crate) struct DemoArgs {
     /// Print no progress bar (for scripts).
     #[arg(long)]
     quiet: bool,
+    /// Exit when the orders are done instead of serving the console on them.
+    #[arg(long)]
+    no_serve: bool,
+    /// Where the console is served once the orders are done.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: std::net::SocketAddr,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -178,7 +184,7 @@ async fn courier(client: Client, ids: Vec<String>) {
 
 pub(crate) async fn run(store: crate::OpenStore, db: &str, args: DemoArgs) -> anyhow::Result<()> {
     let store = store.into_dyn();
-    let ratchet = builder(store, Duration::from_millis(args.lease_ms.max(100)))
+    let ratchet = builder(store.clone(), Duration::from_millis(args.lease_ms.max(100)))
         .start()
         .await
         .context("starting the runtime")?;
@@ -297,6 +303,16 @@ pub(crate) async fn run(store: crate::OpenStore, db: &str, args: DemoArgs) -> an
     ratchet.shutdown().await;
     if failed > 0 {
         bail!("{failed} order(s) did not complete");
+    }
+    if !args.no_serve {
+        // The same orders, their histories and graphs in a browser: the server (and its
+        // worker) on the demo's store, until Ctrl-C.
+        out!(
+            "\nThe console: http://{}/ (the orders, their histories and graphs; --no-serve to exit instead)",
+            args.listen
+        );
+        let server = crate::server::ServerArgs::local(args.listen)?;
+        return crate::server::run(store, db, server).await;
     }
     Ok(())
 }

@@ -42,6 +42,18 @@ pub(crate) struct ServerArgs {
 }
 
 impl ServerArgs {
+    /// The defaults, serving on `listen` (a loopback address: no token asked).
+    pub(crate) fn local(listen: SocketAddr) -> anyhow::Result<ServerArgs> {
+        #[derive(clap::Parser)]
+        struct Only {
+            #[command(flatten)]
+            args: ServerArgs,
+        }
+        let listen = listen.to_string();
+        let only = <Only as clap::Parser>::try_parse_from(["server", "--listen", listen.as_str()])?;
+        Ok(only.args)
+    }
+
     /// Whether this server creates or upgrades the schema on start.
     pub(crate) fn migrates(&self, sqlite: bool) -> bool {
         self.worker.migrates(sqlite)

@@ -135,7 +135,15 @@ async fn the_demo_runs_behind_pgbouncer_in_transaction_mode() {
         "--no-notify".into(),
     ];
     let out = common::ratchet(&args)
-        .args(["demo", "--orders", "4", "--step-ms", "20", "--quiet"])
+        .args([
+            "demo",
+            "--orders",
+            "4",
+            "--step-ms",
+            "20",
+            "--quiet",
+            "--no-serve",
+        ])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

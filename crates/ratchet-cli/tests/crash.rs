@@ -21,6 +21,7 @@ fn demo(store_args: &[String]) -> Command {
         "--lease-ms",
         "1000",
         "--quiet",
+        "--no-serve",
     ]);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     cmd

@@ -208,14 +208,17 @@ async fn a_rate_limit_holds_across_three_processes(args: Vec<String>, store: Arc
         )
         .await
         .unwrap();
+    // One task at a time per process, each taking 250 ms: no process can keep up with the
+    // rate alone, so all of them take part (one fast process once took all 40 in CI, which
+    // proved the limit held but not that it was shared).
     let mut workers: Vec<Worker> = (1..=3)
-        .map(|i| Worker::start(&args, &format!("r{i}"), &["--queue", "limited=8"]))
+        .map(|i| Worker::start(&args, &format!("r{i}"), &["--queue", "limited=1"]))
         .collect();
     let ids: Vec<_> = client
         .enqueue_many(
             (0..40)
                 .map(|_| {
-                    TaskRequest::new("work", json!({}))
+                    TaskRequest::new("work", json!({"ms": 250}))
                         .unwrap()
                         .options(TaskOptions::default().queue("limited"))
                 })
