@@ -27,6 +27,11 @@ SELECT id, name, version, status, execution, input, output, error, custom_status
 FROM ratchet.instances WHERE id = $1;
 
 -- name: instance_list
+-- Planned for its values at each call (not a prepared statement's generic plan): the filters
+-- left NULL fold away, and the planner sees the rest, so each list takes the index that
+-- serves it. The id prefix is a LIKE pattern ($9: the prefix with `\`, `%` and `_` escaped,
+-- then `%`), which is a range of the primary key on a database whose collation is "C", and
+-- a filter (still exact) on others.
 SELECT id, name, version, status, execution, input, output, error, custom_status, parent,
        history_len, created_at, updated_at, finished_at
 FROM ratchet.instances
@@ -36,6 +41,7 @@ WHERE ($1::text[] IS NULL OR status = ANY ($1))
   AND ($4::bigint IS NULL OR created_at < $4)
   AND ($6::bigint IS NULL OR (created_at, id) < ($6, $7::text))
   AND ($8::text IS NULL OR custom_status = $8)
+  AND ($9::text IS NULL OR id LIKE $9)
 ORDER BY created_at DESC, id DESC
 LIMIT $5;
 

@@ -33,11 +33,36 @@ SELECT outcome, id FROM ratchet.task_enqueue(
 SELECT * FROM ratchet.task_records($2) WHERE id = $1;
 
 -- name: task_list
-SELECT * FROM ratchet.task_records($1)
-WHERE queue <> '$activities'
-  AND ($2::text IS NULL OR queue = $2)
-  AND ($3::text[] IS NULL OR state = ANY ($3))
-  AND ($4::text IS NULL OR name = $4)
+-- Standalone tasks only (activities belong to their orchestrations), newest first, below the
+-- id $6 when given. Each table gives its own newest $5 matches, read backward along its
+-- primary key (a page costs its own rows however deep it is, whatever the planner thinks of
+-- a merge), and the two are merged. $7 and $8 say whether the state filter asks for any
+-- unfinished and any finished state: a table it asks nothing of is skipped at once. Planned
+-- for its values at each call, so the NULL filters fold away.
+SELECT * FROM (
+    (SELECT t.id, t.queue, t.name,
+            ratchet.task_state(t.lease_until, t.visible_at, t.attempt, $1) AS state,
+            t.priority, t.attempt, t.options, t.input, NULL::text AS output,
+            t.last_error AS error, t.unique_key, t.metadata, t.instance, t.execution, t.seq,
+            t.created_at, t.visible_at, NULL::bigint AS finished_at
+     FROM ratchet.tasks t
+     WHERE $7 AND t.queue <> '$activities' AND t.id < coalesce($6::bigint, 9223372036854775807)
+       AND ($2::text IS NULL OR t.queue = $2) AND ($4::text IS NULL OR t.name = $4)
+       AND ($3::text[] IS NULL
+            OR ratchet.task_state(t.lease_until, t.visible_at, t.attempt, $1) = ANY ($3))
+     ORDER BY t.id DESC
+     LIMIT $5)
+    UNION ALL
+    (SELECT r.id, r.queue, r.name, r.state, r.priority, r.attempt, r.options, r.input,
+            r.output, r.error, r.unique_key, r.metadata, NULL, NULL, NULL, r.created_at,
+            r.finished_at, r.finished_at
+     FROM ratchet.task_results r
+     WHERE $8 AND r.queue <> '$activities' AND r.id < coalesce($6::bigint, 9223372036854775807)
+       AND ($2::text IS NULL OR r.queue = $2) AND ($4::text IS NULL OR r.name = $4)
+       AND ($3::text[] IS NULL OR r.state = ANY ($3))
+     ORDER BY r.id DESC
+     LIMIT $5)
+) t
 ORDER BY id DESC
 LIMIT $5;
 

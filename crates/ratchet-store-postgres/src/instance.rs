@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use ratchet_core::{ErrorInfo, HistoryEvent, Timestamp};
 use ratchet_store::{
     ClaimedInstance, CreateOutcome, Fence, HistoryRecord, IfExists, InboxEvent, Incarnation,
-    InstanceClaim, InstanceClaimed, InstanceFilter, InstanceRecord, Lease, NewInstance, NewSignal,
-    SignalOutcome, StopOutcome, StoreError,
+    InstanceClaim, InstanceClaimed, InstanceFilter, InstanceFollow, InstanceRecord, Lease,
+    NewInstance, NewSignal, SignalOutcome, StopOutcome, StoreError,
 };
 
 use crate::convert::{
@@ -318,8 +318,14 @@ pub(crate) async fn list(c: &Conn, f: &InstanceFilter) -> Res<Vec<InstanceRecord
         .then(|| f.statuses.iter().map(|s| s.as_str().to_string()).collect());
     let limit = i64::from(f.limit.unwrap_or(100));
     let custom_status = f.custom_status.as_ref().map(ratchet_store::codec::to_json);
+    // Every id starts with the empty prefix.
+    let pattern = f
+        .id_prefix
+        .as_deref()
+        .filter(|p| !p.is_empty())
+        .map(like_prefix);
     let rows = c
-        .query(
+        .query_planned(
             "instance_list",
             &[
                 p(&statuses),
@@ -330,10 +336,25 @@ pub(crate) async fn list(c: &Conn, f: &InstanceFilter) -> Res<Vec<InstanceRecord
                 p(&f.after.as_ref().map(|(t, _)| t.0)),
                 p(&f.after.as_ref().map(|(_, id)| id.as_str())),
                 p(&custom_status),
+                p(&pattern),
             ],
         )
         .await?;
     rows.iter().map(instance_record).collect()
+}
+
+/// The LIKE pattern of the strings that start with `prefix`: its backslashes, `%` and `_`
+/// escaped (backslash is LIKE's escape character), then `%`.
+fn like_prefix(prefix: &str) -> String {
+    let mut pattern = String::with_capacity(prefix.len() + 1);
+    for c in prefix.chars() {
+        if matches!(c, '\\' | '%' | '_') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
 }
 
 pub(crate) async fn history(c: &Conn, id: &str, execution: Option<u32>) -> Res<Vec<HistoryRecord>> {
@@ -364,6 +385,19 @@ pub(crate) async fn history_page(
     Ok(page)
 }
 
+/// An instance with up to `limit` history events after `after`. The two reads go out together
+/// (one round trip), the history first: a finished instance's last events are then never
+/// missed by a caller that reads again from its new position.
+pub(crate) async fn follow(
+    c: &Conn,
+    id: &str,
+    after: Option<(u32, u32)>,
+    limit: u32,
+) -> Res<Option<InstanceFollow>> {
+    let (history, instance) = futures::try_join!(history_page(c, id, after, limit), get(c, id))?;
+    Ok(instance.map(|instance| InstanceFollow { instance, history }))
+}
+
 /// History rows (one per turn: its events from position `seq`) as one record per event.
 fn records_of(rows: &[tokio_postgres::Row]) -> Res<Vec<HistoryRecord>> {
     let mut records = Vec::new();
@@ -386,4 +420,16 @@ pub(crate) async fn purge(c: &Conn, before: Timestamp) -> Res<u64> {
     let row = c.one("instance_purge", &[p(&before.0)]).await?;
     let purged: i64 = col(&row, "purged")?;
     Ok(u64::try_from(purged).unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::like_prefix;
+
+    #[test]
+    fn like_prefixes_escape_what_like_would_match_loosely() {
+        assert_eq!(like_prefix("ord-"), "ord-%");
+        assert_eq!(like_prefix("a_b%c\\d"), "a\\_b\\%c\\\\d%");
+        assert_eq!(like_prefix("é"), "é%");
+    }
 }

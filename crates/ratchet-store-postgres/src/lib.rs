@@ -62,6 +62,7 @@ mod store;
 mod task;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod throughput;
 mod tls;
 mod token;
 mod worker;

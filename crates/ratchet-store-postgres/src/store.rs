@@ -9,10 +9,11 @@ use ratchet_core::Timestamp;
 use ratchet_store::{
     AppendOutcome, ClaimedTask, CommitBatch, CommitOutcome, CreateOutcome, EnqueueOutcome,
     EventAppend, EventPage, EventRead, Fence, HistoryRecord, InstanceClaim, InstanceClaimed,
-    InstanceFilter, InstanceRecord, Lease, LeaseRelease, LeaseState, NamedQueries, NewInstance,
-    NewSignal, NewTask, NewToken, QueueStats, QueueUpdate, Result, SignalOutcome, StopOutcome,
-    Store, StoreError, StoreStats, TaskAction, TaskActionOutcome, TaskClaim, TaskFilter, TaskId,
-    TaskRecord, TokenRecord, WakeupSender, Wakeups, WorkerAlive, WorkerRecord,
+    InstanceFilter, InstanceFollow, InstanceRecord, Lease, LeaseRelease, LeaseState, NamedQueries,
+    NewInstance, NewSignal, NewTask, NewToken, QueueStats, QueueUpdate, Result, SignalOutcome,
+    StopOutcome, Store, StoreError, StoreStats, TaskAction, TaskActionOutcome, TaskClaim,
+    TaskFilter, TaskId, TaskRecord, ThroughputBucket, ThroughputQuery, TokenRecord, WakeupSender,
+    Wakeups, WorkerAlive, WorkerRecord,
 };
 use ratchet_store::{NewWorkflow, WorkflowPut, WorkflowRecord};
 use tokio::task::JoinHandle;
@@ -37,6 +38,7 @@ fn queries(schema: &str) -> NamedQueries {
         include_str!("../sql/workers.sql"),
         include_str!("../sql/tokens.sql"),
         include_str!("../sql/workflows.sql"),
+        include_str!("../sql/throughput.sql"),
     ])
     .map(|sql| migrate::in_schema(sql, schema))
 }
@@ -105,6 +107,16 @@ impl Conn {
     /// Runs the statement `name`: one round trip (two the first time a connection prepares it).
     pub(crate) async fn query(&self, name: &str, params: &[Param<'_>]) -> Res<Vec<Row>> {
         self.query_sql(self.store.sql.get(name), params).await
+    }
+
+    /// Runs the statement `name` planned for these values (an unnamed statement, never a
+    /// cached generic plan): for lists whose filters are optional, where the NULL ones must
+    /// fold away for the planner to pick the index the others need. One round trip.
+    pub(crate) async fn query_planned(&self, name: &str, params: &[Param<'_>]) -> Res<Vec<Row>> {
+        Ok(self
+            .client
+            .query_typed(self.store.sql.get(name), params)
+            .await?)
     }
 
     /// `sql` (written for schema `ratchet`) moved to this store's schema.
@@ -549,10 +561,15 @@ impl Store for PostgresStore {
             .await
     }
 
-    async fn task_list(&self, filter: TaskFilter, now: Timestamp) -> Result<Vec<TaskRecord>> {
+    async fn task_list_before(
+        &self,
+        filter: TaskFilter,
+        before: Option<TaskId>,
+        now: Timestamp,
+    ) -> Result<Vec<TaskRecord>> {
         let filter = &filter;
         self.call(0, |c| {
-            Box::pin(async move { task::list(&c, filter, now).await })
+            Box::pin(async move { task::list(&c, filter, before, now).await })
         })
         .await
     }
@@ -658,6 +675,26 @@ impl Store for PostgresStore {
     ) -> Result<Vec<HistoryRecord>> {
         self.call(0, |c| {
             Box::pin(async move { instance::history_page(&c, id, after, limit).await })
+        })
+        .await
+    }
+
+    async fn instance_follow(
+        &self,
+        id: &str,
+        after: Option<(u32, u32)>,
+        limit: u32,
+    ) -> Result<Option<InstanceFollow>> {
+        self.call(0, |c| {
+            Box::pin(async move { instance::follow(&c, id, after, limit).await })
+        })
+        .await
+    }
+
+    async fn throughput(&self, query: ThroughputQuery) -> Result<Vec<ThroughputBucket>> {
+        query.validate()?;
+        self.call(0, |c| {
+            Box::pin(async move { crate::throughput::read(&c, &query).await })
         })
         .await
     }

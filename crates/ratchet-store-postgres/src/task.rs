@@ -324,14 +324,32 @@ pub(crate) async fn get(c: &Conn, id: TaskId, now: Timestamp) -> Res<Option<Task
     rows.first().map(record).transpose()
 }
 
-pub(crate) async fn list(c: &Conn, f: &TaskFilter, now: Timestamp) -> Res<Vec<TaskRecord>> {
+pub(crate) async fn list(
+    c: &Conn,
+    f: &TaskFilter,
+    before: Option<TaskId>,
+    now: Timestamp,
+) -> Res<Vec<TaskRecord>> {
     let states: Option<Vec<String>> =
         (!f.states.is_empty()).then(|| f.states.iter().map(|s| s.as_str().to_string()).collect());
+    // Which tables the state filter asks anything of.
+    let unfinished = f.states.is_empty() || f.states.iter().any(|s| !s.is_finished());
+    let finished = f.states.is_empty() || f.states.iter().any(|s| s.is_finished());
     let limit = i64::from(f.limit.unwrap_or(100));
+    let before = before.map(|id| id.0);
     let rows = c
-        .query(
+        .query_planned(
             "task_list",
-            &[p(&now.0), p(&f.queue), p(&states), p(&f.name), p(&limit)],
+            &[
+                p(&now.0),
+                p(&f.queue),
+                p(&states),
+                p(&f.name),
+                p(&limit),
+                p(&before),
+                p(&unfinished),
+                p(&finished),
+            ],
         )
         .await?;
     rows.iter().map(record).collect()

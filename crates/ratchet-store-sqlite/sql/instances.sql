@@ -76,17 +76,21 @@ SELECT id, name, version, status, execution, input, output, error, custom_status
 FROM instances WHERE id = ?1;
 
 -- name: instance_list
+-- The columns of a listed instance, from which list.rs builds each list: it adds only the
+-- conditions the filter has, the keyset, the order and the limit. (SQLite plans a statement
+-- before it sees its values: one statement for every filter, each condition written to hold
+-- when its value is NULL, would use no index whatever the filter.)
 SELECT id, name, version, status, execution, input, output, error, custom_status, parent, history_len,
        created_at, updated_at, finished_at
 FROM instances
-WHERE (?1 IS NULL OR status IN (SELECT value FROM json_each(?1)))
-  AND (?2 IS NULL OR name = ?2)
-  AND (?3 IS NULL OR created_at >= ?3)
-  AND (?4 IS NULL OR created_at < ?4)
-  AND (?6 IS NULL OR (created_at, id) < (?6, ?7))
-  AND (?8 IS NULL OR custom_status = ?8)
-ORDER BY created_at DESC, id DESC
-LIMIT ?5;
+
+-- name: instance_list_prefix_count
+-- How many ids start with a prefix, counting no further than ?3: a range of the primary key.
+SELECT count(*) FROM (SELECT 1 FROM instances WHERE id >= ?1 AND id < ?2 LIMIT ?3);
+
+-- name: instance_list_prefix_count_open
+-- The same for a prefix with no upper bound (it ends with U+10FFFF characters only).
+SELECT count(*) FROM (SELECT 1 FROM instances WHERE id >= ?1 LIMIT ?2);
 
 -- name: instance_release
 -- The fence moves on: the released lease can write nothing more.

@@ -131,21 +131,31 @@ SELECT id, queue, name, state, priority, attempt, options, input, output, error,
 FROM task_results WHERE id = ?1;
 
 -- name: task_list
--- Standalone tasks only: activities belong to their orchestrations.
-SELECT * FROM (
-    SELECT id, queue, name,
-           CASE WHEN lease_until > ?1 THEN 'Running'
-                WHEN visible_at > ?1 THEN CASE WHEN attempt > 1 THEN 'Retrying' ELSE 'Scheduled' END
-                ELSE 'Available' END AS state,
-           priority, attempt, options, input, NULL AS output, last_error AS error, unique_key,
-           metadata, instance, execution, seq, created_at, visible_at, NULL AS finished_at
-    FROM tasks
-    WHERE queue <> '$activities' AND (?2 IS NULL OR queue = ?2) AND (?4 IS NULL OR name = ?4)
-    UNION ALL
-    SELECT id, queue, name, state, priority, attempt, options, input, output, error, unique_key,
-           metadata, NULL, NULL, NULL, created_at, finished_at, finished_at
-    FROM task_results
-    WHERE queue <> '$activities' AND (?2 IS NULL OR queue = ?2) AND (?4 IS NULL OR name = ?4))
-WHERE ?3 IS NULL OR state IN (SELECT value FROM json_each(?3))
+-- Standalone tasks only (activities belong to their orchestrations), newest first, below the
+-- task id ?6 when given: each table is read backward along its primary key and the two are
+-- merged, so a page costs its own rows however deep it is. ?7 and ?8 say whether the state
+-- filter asks for any unfinished and any finished state: a table it asks nothing of is
+-- skipped at once (a term without a column is checked once, before the scan).
+SELECT id, queue, name,
+       CASE WHEN lease_until > ?1 THEN 'Running'
+            WHEN visible_at > ?1 THEN CASE WHEN attempt > 1 THEN 'Retrying' ELSE 'Scheduled' END
+            ELSE 'Available' END AS state,
+       priority, attempt, options, input, NULL AS output, last_error AS error, unique_key,
+       metadata, instance, execution, seq, created_at, visible_at, NULL AS finished_at
+FROM tasks
+WHERE queue <> '$activities' AND (?2 IS NULL OR queue = ?2) AND (?4 IS NULL OR name = ?4)
+  AND id < coalesce(?6, 9223372036854775807)
+  AND ?7
+  AND (?3 IS NULL OR CASE WHEN lease_until > ?1 THEN 'Running'
+                          WHEN visible_at > ?1 THEN CASE WHEN attempt > 1 THEN 'Retrying' ELSE 'Scheduled' END
+                          ELSE 'Available' END IN (SELECT value FROM json_each(?3)))
+UNION ALL
+SELECT id, queue, name, state, priority, attempt, options, input, output, error, unique_key,
+       metadata, NULL, NULL, NULL, created_at, finished_at, finished_at
+FROM task_results
+WHERE queue <> '$activities' AND (?2 IS NULL OR queue = ?2) AND (?4 IS NULL OR name = ?4)
+  AND id < coalesce(?6, 9223372036854775807)
+  AND ?8
+  AND (?3 IS NULL OR state IN (SELECT value FROM json_each(?3)))
 ORDER BY id DESC
 LIMIT ?5;

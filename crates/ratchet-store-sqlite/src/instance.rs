@@ -1,7 +1,7 @@
 use ratchet_core::{ErrorInfo, HistoryEvent, ParentRef, Timestamp};
 use ratchet_store::{
     parent_event, ClaimedInstance, CreateOutcome, HistoryRecord, IfExists, InboxEvent,
-    InstanceClaim, InstanceClaimed, InstanceFilter, InstanceRecord, InstanceStatus, Lease,
+    InstanceClaim, InstanceClaimed, InstanceFollow, InstanceRecord, InstanceStatus, Lease,
     NewInboxEvent, NewInstance, NewSignal, Result, SignalOutcome, StopOutcome,
 };
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
@@ -340,30 +340,6 @@ pub(crate) fn get(conn: &Connection, id: &str) -> Result<Option<InstanceRecord>>
     row.map(InstanceRow::into_record).transpose()
 }
 
-pub(crate) fn list(conn: &Connection, f: &InstanceFilter) -> Result<Vec<InstanceRecord>> {
-    let statuses = (!f.statuses.is_empty())
-        .then(|| to_json(&f.statuses.iter().map(|s| s.as_str()).collect::<Vec<_>>()));
-    let mut stmt = conn.prepare_cached(sql("instance_list")).map_err(db_err)?;
-    let rows = stmt
-        .query_map(
-            params![
-                statuses,
-                f.name,
-                f.created_after.map(|t| t.0),
-                f.created_before.map(|t| t.0),
-                f.limit.unwrap_or(100),
-                f.after.as_ref().map(|(t, _)| t.0),
-                f.after.as_ref().map(|(_, id)| id.as_str()),
-                f.custom_status.as_ref().map(ratchet_store::codec::to_json)
-            ],
-            InstanceRow::read,
-        )
-        .map_err(db_err)?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .map_err(db_err)?;
-    rows.into_iter().map(InstanceRow::into_record).collect()
-}
-
 pub(crate) fn history(
     conn: &Connection,
     id: &str,
@@ -387,6 +363,23 @@ pub(crate) fn history_page(
             .map_err(db_err)?,
     );
     records
+}
+
+/// An instance with up to `limit` history events after `after`, read in one snapshot (a
+/// read transaction: another process may write between the two statements otherwise).
+pub(crate) fn follow(
+    conn: &Connection,
+    id: &str,
+    after: Option<(u32, u32)>,
+    limit: u32,
+) -> Result<Option<InstanceFollow>> {
+    let tx = conn.unchecked_transaction().map_err(db_err)?;
+    let history = history_page(&tx, id, after, limit)?;
+    let Some(instance) = get(&tx, id)? else {
+        return Ok(None);
+    };
+    tx.finish().map_err(db_err)?;
+    Ok(Some(InstanceFollow { instance, history }))
 }
 
 /// History rows, one per event.

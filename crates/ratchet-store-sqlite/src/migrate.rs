@@ -12,6 +12,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0005_worker_about.sql"),
     include_str!("../migrations/0006_workflows.sql"),
     include_str!("../migrations/0007_workflow_tombstones.sql"),
+    include_str!("../migrations/0008_console_indexes.sql"),
 ];
 
 /// The schema version this code creates and understands.

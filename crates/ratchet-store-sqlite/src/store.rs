@@ -7,10 +7,10 @@ use ratchet_core::Timestamp;
 use ratchet_store::{
     AppendOutcome, ClaimedTask, CommitBatch, CommitOutcome, CreateOutcome, EnqueueOutcome,
     EventAppend, EventPage, EventRead, Fence, HistoryRecord, InstanceClaim, InstanceClaimed,
-    InstanceFilter, InstanceRecord, Lease, LeaseRelease, LeaseState, NamedQueries, NewInstance,
-    NewSignal, NewTask, QueueStats, QueueUpdate, Result, SignalOutcome, StopOutcome, Store,
-    StoreError, StoreStats, TaskAction, TaskActionOutcome, TaskClaim, TaskFilter, TaskId,
-    TaskRecord, WakeupSender, Wakeups, WorkerAlive,
+    InstanceFilter, InstanceFollow, InstanceRecord, Lease, LeaseRelease, LeaseState, NamedQueries,
+    NewInstance, NewSignal, NewTask, QueueStats, QueueUpdate, Result, SignalOutcome, StopOutcome,
+    Store, StoreError, StoreStats, TaskAction, TaskActionOutcome, TaskClaim, TaskFilter, TaskId,
+    TaskRecord, ThroughputBucket, ThroughputQuery, WakeupSender, Wakeups, WorkerAlive,
 };
 use ratchet_store::{
     NewToken, NewWorkflow, TokenRecord, WorkerRecord, WorkflowPut, WorkflowRecord,
@@ -18,7 +18,9 @@ use ratchet_store::{
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use crate::convert::db_err;
-use crate::{commit, event, instance, migrate, queue, task, token, wake, worker, workflow};
+use crate::{
+    commit, event, instance, list, migrate, queue, task, throughput, token, wake, worker, workflow,
+};
 
 /// The named statements of this backend, from `sql/*.sql`.
 fn queries() -> &'static NamedQueries {
@@ -34,6 +36,7 @@ fn queries() -> &'static NamedQueries {
             include_str!("../sql/workers.sql"),
             include_str!("../sql/tokens.sql"),
             include_str!("../sql/workflows.sql"),
+            include_str!("../sql/throughput.sql"),
         ])
     })
 }
@@ -268,8 +271,14 @@ impl Store for SqliteStore {
         self.read(move |conn| task::get(conn, id, now)).await
     }
 
-    async fn task_list(&self, filter: TaskFilter, now: Timestamp) -> Result<Vec<TaskRecord>> {
-        self.read(move |conn| task::list(conn, &filter, now)).await
+    async fn task_list_before(
+        &self,
+        filter: TaskFilter,
+        before: Option<TaskId>,
+        now: Timestamp,
+    ) -> Result<Vec<TaskRecord>> {
+        self.read(move |conn| task::list(conn, &filter, before, now))
+            .await
     }
 
     async fn task_act(
@@ -461,7 +470,7 @@ impl Store for SqliteStore {
     }
 
     async fn instance_list(&self, filter: InstanceFilter) -> Result<Vec<InstanceRecord>> {
-        self.read(move |conn| instance::list(conn, &filter)).await
+        self.read(move |conn| list::list(conn, &filter)).await
     }
 
     async fn history_read(&self, id: &str, execution: Option<u32>) -> Result<Vec<HistoryRecord>> {
@@ -479,6 +488,22 @@ impl Store for SqliteStore {
         let id = id.to_string();
         self.read(move |conn| instance::history_page(conn, &id, after, limit))
             .await
+    }
+
+    async fn instance_follow(
+        &self,
+        id: &str,
+        after: Option<(u32, u32)>,
+        limit: u32,
+    ) -> Result<Option<InstanceFollow>> {
+        let id = id.to_string();
+        self.read(move |conn| instance::follow(conn, &id, after, limit))
+            .await
+    }
+
+    async fn throughput(&self, query: ThroughputQuery) -> Result<Vec<ThroughputBucket>> {
+        query.validate()?;
+        self.read(move |conn| throughput::read(conn, &query)).await
     }
 
     async fn instance_purge(&self, before: Timestamp) -> Result<u64> {

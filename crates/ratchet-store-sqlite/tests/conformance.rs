@@ -94,7 +94,7 @@ async fn a_version_1_database_migrates_and_keeps_its_tasks() {
     drop(conn);
 
     let store = SqliteStore::open(&path).await.expect("migrating open");
-    assert_eq!(ratchet_store_sqlite::SCHEMA_VERSION, 7);
+    assert_eq!(ratchet_store_sqlite::SCHEMA_VERSION, 8);
     let claim = |now: Timestamp| {
         TaskClaim::activities(
             Lease {
@@ -203,4 +203,69 @@ async fn an_open_read_transaction_does_not_weaken_conditions() {
         }
     );
     open.rollback().expect("rollback");
+}
+
+/// A prefix with more matches than this backend sorts (it then filters a walk of creation
+/// times instead) lists the same instances, in the same order, page by page.
+#[tokio::test]
+async fn a_wide_id_prefix_lists_what_a_narrow_one_would() {
+    use ratchet_core::Timestamp;
+    use ratchet_store::{IfExists, InstanceFilter, NewInstance, Store};
+
+    let store = fresh().await;
+    let new = |id: String| NewInstance {
+        id,
+        name: "wf".into(),
+        input: serde_json::json!(null),
+        parent: None,
+        if_exists: IfExists::Fail,
+        trace: None,
+    };
+    // 10,500 ids under `w-`, created a millisecond apart, and a few others.
+    for chunk in 0..21 {
+        let batch = (0..500)
+            .map(|i| new(format!("w-{:05}", chunk * 500 + i)))
+            .collect();
+        store
+            .instance_create(batch, None, Timestamp(1_000_000 + chunk))
+            .await
+            .unwrap();
+    }
+    store
+        .instance_create(
+            vec![new("x-1".into()), new("v-1".into())],
+            None,
+            Timestamp(2_000_000),
+        )
+        .await
+        .unwrap();
+    let page = |prefix: &str, after: Option<(Timestamp, String)>| {
+        let store = store.clone();
+        let filter = InstanceFilter {
+            id_prefix: Some(prefix.into()),
+            after,
+            limit: Some(3),
+            ..InstanceFilter::default()
+        };
+        async move {
+            store
+                .instance_list(filter)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|r| (r.created_at, r.id))
+                .collect::<Vec<_>>()
+        }
+    };
+    let wide = page("w-", None).await;
+    let ids: Vec<&str> = wide.iter().map(|(_, id)| id.as_str()).collect();
+    assert_eq!(ids, ["w-10499", "w-10498", "w-10497"], "newest first");
+    assert_eq!(page("w-1049", None).await, wide, "a narrow prefix agrees");
+    let next = page("w-", wide.last().cloned()).await;
+    let ids: Vec<&str> = next.iter().map(|(_, id)| id.as_str()).collect();
+    assert_eq!(ids, ["w-10496", "w-10495", "w-10494"]);
+    // The chunk boundary: ids of an older millisecond follow.
+    let at_boundary = page("w-", Some((Timestamp(1_000_020), "w-10000".into()))).await;
+    let ids: Vec<&str> = at_boundary.iter().map(|(_, id)| id.as_str()).collect();
+    assert_eq!(ids, ["w-09999", "w-09998", "w-09997"]);
 }

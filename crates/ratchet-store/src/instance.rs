@@ -208,8 +208,45 @@ pub struct InstanceFilter {
     /// Only instances whose last custom status is this value (compared as written: a string,
     /// a number, or an object with its keys in the same order).
     pub custom_status: Option<Value>,
+    /// Only instances whose id starts with this, character for character (case matters). A
+    /// range of the ids' index ([`prefix_end`]), so a narrow prefix reads only its matches.
+    pub id_prefix: Option<String>,
     /// At most this many, newest first (default 100).
     pub limit: Option<u32>,
+}
+
+/// The least string above every string that starts with `prefix`, in code point order (which
+/// is UTF-8's byte order, the order both backends compare ids in): `prefix` with its last
+/// character moved on to the next, after dropping trailing characters that have no next.
+/// `None` when no string is above them all (an empty prefix, or one of `char::MAX` only).
+///
+/// The strings that start with `prefix` are exactly those from `prefix` (inclusive) to this
+/// (exclusive), so a prefix filter is a range of an ordered index.
+pub fn prefix_end(prefix: &str) -> Option<String> {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(last) = chars.pop() {
+        // The surrogates are no characters: the one after U+D7FF is U+E000.
+        let next = match last {
+            '\u{D7FF}' => Some('\u{E000}'),
+            c => char::from_u32(u32::from(c) + 1),
+        };
+        if let Some(next) = next {
+            chars.push(next);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
+}
+
+/// An instance with the history recorded after a position, read together: what a live view
+/// of the instance polls ([`crate::Store::instance_follow`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct InstanceFollow {
+    /// The instance as it stands.
+    pub instance: InstanceRecord,
+    /// Up to the asked number of its history events after the position, across executions,
+    /// in order.
+    pub history: Vec<HistoryRecord>,
 }
 
 /// One stored history event with its position.
@@ -260,4 +297,30 @@ pub enum StopOutcome {
     NotFound,
     /// Already finished; nothing changed.
     Finished(InstanceStatus),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_ends_bound_exactly_the_strings_that_start_with_the_prefix() {
+        assert_eq!(prefix_end("ord").as_deref(), Some("ore"));
+        assert_eq!(prefix_end("a-").as_deref(), Some("a."));
+        assert_eq!(prefix_end("é").as_deref(), Some("ê"));
+        assert_eq!(prefix_end("x\u{D7FF}").as_deref(), Some("x\u{E000}"));
+        assert_eq!(prefix_end("a\u{10FFFF}").as_deref(), Some("b"));
+        assert_eq!(prefix_end("\u{10FFFF}\u{10FFFF}"), None);
+        assert_eq!(prefix_end(""), None);
+        // Byte order (what the databases compare) agrees with code point order.
+        for (p, inside, outside) in [
+            ("ord", "ord-7", "ore"),
+            ("é", "é1", "f"),
+            ("z", "z\u{10FFFF}", "{"),
+        ] {
+            let end = prefix_end(p).unwrap();
+            assert!(p.as_bytes() <= inside.as_bytes() && inside.as_bytes() < end.as_bytes());
+            assert!(!(outside.as_bytes() < end.as_bytes() && outside.as_bytes() >= p.as_bytes()));
+        }
+    }
 }

@@ -26,6 +26,7 @@ mod queue;
 mod sql;
 mod store;
 mod task;
+mod throughput;
 mod token;
 mod wakeup;
 mod workflow;
@@ -45,9 +46,9 @@ pub use event::{
     MAX_EVENT_TYPE_BYTES, MAX_QUERY_ITEMS, MAX_TAGS, MAX_TAG_BYTES,
 };
 pub use instance::{
-    ClaimedInstance, CreateOutcome, Fence, HistoryRecord, IfExists, InboxEvent, Incarnation,
-    InstanceFilter, InstanceRecord, InstanceStatus, NewInstance, NewSignal, SignalOutcome,
-    StopOutcome,
+    prefix_end, ClaimedInstance, CreateOutcome, Fence, HistoryRecord, IfExists, InboxEvent,
+    Incarnation, InstanceFilter, InstanceFollow, InstanceRecord, InstanceStatus, NewInstance,
+    NewSignal, SignalOutcome, StopOutcome,
 };
 pub use queue::{
     validate_queue_name, EnqueueOutcome, LeaseState, QueueLimits, QueueStats, QueueUpdate,
@@ -61,6 +62,7 @@ pub use store::{
 pub use task::{
     ClaimedTask, NewTask, TaskCompletion, TaskId, TaskOwner, TaskResult, ACTIVITY_QUEUE,
 };
+pub use throughput::{ThroughputBucket, ThroughputQuery};
 pub use token::{NewToken, TokenRecord};
 pub use wakeup::{WakeupSender, Wakeups};
 pub use workflow::{NewWorkflow, WorkflowPut, WorkflowRecord};

@@ -249,7 +249,23 @@ pub trait Store: Send + Sync + 'static {
     /// # Errors
     ///
     /// Database failures.
-    async fn task_list(&self, filter: TaskFilter, now: Timestamp) -> Result<Vec<TaskRecord>>;
+    async fn task_list(&self, filter: TaskFilter, now: Timestamp) -> Result<Vec<TaskRecord>> {
+        self.task_list_before(filter, None, now).await
+    }
+
+    /// Lists standalone tasks, newest first (by id), only those with an id below `before`
+    /// when given: keyset pagination, where the last id of a page gives the next, and a page
+    /// costs the same however deep it is. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures.
+    async fn task_list_before(
+        &self,
+        filter: TaskFilter,
+        before: Option<TaskId>,
+        now: Timestamp,
+    ) -> Result<Vec<TaskRecord>>;
 
     /// Cancels, retries or discards standalone tasks, with an outcome per task. One round trip.
     ///
@@ -381,6 +397,35 @@ pub trait Store: Send + Sync + 'static {
         after: Option<(u32, u32)>,
         limit: u32,
     ) -> Result<Vec<HistoryRecord>>;
+
+    /// Reads an instance together with up to `limit` events of its history after the position
+    /// `after` (execution, seq), or from the start: what a live view polls, so that each look
+    /// costs one round trip whether or not anything changed. `None` for an unknown id. The
+    /// history is read first, so when the instance has finished a last call with the new
+    /// position returns whatever the earlier call's history missed. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures; [`crate::StoreError::Corrupt`] for an unreadable event.
+    async fn instance_follow(
+        &self,
+        id: &str,
+        after: Option<(u32, u32)>,
+        limit: u32,
+    ) -> Result<Option<crate::InstanceFollow>>;
+
+    /// Counts, per bucket of the query's range, the instances started, completed and failed
+    /// and the standalone tasks completed and dead; buckets where nothing happened are left
+    /// out, the others come in order. Each count is a range scan of an index on the time it
+    /// counts by, so it costs what the range holds, not what the tables hold. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures.
+    async fn throughput(
+        &self,
+        query: crate::ThroughputQuery,
+    ) -> Result<Vec<crate::ThroughputBucket>>;
 
     /// Deletes finished instances (and their history) that finished before `before`.
     /// Returns how many. One round trip.

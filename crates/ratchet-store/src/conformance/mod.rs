@@ -11,15 +11,19 @@
 mod concurrency;
 mod events;
 mod instances;
+mod listing;
 mod queue;
 mod tasks;
+mod throughput;
 mod workflows;
 
 pub use concurrency::*;
 pub use events::*;
 pub use instances::*;
+pub use listing::*;
 pub use queue::*;
 pub use tasks::*;
+pub use throughput::*;
 pub use workflows::*;
 
 use ratchet_core::{ActivityOptions, HistoryEvent, Timestamp};
@@ -44,6 +48,8 @@ macro_rules! conformance_suite {
             signals_buffer_in_order_and_dedup, cancel_and_terminate, continue_as_new_starts_next_execution, history_pages_by_position,
             child_result_reaches_parent, claim_respects_versions_and_leases, list_filters_and_history,
             heartbeat_and_release, purge_removes_finished, list_pages_by_keyset,
+            list_filters_combine_by_id_prefix_and_page_by_keyset, task_lists_page_by_keyset,
+            instances_are_followed_from_a_position, throughput_counts_by_bucket,
             tokens_are_found_by_hash_and_revoked, workflows_are_stored_by_version,
             workflows_are_deleted_by_version_or_whole, workflow_delete_refuses_while_instances_run_on_it,
             workers_are_listed_with_what_they_run, stats_count_round_trips,
