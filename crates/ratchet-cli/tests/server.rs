@@ -631,9 +631,234 @@ async fn every_route(store_args: &[String], store: &dyn ratchet::Store) {
     tasks(&server).await;
     events(&server).await;
     workflows(&server).await;
+    console_routes(&server).await;
+    instance_stream(&server).await;
     a_lost_lease_is_taken_over(&server, store).await;
     metrics(&server).await;
     server.stop();
+}
+
+/// What the console reads beside the rest: its own files, who is asking, throughput, lists by
+/// id prefix and tasks paged by id.
+async fn console_routes(server: &Server) {
+    let page = http().get(server.url("/")).send().await.unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    assert!(page.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/html"));
+    let html = page.text().await.unwrap();
+    assert!(html.contains("/console/app.js"), "{html}");
+    let script = http()
+        .get(server.url("/console/app.js"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(script.status(), StatusCode::OK);
+    assert!(script.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/javascript"));
+    let (status, _) = get(server, "/console/missing.js").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    let (_, who) = get(server, "/v1/whoami").await;
+    assert_eq!(
+        who,
+        json!({"auth": false, "scopes": ["read", "write", "admin"]})
+    );
+
+    // Every instance this server made so far was made in the last hour.
+    let (_, all) = get(server, "/v1/instances?limit=1000").await;
+    let made = all["items"].as_array().unwrap().len() as u64;
+    assert!(made >= 2, "{all}");
+    let (_, throughput) = get(server, "/v1/stats/throughput?minutes=60").await;
+    let sum = |key: &str| {
+        throughput["buckets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b[key].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    assert_eq!(sum("started"), made, "{throughput}");
+    let finished_ok = all["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["status"] == "Completed")
+        .count() as u64;
+    assert_eq!(sum("completed"), finished_ok, "{throughput}");
+    for bad in [
+        "minutes=0",
+        "minutes=1441",
+        "bucket_seconds=0",
+        "bucket_seconds=3601",
+    ] {
+        let (status, problem) = get(server, &format!("/v1/stats/throughput?{bad}")).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}");
+        assert_eq!(
+            problem["field"],
+            bad.split('=').next().unwrap(),
+            "{problem}"
+        );
+    }
+
+    // An id prefix: exactly the ids that start with it.
+    let ids = |page: &Value| -> Vec<String> {
+        page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let every = ids(&all);
+    let (_, prefixed) = get(server, "/v1/instances?limit=1000&id_prefix=wf-").await;
+    let expected: Vec<String> = every
+        .iter()
+        .filter(|id| id.starts_with("wf-"))
+        .cloned()
+        .collect();
+    assert!(
+        !expected.is_empty() && expected.len() < every.len(),
+        "{every:?}"
+    );
+    assert_eq!(ids(&prefixed), expected);
+    let (_, none) = get(server, "/v1/instances?id_prefix=wf%25").await;
+    assert_eq!(ids(&none), Vec::<String>::new(), "% is no wildcard");
+
+    // Tasks paged by id: two pages of two are the newest four, in order, without overlap.
+    for n in 0..4 {
+        let (status, _) = post(
+            server,
+            "/v1/tasks",
+            json!({"name": "work", "input": {"n": n}, "options": {"queue": "paged", "delay_ms": 60000}}),
+        )
+        .await;
+        assert_eq!(status, StatusCode::CREATED);
+    }
+    let task_ids = |list: &Value| -> Vec<i64> {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_i64().unwrap())
+            .collect()
+    };
+    let (_, newest) = get(server, "/v1/tasks?queue=paged&limit=4").await;
+    let newest = task_ids(&newest);
+    assert_eq!(newest.len(), 4);
+    let (_, first) = get(server, "/v1/tasks?queue=paged&limit=2").await;
+    let first = task_ids(&first);
+    let (_, second) = get(
+        server,
+        &format!("/v1/tasks?queue=paged&limit=2&before={}", first[1]),
+    )
+    .await;
+    let second = task_ids(&second);
+    assert_eq!([first, second].concat(), newest);
+}
+
+/// An instance followed live: its state, each history event once, and the end; a reconnect
+/// resumes after the last event seen.
+async fn instance_stream(server: &Server) {
+    let (status, _) = post(server, "/v1/instances", order("live")).await;
+    assert_eq!(status, StatusCode::CREATED);
+    awaiting_delivery(server, "live").await;
+    let (status, _) = get(server, "/v1/instances/nobody/stream").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    /// Reads messages until `end`, or until `until` says enough.
+    async fn read(
+        server: &Server,
+        last_id: Option<&str>,
+        until: impl Fn(&[(String, Option<String>, Value)]) -> bool,
+    ) -> Vec<(String, Option<String>, Value)> {
+        let mut request = http().get(server.url("/v1/instances/live/stream"));
+        if let Some(id) = last_id {
+            request = request.header("Last-Event-ID", id);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let mut body = response.bytes_stream();
+        let mut buffer = String::new();
+        let mut messages = Vec::new();
+        loop {
+            let chunk = tokio::time::timeout(Duration::from_secs(10), body.next())
+                .await
+                .expect("a message arrives")
+                .expect("the stream goes on")
+                .unwrap();
+            buffer.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = buffer.find("\n\n") {
+                let message: String = buffer.drain(..end + 2).collect();
+                let field = |name: &str| {
+                    message
+                        .lines()
+                        .find_map(|l| l.strip_prefix(&format!("{name}: ")[..]))
+                        .map(str::to_string)
+                };
+                let Some(kind) = field("event") else { continue };
+                let data = serde_json::from_str(&field("data").unwrap_or_default()).unwrap();
+                let ended = kind == "end";
+                messages.push((kind, field("id"), data));
+                if ended || until(&messages) {
+                    return messages;
+                }
+            }
+        }
+    }
+    let waiting = |m: &[(String, Option<String>, Value)]| {
+        m.iter()
+            .any(|(kind, _, data)| kind == "instance" && data["status"] == "Running")
+            && m.iter().any(|(_, _, data)| {
+                data["event"]["type"] == "CustomStatusSet"
+                    && data["event"]["status"] == "awaiting-delivery"
+            })
+    };
+    let before = read(server, None, waiting).await;
+    assert!(waiting(&before), "{before:?}");
+    let history = |m: &[(String, Option<String>, Value)]| -> Vec<String> {
+        m.iter()
+            .filter(|(kind, _, _)| kind == "history")
+            .map(|(_, id, _)| id.clone().expect("a history message has an id"))
+            .collect()
+    };
+    let seen = history(&before);
+    let last = seen.last().unwrap().clone();
+
+    let (status, _) = post(
+        server,
+        "/v1/instances/live/signals",
+        json!({"name": "delivered", "payload": "porch"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let after = read(server, Some(&last), |_| false).await;
+    let (kind, _, _) = after.last().unwrap();
+    assert_eq!(kind, "end", "{after:?}");
+    let finished = after
+        .iter()
+        .rev()
+        .find(|(kind, _, _)| kind == "instance")
+        .map(|(_, _, data)| data.clone())
+        .unwrap();
+    assert_eq!(finished["status"], "Completed", "{finished}");
+    assert_eq!(finished["output"]["delivered"], "porch");
+    // The two reads together are the whole history, each event once and in order.
+    let rest = history(&after);
+    assert!(
+        rest.iter().all(|id| !seen.contains(id)),
+        "{seen:?} {rest:?}"
+    );
+    let (_, whole) = get(server, "/v1/instances/live/history?limit=1000").await;
+    let positions: Vec<String> = whole["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| format!("{}.{}", r["execution"], r["seq"]))
+        .collect();
+    assert_eq!([seen, rest].concat(), positions);
 }
 
 /// Definitions checked, applied per version, listed and read back; errors each at its line
@@ -1128,6 +1353,19 @@ async fn auth(store_args: &[String]) {
             "{open}"
         );
     }
+    // whoami tells a caller without a token that it needs one, and a token what it may do.
+    let (status, who) = call(Method::GET, "/v1/whoami", None, None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(who, json!({"auth": true, "scopes": []}));
+    let (_, who) = call(Method::GET, "/v1/whoami", Some(&reader), None).await;
+    assert_eq!(
+        (who["scopes"].clone(), who["name"].clone()),
+        (json!(["read"]), json!("dash"))
+    );
+    let (_, who) = call(Method::GET, "/v1/whoami", Some(&admin), None).await;
+    assert_eq!(who["scopes"], json!(["read", "write", "admin"]));
+    let (status, _) = call(Method::GET, "/v1/whoami", Some("rt_nobody_x"), None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
     let (status, p) = call(Method::GET, "/v1/queues", None, None).await;
     assert_eq!(
         (status, p["type"].clone()),

@@ -110,6 +110,26 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Who made a request, when the server asks for tokens: what `GET /v1/whoami` tells, so a
+/// client (the console) can leave out what the token may not do.
+#[derive(Clone, Debug)]
+pub(crate) struct Caller {
+    /// The token's public id.
+    pub(crate) token: String,
+    /// The token's name.
+    pub(crate) name: String,
+    /// Its scopes, each including the ones before it.
+    pub(crate) scopes: Vec<Scope>,
+}
+
+/// Every scope `granted` includes, lowest first.
+pub(crate) fn implied(granted: Option<Scope>) -> Vec<Scope> {
+    [Scope::Read, Scope::Write, Scope::Admin]
+        .into_iter()
+        .filter(|s| granted.is_some_and(|g| *s <= g))
+        .collect()
+}
+
 /// The scope a request needs, by method and route pattern.
 fn needed(method: &Method, route: &str) -> Scope {
     // A read with its query in the body is a read.
@@ -127,9 +147,13 @@ fn needed(method: &Method, route: &str) -> Scope {
     Scope::Write
 }
 
-/// Routes anyone may call: probes and the API's description.
+/// Routes anyone may call: probes, the API's description, and whoami (which checks a token
+/// it is given itself).
 fn public(route: &str) -> bool {
-    matches!(route, "/healthz" | "/readyz" | "/openapi.json")
+    matches!(
+        route,
+        "/healthz" | "/readyz" | "/openapi.json" | "/v1/whoami"
+    )
 }
 
 fn unauthorized(detail: &str) -> Response {
@@ -145,6 +169,52 @@ fn unauthorized(detail: &str) -> Response {
         HeaderValue::from_static("Bearer realm=\"ratchet\""),
     );
     response
+}
+
+/// The token a request carries, looked up: refused (401) when missing, unknown or revoked.
+async fn authenticate(
+    state: &ServerState,
+    headers: &axum::http::HeaderMap,
+) -> Result<ratchet::TokenRecord, Response> {
+    let Some(token) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+    else {
+        return Err(unauthorized(
+            "this server asks for a token: Authorization: Bearer <token>",
+        ));
+    };
+    match state.client.store().token_find(&hash(token)).await {
+        Ok(Some(record)) if record.revoked_at.is_none() => Ok(record),
+        Ok(Some(_)) => Err(unauthorized("this token was revoked")),
+        Ok(None) => Err(unauthorized("this token is not known here")),
+        Err(e) => Err(Problem::from(e).into_response()),
+    }
+}
+
+/// Who a request is from, for `GET /v1/whoami` (a public route, so that a client without a
+/// token learns that it needs one without an error): `Ok(None)` when it carries no token,
+/// or the server asks for none; a refusal for a token that is unknown or revoked.
+pub(crate) async fn caller(
+    state: &ServerState,
+    headers: &axum::http::HeaderMap,
+) -> Result<Option<Caller>, Response> {
+    if !state.auth || !headers.contains_key(header::AUTHORIZATION) {
+        return Ok(None);
+    }
+    let record = authenticate(state, headers).await?;
+    let granted = record
+        .scopes
+        .iter()
+        .filter_map(|s| s.parse::<Scope>().ok())
+        .max();
+    Ok(Some(Caller {
+        token: record.id,
+        name: record.name,
+        scopes: implied(granted),
+    }))
 }
 
 /// Checks the request's bearer token and its scope, when the server asks for tokens.
@@ -164,20 +234,9 @@ pub(crate) async fn check(
     if public(&route) {
         return next.run(request).await;
     }
-    let Some(token) = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
-    else {
-        return unauthorized("this server asks for a token: Authorization: Bearer <token>");
-    };
-    let record = match state.client.store().token_find(&hash(token)).await {
-        Ok(Some(record)) if record.revoked_at.is_none() => record,
-        Ok(Some(_)) => return unauthorized("this token was revoked"),
-        Ok(None) => return unauthorized("this token is not known here"),
-        Err(e) => return Problem::from(e).into_response(),
+    let record = match authenticate(&state, request.headers()).await {
+        Ok(record) => record,
+        Err(refused) => return refused,
     };
     let needs = needed(request.method(), &route);
     let granted = record

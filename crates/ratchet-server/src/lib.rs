@@ -18,6 +18,7 @@
 #![deny(missing_docs)]
 
 mod auth;
+mod console;
 mod extract;
 mod fleet;
 mod metrics;

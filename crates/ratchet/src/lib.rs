@@ -122,10 +122,11 @@ pub use ratchet_runtime::{
 };
 pub use ratchet_store::{
     validate_queue_name, AppendCondition, AppendOutcome, Direction, EnqueueOutcome, EventAppend,
-    EventPage, EventQuery, EventRead, HistoryRecord, IfExists, InstanceFilter, InstanceRecord,
-    InstanceStatus, NewEvent, NewToken, Position, QueryItem, QueueLimits, QueueStats, Store,
-    StoreError, StoreStats, StoredEvent, TaskActionOutcome, TaskFilter, TaskId, TaskRecord,
-    TaskState, TokenRecord, WorkerAbout, WorkerRecord, WorkflowPut, WorkflowRecord,
+    EventPage, EventQuery, EventRead, HistoryRecord, IfExists, InstanceFilter, InstanceFollow,
+    InstanceRecord, InstanceStatus, NewEvent, NewToken, Position, QueryItem, QueueLimits,
+    QueueStats, Store, StoreError, StoreStats, StoredEvent, TaskActionOutcome, TaskFilter, TaskId,
+    TaskRecord, TaskState, ThroughputBucket, ThroughputQuery, TokenRecord, WorkerAbout,
+    WorkerRecord, WorkflowPut, WorkflowRecord,
 };
 #[cfg(feature = "postgres")]
 pub use ratchet_store_postgres::{

@@ -1,8 +1,8 @@
 use std::time::Duration;
 
 use ratchet_store::{
-    CreateOutcome, HistoryRecord, IfExists, InstanceFilter, InstanceRecord, Lease, NewInstance,
-    NewSignal, SignalOutcome, StopOutcome,
+    CreateOutcome, HistoryRecord, IfExists, InstanceFilter, InstanceFollow, InstanceRecord, Lease,
+    NewInstance, NewSignal, SignalOutcome, StopOutcome, ThroughputBucket, ThroughputQuery,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -361,6 +361,36 @@ impl Client {
             return Err(Error::NotFound(id.to_string()));
         }
         Ok(page)
+    }
+
+    /// Reads an instance with up to `limit` events of its history after the position `after`
+    /// (or from its start), in one round trip: what a live view polls. The history is read
+    /// before the instance, so once the instance shows finished, one more call from the new
+    /// position returns every event that remains.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotFound`] for an unknown id, or a store error.
+    pub async fn follow(
+        &self,
+        id: &str,
+        after: Option<(u32, u32)>,
+        limit: u32,
+    ) -> Result<InstanceFollow> {
+        self.store
+            .instance_follow(id, after, limit)
+            .await?
+            .ok_or_else(|| Error::NotFound(id.to_string()))
+    }
+
+    /// Counts instances started, completed and failed and standalone tasks completed and dead
+    /// per bucket of a time range (buckets where nothing happened are left out).
+    ///
+    /// # Errors
+    ///
+    /// A store error; [`ratchet_store::StoreError::Invalid`] for too many buckets.
+    pub async fn throughput(&self, query: ThroughputQuery) -> Result<Vec<ThroughputBucket>> {
+        Ok(self.store.throughput(query).await?)
     }
 
     /// Waits until an instance finishes, for at most `timeout`.

@@ -164,6 +164,24 @@ impl Client {
         Ok(self.store.task_list(filter, self.calls.now().await).await?)
     }
 
+    /// Lists standalone tasks, newest first, only those with an id below `before` when given:
+    /// pass the last id of a page for the next one (keyset pagination, as cheap deep as
+    /// shallow).
+    ///
+    /// # Errors
+    ///
+    /// A store error.
+    pub async fn tasks_before(
+        &self,
+        filter: TaskFilter,
+        before: Option<TaskId>,
+    ) -> Result<Vec<TaskRecord>> {
+        Ok(self
+            .store
+            .task_list_before(filter, before, self.calls.now().await)
+            .await?)
+    }
+
     /// Waits until a task finishes (completed, dead or cancelled), for at most `timeout`.
     /// Store errors on the way (a database restarting) do not end the wait before its deadline.
     ///

@@ -334,6 +334,8 @@ struct ListParams {
     /// Only this custom status: JSON (`42`, `"42"`, `{"step":2}`), or else a string
     /// (`awaiting-delivery`).
     custom_status: Option<String>,
+    /// Only instances whose id starts with this (case matters).
+    id_prefix: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -384,6 +386,7 @@ async fn list(
         custom_status: params
             .custom_status
             .map(|text| serde_json::from_str(&text).unwrap_or(Value::String(text))),
+        id_prefix: params.id_prefix,
     };
     let mut records = state.client.list(filter).await?;
     let more = records.len() > limit as usize;
@@ -419,11 +422,11 @@ struct HistoryParams {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-struct HistoryItem {
-    execution: u32,
-    seq: u32,
+pub(super) struct HistoryItem {
+    pub(super) execution: u32,
+    pub(super) seq: u32,
     #[schema(value_type = Object)]
-    event: HistoryEvent,
+    pub(super) event: HistoryEvent,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -458,7 +461,7 @@ async fn graph(
 }
 
 /// A history position as `next` gives it: `execution.seq`.
-fn parse_position(text: &str) -> Result<(u32, u32), Problem> {
+pub(super) fn parse_position(text: &str) -> Result<(u32, u32), Problem> {
     text.split_once('.')
         .and_then(|(e, s)| Some((e.parse().ok()?, s.parse().ok()?)))
         .ok_or_else(|| {

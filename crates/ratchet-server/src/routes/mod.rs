@@ -1,8 +1,10 @@
 //! The routes, one file per resource.
 
 mod events;
+mod instance_stream;
 mod instances;
 mod queues;
+mod stats;
 mod system;
 mod tasks;
 mod workers;
@@ -65,10 +67,12 @@ impl utoipa::Modify for BearerTokens {
 fn documented() -> OpenApiRouter<ServerState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(instances::routes())
+        .merge(instance_stream::routes())
         .merge(tasks::routes())
         .merge(queues::routes())
         .merge(events::routes())
         .merge(system::routes())
+        .merge(stats::routes())
         .merge(workers::routes())
         .merge(workflows::routes())
 }
@@ -80,7 +84,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 }
 
 /// The API's router on `state`: every route under `/v1`, `/healthz`, `/readyz`,
-/// `/openapi.json` and `/metrics`.
+/// `/openapi.json` and `/metrics`, and the web console at `/`.
 pub fn router(state: ServerState) -> Router {
     let limit = state.limits.max_body_bytes;
     let (routes, document) = documented().split_for_parts();
@@ -98,6 +102,9 @@ pub fn router(state: ServerState) -> Router {
         ))
         .route_layer(axum::middleware::from_fn(crate::metrics::track))
         .route_layer(axum::middleware::from_fn(crate::trace::span))
+        // After the layers: the console's files are public (the page asks for a token when
+        // the server does), and are neither API calls to count nor to trace.
+        .merge(crate::console::routes())
         .fallback(|| async { Problem::not_found("no such route") })
         .method_not_allowed_fallback(|| async {
             Problem::new(

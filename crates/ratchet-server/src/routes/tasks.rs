@@ -351,9 +351,12 @@ struct ListParams {
     state: Option<String>,
     name: Option<String>,
     limit: Option<u32>,
+    /// Only tasks with an id below this: the last id of the previous page gives the next
+    /// (keyset pagination, as fast deep as shallow).
+    before: Option<i64>,
 }
 
-/// Newest first.
+/// Newest first (by id), a page at a time with `before`.
 #[utoipa::path(
     get,
     path = "/v1/tasks",
@@ -383,7 +386,10 @@ async fn list(
         name: params.name,
         limit: Some(limit),
     };
-    let tasks = state.client.tasks(filter).await?;
+    let tasks = state
+        .client
+        .tasks_before(filter, params.before.map(TaskId))
+        .await?;
     Ok(Json(tasks.into_iter().map(TaskView::from).collect()))
 }
 
