@@ -710,7 +710,22 @@ async fn the_console_serves_the_demo(store_args: Vec<String>) {
         })
         .await;
     }
-    no_errors(&client, "bulk cancel").await;
+    api.start_order("bulk-3").await;
+    open(
+        &client,
+        &page("/instances?id_prefix=bulk-3"),
+        "[data-testid=select-all]",
+    )
+    .await;
+    wait_count(&client, "[data-testid=instance-row]", 1).await;
+    click(&client, "[data-testid=select-all]").await;
+    click(&client, "[data-testid=bulk-terminate]").await;
+    click(&client, "[data-testid=confirm]").await;
+    eventually("bulk-3 terminated", || async {
+        (api.status("bulk-3").await == "Terminated").then_some(())
+    })
+    .await;
+    no_errors(&client, "bulk cancel and terminate").await;
 
     // Queues: pause from the page (the dead tasks' queue, so that retried ones stay put).
     open(&client, &page("/tasks"), "[data-testid=queue-row]").await;
@@ -814,6 +829,23 @@ async fn the_console_serves_the_demo(store_args: Vec<String>) {
         .await
         .unwrap();
     assert_eq!(gone.status(), 404, "the discarded task is gone");
+    // A waiting task (its queue is paused) cancelled from its page.
+    let held = api.get("/v1/tasks?queue=held&limit=1").await;
+    let held = held[0]["id"].as_i64().unwrap();
+    open(
+        &client,
+        &page(&format!("/tasks/{held}")),
+        "[data-testid=action-cancel]:not([disabled])",
+    )
+    .await;
+    click(&client, "[data-testid=action-cancel]").await;
+    click(&client, "[data-testid=confirm]").await;
+    wait_text(&client, "[data-testid=action-result]", "cancel").await;
+    eventually(&format!("task {held} cancelled"), || async {
+        let t = api.get(&format!("/v1/tasks/{held}")).await;
+        (t["state"] == "Cancelled").then_some(())
+    })
+    .await;
     // Resume from the page.
     open(&client, &page("/tasks"), "[data-testid=queue-row]").await;
     click(
@@ -844,6 +876,19 @@ async fn the_console_serves_the_demo(store_args: Vec<String>) {
     )
     .await;
     wait_count(&client, "[data-testid=event-row]", 2).await;
+    // Appended from the page: the followed list shows it, and the store has it.
+    click(&client, "[data-testid=events-append]").await;
+    fill(&client, "[data-testid=append-type]", "OrderShipped").await;
+    fill(&client, "[data-testid=append-tags]", "order:order-3").await;
+    fill(&client, "[data-testid=append-payload]", "{\"parcels\": 3}").await;
+    click(&client, "[data-testid=append-send]:not([disabled])").await;
+    wait_count(&client, "[data-testid=event-row]", 3).await;
+    let stored = api.get("/v1/events?tags=order:order-3").await;
+    assert_eq!(
+        stored["events"][0]["payload"],
+        json!({"parcels": 3}),
+        "{stored}"
+    );
     shot(&client, "events").await;
     no_errors(&client, "events").await;
 
