@@ -1,0 +1,236 @@
+"""The client: start and steer instances, enqueue and steer tasks, append and read events."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+
+from . import _ratchet
+from ._json import encode, loads
+
+#: A task to enqueue: `(name, input)` or `(name, input, options)`.
+TaskSpec = Union[Sequence[Any], Mapping[str, Any]]
+
+_TASK_OPTIONS = (
+    "queue", "priority", "delay", "run_at", "max_attempts", "retry_delay", "timeout",
+    "unique_key", "metadata",
+)
+
+
+def _options(options: Mapping[str, Any]) -> str:
+    unknown = sorted(set(options) - set(_TASK_OPTIONS))
+    if unknown:
+        raise _ratchet.InvalidInput(
+            f"unknown task option {unknown[0]!r} (known: {', '.join(_TASK_OPTIONS)})"
+        )
+    return encode(dict(options), "task options")
+
+
+def _check_str(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise _ratchet.InvalidInput(f"{what} must be a str, not {type(value).__name__}")
+    return value
+
+
+class Client:
+    """A client on one store. Make one with :func:`ratchet.connect`; every method is a
+    coroutine, and none holds the GIL while it waits on the database."""
+
+    def __init__(self, native: _ratchet.NativeClient) -> None:
+        self._native = native
+
+    # Instances ---------------------------------------------------------------------------
+
+    async def start(self, name: str, input: Any = None, *, id: Optional[str] = None,
+                    if_exists: str = "fail") -> str:
+        """Starts an instance of the orchestration `name`; returns its id."""
+        _check_str(name, "name")
+        return await self._native.start(name, encode(input, "input"), id, if_exists)
+
+    async def signal(self, id: str, name: str, payload: Any = None, *,
+                     dedup_id: Optional[str] = None) -> bool:
+        """Raises a signal; with `dedup_id`, at most once. Returns False for a repeat."""
+        return await self._native.signal(_check_str(id, "id"), _check_str(name, "name"),
+                                         encode(payload, "payload"), dedup_id)
+
+    async def cancel(self, id: str, reason: str = "cancelled") -> None:
+        """Asks the instance to cancel: its pending steps fail with Cancelled."""
+        await self._native.cancel(_check_str(id, "id"), reason)
+
+    async def terminate(self, id: str, reason: str = "terminated") -> None:
+        """Stops the instance at once."""
+        await self._native.terminate(_check_str(id, "id"), reason)
+
+    async def status(self, id: str) -> dict:
+        """The instance: status, input, output, error, custom status, times (ms)."""
+        return loads(await self._native.status(_check_str(id, "id")))
+
+    async def wait(self, id: str, timeout: float = 60.0) -> dict:
+        """Waits for the instance to finish: `{id, status, output, error}`. Raises
+        :class:`ratchet.Timeout` after `timeout` seconds."""
+        return loads(await self._native.wait(_check_str(id, "id"), float(timeout)))
+
+    async def result(self, id: str, timeout: float = 60.0) -> Any:
+        """Waits and returns the output; raises :class:`ratchet.Failed` unless it completed."""
+        outcome = await self.wait(id, timeout)
+        if outcome["status"] != "Completed":
+            error = outcome.get("error") or {}
+            raise _ratchet.Failed(
+                f"instance {id!r} ended {outcome['status']}"
+                + (f": {error.get('kind')}: {error.get('message')}" if error else "")
+            )
+        return outcome["output"]
+
+    async def list(self, *, status: Union[str, Iterable[str], None] = None,
+                   name: Optional[str] = None, id_prefix: Optional[str] = None,
+                   limit: int = 100) -> list:
+        """Instances, newest first."""
+        statuses = [status] if isinstance(status, str) else list(status or [])
+        return loads(await self._native.list(statuses, name, id_prefix, int(limit)))
+
+    async def history(self, id: str) -> list:
+        """Every event of the instance's history: `{execution, seq, event}`."""
+        return loads(await self._native.history(_check_str(id, "id")))
+
+    # Tasks -------------------------------------------------------------------------------
+
+    async def enqueue(self, name: str, input: Any = None, **options: Any) -> int:
+        """Enqueues a task; returns its id. Options: queue, priority, delay (s), run_at (Unix
+        s), max_attempts, retry_delay (s), timeout (s), unique_key, metadata."""
+        (task_id,) = await self.enqueue_many([(name, input, options)])
+        return task_id
+
+    async def enqueue_many(self, tasks: Iterable[TaskSpec]) -> list:
+        """Enqueues many tasks in one round trip, all or nothing; returns their ids."""
+        specs = []
+        for i, spec in enumerate(tasks):
+            if isinstance(spec, Mapping):
+                name, input, options = spec.get("name"), spec.get("input"), spec.get("options", {})
+            elif len(spec) == 2:
+                (name, input), options = spec, {}
+            elif len(spec) == 3:
+                name, input, options = spec
+            else:
+                raise _ratchet.InvalidInput(f"task {i}: expected (name, input[, options])")
+            specs.append((_check_str(name, f"task {i}: name"), encode(input, f"task {i}: input"),
+                          _options(options or {})))
+        if not specs:
+            return []
+        outcomes = await self._native.enqueue_many(specs)
+        return [task_id for task_id, _duplicate in outcomes]
+
+    async def tasks(self, *, queue: Optional[str] = None,
+                    state: Union[str, Iterable[str], None] = None, name: Optional[str] = None,
+                    limit: int = 100, before: Optional[int] = None) -> list:
+        """Standalone tasks, newest first; `before` (the last id of a page) for the next."""
+        states = [state] if isinstance(state, str) else list(state or [])
+        return loads(await self._native.tasks(queue, states, name, int(limit), before))
+
+    async def task(self, id: int) -> dict:
+        """The task: state, attempts, input, output, error, times (ms)."""
+        return loads(await self._native.task(int(id)))
+
+    async def task_wait(self, id: int, timeout: float = 60.0) -> dict:
+        """Waits for the task to finish; the task."""
+        return loads(await self._native.task_wait(int(id), float(timeout)))
+
+    async def task_cancel(self, id: int) -> None:
+        await self._native.task_act(int(id), "cancel")
+
+    async def task_retry(self, id: int) -> None:
+        await self._native.task_act(int(id), "retry")
+
+    async def task_discard(self, id: int) -> None:
+        await self._native.task_act(int(id), "discard")
+
+    # Events ------------------------------------------------------------------------------
+
+    async def append(self, events: Iterable[Mapping[str, Any]], *,
+                     condition: Optional[Mapping[str, Any]] = None,
+                     idempotency_key: Optional[str] = None) -> tuple:
+        """Appends events (each `{type, tags, payload}`), all or none; returns the first and
+        last positions. With `condition` (`{fail_if_events_match, after}`, as
+        :meth:`project` returns it) raises :class:`ratchet.AppendConflict` when a matching
+        event was appended after `after`."""
+        body = {"events": list(events), "condition": condition,
+                "idempotency_key": idempotency_key}
+        return tuple(await self._native.append(encode(body, "append")))
+
+    async def read(self, types: Iterable[str] = (), tags: Iterable[str] = (), *,
+                   after: Optional[int] = None, limit: int = 100,
+                   backward: bool = False) -> dict:
+        """A page of events matching any of `types` and all of `tags`: `{events, head}`."""
+        body = {"query": [{"types": list(types), "tags": list(tags)}],
+                "after": after, "before": None, "limit": int(limit),
+                "direction": "backward" if backward else "forward"}
+        return loads(await self._native.read(encode(body, "read")))
+
+    async def project(self, types: Iterable[str] = (), tags: Iterable[str] = ()) -> tuple:
+        """Every event matching the query, and the condition that an append deciding on
+        them passes to :meth:`append`: `(events, condition)`."""
+        types, tags = list(types), list(tags)
+        events, after = [], None
+        while True:
+            page = await self.read(types, tags, after=after, limit=1000)
+            events.extend(page["events"])
+            if len(page["events"]) < 1000:
+                head = page["head"]
+                break
+            after = page["events"][-1]["position"]
+        condition = {"fail_if_events_match": [{"types": types, "tags": tags}],
+                     "after": head or None}
+        return events, condition
+
+    async def subscribe(self, types: Iterable[str] = (), tags: Iterable[str] = (), *,
+                        after: Optional[int] = None, poll: float = 0.2):
+        """Every matching event after `after`, then each new one as it is appended: an
+        async iterator that never ends by itself."""
+        types, tags = list(types), list(tags)
+        while True:
+            page = await self.read(types, tags, after=after, limit=1000)
+            for event in page["events"]:
+                after = event["position"]
+                yield event
+            if not page["events"]:
+                await asyncio.sleep(poll)
+
+
+async def connect(url: str, *, schema: Optional[str] = None) -> Client:
+    """Opens the store at `url`: a `postgres://` URL (in `schema`, default `ratchet`), or
+    the path of a SQLite file. Creates or upgrades its tables."""
+    return Client(await _ratchet.connect(_check_str(url, "url"), schema))
+
+
+class _Loop:
+    """An event loop on a thread of its own, for the synchronous facade."""
+
+    _lock = threading.Lock()
+    _loop: Optional[asyncio.AbstractEventLoop] = None
+
+    @classmethod
+    def run(cls, coro: Any) -> Any:
+        with cls._lock:
+            if cls._loop is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="ratchet-sync", daemon=True).start()
+                cls._loop = loop
+        return asyncio.run_coroutine_threadsafe(coro, cls._loop).result()
+
+
+class SyncClient:
+    """The client for scripts: the same methods as :class:`Client`, each blocking until done."""
+
+    def __init__(self, url: str, *, schema: Optional[str] = None) -> None:
+        self._client: Client = _Loop.run(connect(url, schema=schema))
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._client, name)
+        if name in ("subscribe",) or not callable(method):
+            raise AttributeError(f"SyncClient has no {name}")
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return _Loop.run(method(*args, **kwargs))
+
+        call.__doc__ = method.__doc__
+        return call

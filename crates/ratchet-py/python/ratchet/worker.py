@@ -1,0 +1,155 @@
+"""Task workers: `@ratchet.task` handlers run by a :class:`Worker`. The Rust runtime claims,
+heartbeats and completes tasks in batches; this side takes claimed tasks a batch at a time
+and hands the results back a batch at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import signal
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Mapping, Optional
+
+from . import _ratchet
+from ._json import dumps, loads
+
+log = logging.getLogger("ratchet.worker")
+
+#: Handlers registered with :func:`task`, by name.
+_TASKS: Dict[str, "_Handler"] = {}
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """What a handler that takes two arguments gets first."""
+
+    id: int
+    name: str
+    attempt: int
+
+
+@dataclass(frozen=True)
+class _Handler:
+    fn: Callable[..., Any]
+    is_async: bool
+    wants_info: bool
+
+
+def _handler(fn: Callable[..., Any]) -> _Handler:
+    params = [p for p in inspect.signature(fn).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return _Handler(fn, inspect.iscoroutinefunction(fn), len(params) >= 2)
+
+
+def task(name: Optional[str] = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Registers a task handler under `name` (default: the function's name). The handler
+    takes the input, or `(info, input)`; it may be `async def` or plain (plain ones run in
+    the worker's thread pool). Raising fails the attempt; it is retried as its options say."""
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        _TASKS[name or fn.__name__] = _handler(fn)
+        return fn
+
+    if callable(name):  # used bare: @ratchet.task
+        fn, name = name, None
+        return register(fn)  # type: ignore[return-value]
+    return register
+
+
+class Worker:
+    """Runs the registered task handlers on `queues` (name to concurrency).
+
+    `batch` is the most tasks handed to Python at once; `threads` the thread pool for plain
+    (not async) handlers."""
+
+    def __init__(self, url: str, *, schema: Optional[str] = None,
+                 queues: Optional[Mapping[str, int]] = None,
+                 tasks: Optional[Mapping[str, Callable[..., Any]]] = None,
+                 batch: int = 256, threads: int = 8, label: Optional[str] = None) -> None:
+        self.url = url
+        self.schema = schema
+        self.queues = dict(queues or {"default": 64})
+        self.handlers = ({n: _handler(f) for n, f in tasks.items()} if tasks is not None
+                         else dict(_TASKS))
+        if not self.handlers:
+            raise _ratchet.InvalidInput("no task handlers: register some with @ratchet.task")
+        self.batch = max(1, int(batch))
+        self.threads = max(1, int(threads))
+        self.label = label
+        self._native: Optional[_ratchet.NativeWorker] = None
+        self._stopping = asyncio.Event()
+        self.completed = 0
+
+    async def start(self) -> None:
+        """Starts claiming (returns at once; :meth:`run` runs until stopped)."""
+        self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="ratchet-task")
+        self._native = await _ratchet.start_worker(
+            self.url, list(self.handlers), list(self.queues.items()), self.schema, self.label)
+        self._loops = [asyncio.ensure_future(self._loop())
+                       for _ in range(max(1, sum(self.queues.values()) // self.batch))]
+
+    async def run(self) -> None:
+        """Runs until :meth:`stop`, SIGTERM or SIGINT, then shuts down gracefully."""
+        if self._native is None:
+            await self.start()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(sig, self._stopping.set)
+            except (NotImplementedError, RuntimeError):  # not the main thread
+                pass
+        await self._stopping.wait()
+        await self._shutdown()
+
+    async def stop(self) -> None:
+        """Stops claiming, finishes what runs, and shuts down."""
+        self._stopping.set()
+        await self._shutdown()
+
+    async def _shutdown(self) -> None:
+        native, self._native = self._native, None
+        if native is None:
+            return
+        await native.shutdown()
+        # Not cancelled: each returns within its wait for the next batch, and the native wait
+        # it is in must finish while Python still runs.
+        await asyncio.gather(*self._loops, return_exceptions=True)
+        self._executor.shutdown(wait=False)
+
+    async def __aenter__(self) -> "Worker":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.stop()
+
+    async def _loop(self) -> None:
+        native = self._native
+        while native is not None and not self._stopping.is_set():
+            try:
+                batch = await native.next_batch(self.batch, 0.25)
+            except _ratchet.Closed:
+                return
+            if not batch:
+                continue
+            results = await asyncio.gather(*(self._one(item) for item in batch))
+            native.complete(results)
+            self.completed += len(results)
+
+    async def _one(self, item: tuple) -> tuple:
+        key, task_id, name, attempt, input_json = item
+        handler = self.handlers[name]
+        try:
+            value = loads(input_json)
+            args = (TaskInfo(task_id, name, attempt), value) if handler.wants_info else (value,)
+            if handler.is_async:
+                output = await handler.fn(*args)
+            else:
+                output = await asyncio.get_running_loop().run_in_executor(
+                    self._executor, handler.fn, *args)
+            return (key, True, dumps(output))
+        except Exception as e:  # a failed attempt, retried as the task's options say
+            log.warning("task %s %d attempt %d failed: %r", name, task_id, attempt, e)
+            return (key, False, dumps({"kind": type(e).__name__, "message": str(e)}))

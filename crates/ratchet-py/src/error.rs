@@ -1,0 +1,109 @@
+//! Ratchet's errors as a small Python exception hierarchy, rooted at `RatchetError`.
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+
+create_exception!(
+    _ratchet,
+    RatchetError,
+    PyException,
+    "Every error Ratchet raises."
+);
+create_exception!(
+    _ratchet,
+    NotFound,
+    RatchetError,
+    "No instance or task with that id."
+);
+create_exception!(
+    _ratchet,
+    AlreadyExists,
+    RatchetError,
+    "An instance with that id exists."
+);
+create_exception!(
+    _ratchet,
+    InvalidInput,
+    RatchetError,
+    "A value Ratchet cannot accept: the message names it."
+);
+create_exception!(
+    _ratchet,
+    UnknownName,
+    RatchetError,
+    "No orchestration or task of that name is registered."
+);
+create_exception!(_ratchet, Timeout, RatchetError, "A wait ran out of time.");
+create_exception!(
+    _ratchet,
+    Failed,
+    RatchetError,
+    "An instance ended failed, cancelled or terminated."
+);
+create_exception!(
+    _ratchet,
+    AppendConflict,
+    RatchetError,
+    "An event matching the append's condition was appended since the read."
+);
+create_exception!(
+    _ratchet,
+    Refused,
+    RatchetError,
+    "The instance or task is in a state that refuses this."
+);
+create_exception!(
+    _ratchet,
+    StoreError,
+    RatchetError,
+    "The database failed or is out of reach."
+);
+create_exception!(
+    _ratchet,
+    Closed,
+    RatchetError,
+    "The client or worker has shut down."
+);
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("RatchetError", py.get_type::<RatchetError>())?;
+    m.add("NotFound", py.get_type::<NotFound>())?;
+    m.add("AlreadyExists", py.get_type::<AlreadyExists>())?;
+    m.add("InvalidInput", py.get_type::<InvalidInput>())?;
+    m.add("UnknownName", py.get_type::<UnknownName>())?;
+    m.add("Timeout", py.get_type::<Timeout>())?;
+    m.add("Failed", py.get_type::<Failed>())?;
+    m.add("AppendConflict", py.get_type::<AppendConflict>())?;
+    m.add("Refused", py.get_type::<Refused>())?;
+    m.add("StoreError", py.get_type::<StoreError>())?;
+    m.add("Closed", py.get_type::<Closed>())?;
+    Ok(())
+}
+
+/// The Python exception for a Ratchet error.
+pub(crate) fn to_py(e: ratchet::Error) -> PyErr {
+    use ratchet::Error as E;
+    let text = e.to_string();
+    match e {
+        E::NotFound(_) | E::TaskNotFound(_) => NotFound::new_err(text),
+        E::AlreadyExists { .. } => AlreadyExists::new_err(text),
+        E::UnknownOrchestration(_) | E::UnknownTask(_) => UnknownName::new_err(text),
+        E::InvalidInput(_) | E::PayloadTooLarge { .. } | E::Decode { .. } => {
+            InvalidInput::new_err(text)
+        }
+        E::Timeout(_) | E::TaskTimeout(_) => Timeout::new_err(text),
+        E::Failed { .. } => Failed::new_err(text),
+        E::AppendConflict { .. } => AppendConflict::new_err(text),
+        E::Finished { .. } | E::TaskRefused { .. } => Refused::new_err(text),
+        E::Closed => Closed::new_err(text),
+        E::Store(ratchet::StoreError::Invalid(_)) => InvalidInput::new_err(text),
+        _ => StoreError::new_err(text),
+    }
+}
+
+/// `InvalidInput` with `message`.
+pub(crate) fn invalid(message: impl Into<String>) -> PyErr {
+    InvalidInput::new_err(message.into())
+}

@@ -1,0 +1,30 @@
+//! `ratchet._ratchet`: the native half of the Python package `ratchet`. Every call that waits
+//! on the database is a Rust future handed to asyncio as an awaitable, so the GIL is free
+//! while it runs; payloads cross as JSON text, encoded and decoded on the Python side.
+
+use pyo3::prelude::*;
+
+mod client;
+mod convert;
+mod error;
+mod worker;
+
+/// Waits, without the GIL, for the runtime's threads to finish handing their last results to
+/// Python: called at interpreter exit (`atexit`), so that none of them is still letting go of
+/// the GIL when the interpreter finalizes (which aborts the process).
+#[pyfunction]
+fn quiesce(py: Python<'_>) {
+    py.detach(|| std::thread::sleep(std::time::Duration::from_millis(50)));
+}
+
+/// The module Python imports as `ratchet._ratchet`.
+#[pymodule]
+fn _ratchet(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(client::connect, m)?)?;
+    m.add_function(wrap_pyfunction!(worker::start_worker, m)?)?;
+    m.add_function(wrap_pyfunction!(quiesce, m)?)?;
+    m.add_class::<client::NativeClient>()?;
+    m.add_class::<worker::NativeWorker>()?;
+    error::register(m)?;
+    Ok(())
+}

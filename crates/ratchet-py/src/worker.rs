@@ -1,0 +1,199 @@
+//! Task workers in Python: the Rust runtime claims, heartbeats and completes tasks in batches;
+//! Python takes the claimed tasks a batch at a time (`next_batch`) and hands their results
+//! back a batch at a time (`complete`), so a batch costs two crossings, not two per task.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3_async_runtimes::tokio::future_into_py;
+use ratchet::{QueueConfig, Ratchet, TaskContext, TaskError};
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::client::Location;
+use crate::convert::{parse, text};
+use crate::error::{invalid, to_py, Closed};
+
+/// What a handler answers: its output, or an error.
+type Reply = Result<Value, TaskError>;
+
+/// A claimed task on its way to Python.
+struct Job {
+    id: i64,
+    name: String,
+    attempt: u32,
+    input: Value,
+    reply: oneshot::Sender<Reply>,
+}
+
+/// A running worker: a Rust runtime whose task handlers wait for Python's answers.
+#[pyclass(module = "ratchet._ratchet", frozen)]
+pub(crate) struct NativeWorker {
+    ratchet: Arc<Ratchet>,
+    jobs: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Job>>>,
+    /// Replies awaited, by the key Python was given.
+    pending: Arc<Mutex<HashMap<u64, oneshot::Sender<Reply>>>>,
+    next_key: AtomicU64,
+}
+
+/// Starts a worker on the store at `url` that runs the tasks `names` on `queues` (name,
+/// concurrency): an awaitable of the worker.
+#[pyfunction]
+#[pyo3(signature = (url, names, queues, schema=None, label=None))]
+pub(crate) fn start_worker(
+    py: Python<'_>,
+    url: String,
+    names: Vec<String>,
+    queues: Vec<(String, usize)>,
+    schema: Option<String>,
+    label: Option<String>,
+) -> PyResult<Bound<'_, PyAny>> {
+    if names.is_empty() {
+        return Err(invalid("a worker needs at least one task"));
+    }
+    let (tx, rx) = mpsc::unbounded_channel::<Job>();
+    let location = Location::of(&url, schema);
+    let config = ratchet::RuntimeConfig {
+        label,
+        ..ratchet::RuntimeConfig::default()
+    };
+    let mut b = Ratchet::builder().config(config);
+    for name in &names {
+        let tx = tx.clone();
+        b = b.task(name, move |ctx: TaskContext, input: Value| {
+            let tx = tx.clone();
+            async move {
+                let (reply, answer) = oneshot::channel();
+                let job = Job {
+                    id: ctx.id(),
+                    name: ctx.name().to_string(),
+                    attempt: ctx.attempt(),
+                    input,
+                    reply,
+                };
+                if tx.send(job).is_err() {
+                    return Err(TaskError::new("WorkerStopped", "the Python worker has stopped"));
+                }
+                tokio::select! {
+                    answered = answer => answered.unwrap_or_else(|_| {
+                        Err(TaskError::new("WorkerStopped", "the Python worker dropped the task"))
+                    }),
+                    () = ctx.cancelled() => Err(TaskError::new("Cancelled", "the task was cancelled")),
+                }
+            }
+        });
+    }
+    for (queue, concurrency) in queues {
+        b = b.queue_with(&queue, QueueConfig::with_concurrency(concurrency));
+    }
+    future_into_py(py, async move {
+        let store = location.open().await.map_err(to_py)?;
+        let ratchet = b.store(store).start().await.map_err(to_py)?;
+        Ok(NativeWorker {
+            ratchet: Arc::new(ratchet),
+            jobs: Arc::new(tokio::sync::Mutex::new(rx)),
+            pending: Arc::new(Mutex::new(HashMap::new())),
+            next_key: AtomicU64::new(1),
+        })
+    })
+}
+
+#[pymethods]
+impl NativeWorker {
+    /// Up to `max` claimed tasks as `(key, task id, name, attempt, input JSON)`, waiting at
+    /// most `timeout` seconds for the first (an empty list when none came).
+    fn next_batch<'py>(
+        &self,
+        py: Python<'py>,
+        max: usize,
+        timeout: f64,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let timeout = Duration::try_from_secs_f64(timeout).map_err(|_| {
+            invalid(format!(
+                "timeout: expected seconds, 0 or more, got {timeout}"
+            ))
+        })?;
+        let jobs = self.jobs.clone();
+        let pending = self.pending.clone();
+        let first_key = self
+            .next_key
+            .fetch_add(max.max(1) as u64, Ordering::Relaxed);
+        future_into_py(py, async move {
+            let mut rx = jobs.lock().await;
+            let mut batch = Vec::new();
+            match tokio::time::timeout(timeout, rx.recv()).await {
+                Ok(Some(job)) => batch.push(job),
+                Ok(None) => return Err(Closed::new_err("the worker has shut down")),
+                Err(_) => return Ok(Vec::new()),
+            }
+            while batch.len() < max.max(1) {
+                match rx.try_recv() {
+                    Ok(job) => batch.push(job),
+                    Err(_) => break,
+                }
+            }
+            drop(rx);
+            let mut out = Vec::with_capacity(batch.len());
+            let mut waiting = pending.lock().map_err(|_| Closed::new_err("poisoned"))?;
+            for (i, job) in batch.into_iter().enumerate() {
+                let key = first_key + i as u64;
+                waiting.insert(key, job.reply);
+                out.push((key, job.id, job.name, job.attempt, text(&job.input)));
+            }
+            Ok(out)
+        })
+    }
+
+    /// Hands back results, each `(key, ok, JSON)`: the output when `ok`, else `{kind,
+    /// message}`. No I/O here: the runtime commits them in its next batch. Answers how many
+    /// were still awaited (a task cancelled meanwhile is not).
+    fn complete(&self, results: Vec<(u64, bool, String)>) -> PyResult<usize> {
+        let mut replies = Vec::with_capacity(results.len());
+        {
+            let mut waiting = self
+                .pending
+                .lock()
+                .map_err(|_| Closed::new_err("poisoned"))?;
+            for (key, ok, json) in results {
+                if let Some(reply) = waiting.remove(&key) {
+                    replies.push((reply, ok, json));
+                }
+            }
+        }
+        let mut delivered = 0;
+        for (reply, ok, json) in replies {
+            let answer = if ok {
+                match parse(&json, "task output") {
+                    Ok(value) => Ok(value),
+                    Err(e) => Err(TaskError::new("BadOutput", e.to_string())),
+                }
+            } else {
+                let error: Value = serde_json::from_str(&json).unwrap_or(Value::Null);
+                let kind = error["kind"].as_str().unwrap_or("Error").to_string();
+                let message = error["message"].as_str().unwrap_or_default().to_string();
+                Err(TaskError::new(kind, message))
+            };
+            if reply.send(answer).is_ok() {
+                delivered += 1;
+            }
+        }
+        Ok(delivered)
+    }
+
+    /// Stops claiming, finishes or gives back what runs, and stops: an awaitable.
+    fn shutdown<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let ratchet = self.ratchet.clone();
+        let pending = self.pending.clone();
+        future_into_py(py, async move {
+            ratchet.shutdown().await;
+            // Tasks Python never answered fail now, to be retried elsewhere.
+            if let Ok(mut waiting) = pending.lock() {
+                waiting.clear();
+            }
+            Ok(())
+        })
+    }
+}
