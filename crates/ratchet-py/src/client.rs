@@ -19,7 +19,7 @@ use crate::error::{invalid, to_py};
 /// A client on one store.
 #[pyclass(module = "ratchet._ratchet", frozen)]
 pub(crate) struct NativeClient {
-    client: Arc<Client>,
+    pub(crate) client: Arc<Client>,
 }
 
 /// Where a store is: a `postgres://` or `postgresql://` URL (in `schema` when given), else the

@@ -66,6 +66,31 @@ create_exception!(
     "The client or worker has shut down."
 );
 
+create_exception!(
+    _ratchet,
+    ActivityFailed,
+    RatchetError,
+    "An activity a workflow awaited failed for good."
+);
+create_exception!(
+    _ratchet,
+    ChildFailed,
+    RatchetError,
+    "A child workflow a workflow awaited failed."
+);
+create_exception!(
+    _ratchet,
+    Cancelled,
+    RatchetError,
+    "The workflow was cancelled: raised at its next await."
+);
+create_exception!(
+    _ratchet,
+    ContinueAsNew,
+    RatchetError,
+    "Raised by ctx.continue_as_new: the workflow starts afresh with a new input."
+);
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("RatchetError", py.get_type::<RatchetError>())?;
@@ -79,6 +104,10 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("Refused", py.get_type::<Refused>())?;
     m.add("StoreError", py.get_type::<StoreError>())?;
     m.add("Closed", py.get_type::<Closed>())?;
+    m.add("ActivityFailed", py.get_type::<ActivityFailed>())?;
+    m.add("ChildFailed", py.get_type::<ChildFailed>())?;
+    m.add("Cancelled", py.get_type::<Cancelled>())?;
+    m.add("ContinueAsNew", py.get_type::<ContinueAsNew>())?;
     Ok(())
 }
 

@@ -8,6 +8,7 @@ mod client;
 mod convert;
 mod error;
 mod worker;
+mod workflow;
 
 /// Waits, without the GIL, for the runtime's threads to finish handing their last results to
 /// Python: called at interpreter exit (`atexit`), so that none of them is still letting go of
@@ -25,6 +26,7 @@ fn _ratchet(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(quiesce, m)?)?;
     m.add_class::<client::NativeClient>()?;
     m.add_class::<worker::NativeWorker>()?;
+    m.add_class::<workflow::NativeContext>()?;
     error::register(m)?;
     Ok(())
 }

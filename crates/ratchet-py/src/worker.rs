@@ -9,7 +9,10 @@ use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3_async_runtimes::tokio::future_into_py;
-use ratchet::{QueueConfig, Ratchet, TaskContext, TaskError};
+use ratchet::{
+    ActivityContext, ActivityError, OrchestrationContext, QueueConfig, Ratchet, TaskContext,
+    TaskError,
+};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
@@ -42,7 +45,8 @@ pub(crate) struct NativeWorker {
 /// Starts a worker on the store at `url` that runs the tasks `names` on `queues` (name,
 /// concurrency): an awaitable of the worker.
 #[pyfunction]
-#[pyo3(signature = (url, names, queues, schema=None, label=None))]
+#[pyo3(signature = (url, names, queues, schema=None, label=None, activities=Vec::new(), workflows=Vec::new(), json=None, lease=None))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn start_worker(
     py: Python<'_>,
     url: String,
@@ -50,16 +54,29 @@ pub(crate) fn start_worker(
     queues: Vec<(String, usize)>,
     schema: Option<String>,
     label: Option<String>,
+    activities: Vec<String>,
+    workflows: Vec<(String, Py<PyAny>)>,
+    json: Option<Py<PyAny>>,
+    lease: Option<f64>,
 ) -> PyResult<Bound<'_, PyAny>> {
-    if names.is_empty() {
-        return Err(invalid("a worker needs at least one task"));
+    if names.is_empty() && activities.is_empty() && workflows.is_empty() {
+        return Err(invalid(
+            "a worker needs at least one task, activity or workflow",
+        ));
     }
     let (tx, rx) = mpsc::unbounded_channel::<Job>();
     let location = Location::of(&url, schema);
-    let config = ratchet::RuntimeConfig {
+    let mut config = ratchet::RuntimeConfig {
         label,
         ..ratchet::RuntimeConfig::default()
     };
+    if let Some(lease) = lease {
+        config.lease = Duration::try_from_secs_f64(lease)
+            .ok()
+            .filter(|l| *l >= Duration::from_millis(500))
+            .ok_or_else(|| invalid(format!("lease: expected at least 0.5 seconds, got {lease}")))?;
+        config.heartbeat = config.lease / 3;
+    }
     let mut b = Ratchet::builder().config(config);
     for name in &names {
         let tx = tx.clone();
@@ -85,6 +102,38 @@ pub(crate) fn start_worker(
                 }
             }
         });
+    }
+    for name in &activities {
+        let tx = tx.clone();
+        b = b.activity(name, move |ctx: ActivityContext, input: Value| {
+            let tx = tx.clone();
+            async move {
+                let (reply, answer) = oneshot::channel();
+                let job = Job {
+                    id: ctx.task_id(),
+                    name: ctx.name().to_string(),
+                    attempt: ctx.attempt(),
+                    input,
+                    reply,
+                };
+                let stopped =
+                    || ActivityError::new("WorkerStopped", "the Python worker has stopped");
+                if tx.send(job).is_err() {
+                    return Err(stopped());
+                }
+                answer.await.unwrap_or_else(|_| Err(stopped()))
+            }
+        });
+    }
+    if !workflows.is_empty() {
+        let json = Arc::new(json.ok_or_else(|| invalid("workflows need the JSON encoder"))?);
+        for (name, function) in workflows {
+            let function = Arc::new(function);
+            let json = json.clone();
+            b = b.orchestration(&name, move |ctx: OrchestrationContext, input: Value| {
+                crate::workflow::drive(function.clone(), json.clone(), ctx, input)
+            });
+        }
     }
     for (queue, concurrency) in queues {
         b = b.queue_with(&queue, QueueConfig::with_concurrency(concurrency));
@@ -181,6 +230,14 @@ impl NativeWorker {
             }
         }
         Ok(delivered)
+    }
+
+    /// A client on this worker's runtime: what it starts runs here first, handed over in
+    /// memory, and its waits are woken in memory.
+    fn client(&self) -> crate::client::NativeClient {
+        crate::client::NativeClient {
+            client: Arc::new(self.ratchet.client().clone()),
+        }
     }
 
     /// Stops claiming, finishes or gives back what runs, and stops: an awaitable.

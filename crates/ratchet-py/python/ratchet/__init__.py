@@ -19,9 +19,13 @@ with the hot path in Rust.
 import atexit as _atexit
 
 from ._ratchet import (
+    ActivityFailed,
     AlreadyExists,
     AppendConflict,
+    Cancelled,
+    ChildFailed,
     Closed,
+    ContinueAsNew,
     Failed,
     InvalidInput,
     NotFound,
@@ -33,6 +37,7 @@ from ._ratchet import (
 )
 from .client import Client, SyncClient, connect
 from .worker import TaskInfo, Worker, task
+from .workflow import Step, WorkflowContext, activity, gather, race, workflow
 
 from ._ratchet import quiesce as _quiesce
 
@@ -41,6 +46,8 @@ from ._ratchet import quiesce as _quiesce
 _atexit.register(_quiesce)
 
 __all__ = [
+    "ActivityFailed", "Cancelled", "ChildFailed", "ContinueAsNew", "Step", "WorkflowContext",
+    "activity", "gather", "race", "workflow",
     "AlreadyExists", "AppendConflict", "Client", "Closed", "Failed", "InvalidInput", "NotFound",
     "RatchetError", "Refused", "StoreError", "SyncClient", "TaskInfo", "Timeout", "UnknownName",
     "Worker", "connect", "task",

@@ -41,6 +41,43 @@ async def drain(url: str, schema: str | None, count: int, concurrency: int, batc
           f"JSON by {'orjson' if _json.FAST else 'json'})")
 
 
+async def fanout(url: str, schema: str | None, in_flight: int, seconds: float, warmup: float,
+                 activities: int, activity_ms: int) -> None:
+    from .workflow import gather
+
+    async def fanout_step(i: int) -> int:
+        await asyncio.sleep(activity_ms / 1000)
+        return i
+
+    async def fanout_py(ctx, n: int) -> int:
+        return sum(await gather(*(ctx.activity("fanout_step", i) for i in range(n))))
+
+    worker = Worker(url, schema=schema, tasks={}, activities={"fanout_step": fanout_step},
+                    workflows={"fanout_py": fanout_py})
+    await worker.start()
+    client = worker.client
+    latencies: list = []
+    start = time.perf_counter()
+    measure_from, deadline = start + warmup, start + warmup + seconds
+
+    async def loop() -> None:
+        while time.perf_counter() < deadline:
+            began = time.perf_counter()
+            id = await client.start("fanout_py", activities)
+            await client.result(id, timeout=60)
+            if began >= measure_from:
+                latencies.append(time.perf_counter() - began)
+
+    await asyncio.gather(*(loop() for _ in range(in_flight)))
+    await worker.stop()
+    latencies.sort()
+    n = len(latencies)
+    p = lambda q: latencies[min(n - 1, int(q * n))] * 1000  # noqa: E731
+    print(f"fan-out of {activities} Python activities ({activity_ms} ms each) in a Python "
+          f"workflow, {in_flight} in flight: {n / seconds:,.1f} orch/s, "
+          f"p50 {p(0.5):.1f} ms, p99 {p(0.99):.1f} ms ({n} measured over {seconds:.0f} s)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m ratchet")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -53,8 +90,20 @@ def main() -> None:
     d.add_argument("--count", type=int, default=100_000)
     d.add_argument("--concurrency", type=int, default=1024)
     d.add_argument("--batch", type=int, default=512)
+    f = bench.add_parser("fanout", help="a closed loop of fan-out workflows written in Python")
+    f.add_argument("--url", default="ratchet-bench.db")
+    f.add_argument("--schema", default=None)
+    f.add_argument("--in-flight", type=int, default=20)
+    f.add_argument("--duration", type=float, default=10.0)
+    f.add_argument("--warmup", type=float, default=2.0)
+    f.add_argument("--activities", type=int, default=5)
+    f.add_argument("--activity-ms", type=int, default=10)
     args = parser.parse_args()
-    asyncio.run(drain(args.url, args.schema, args.count, args.concurrency, args.batch))
+    if args.what == "fanout":
+        asyncio.run(fanout(args.url, args.schema, args.in_flight, args.duration, args.warmup,
+                           args.activities, args.activity_ms))
+    else:
+        asyncio.run(drain(args.url, args.schema, args.count, args.concurrency, args.batch))
 
 
 if __name__ == "__main__":

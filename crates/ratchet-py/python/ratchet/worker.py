@@ -14,6 +14,8 @@ from typing import Any, Callable, Dict, Mapping, Optional
 
 from . import _ratchet
 from ._json import dumps, loads
+from .client import Client
+from .workflow import _ACTIVITIES, _WORKFLOWS, _entry
 
 log = logging.getLogger("ratchet.worker")
 
@@ -67,14 +69,24 @@ class Worker:
     def __init__(self, url: str, *, schema: Optional[str] = None,
                  queues: Optional[Mapping[str, int]] = None,
                  tasks: Optional[Mapping[str, Callable[..., Any]]] = None,
-                 batch: int = 256, threads: int = 8, label: Optional[str] = None) -> None:
+                 activities: Optional[Mapping[str, Callable[..., Any]]] = None,
+                 workflows: Optional[Mapping[str, Callable[..., Any]]] = None,
+                 batch: int = 512, threads: int = 8, label: Optional[str] = None,
+                 lease: Optional[float] = None) -> None:
         self.url = url
         self.schema = schema
         self.queues = dict(queues or {"default": 64})
-        self.handlers = ({n: _handler(f) for n, f in tasks.items()} if tasks is not None
+        explicit = tasks is not None or activities is not None or workflows is not None
+        self.handlers = ({n: _handler(f) for n, f in (tasks or {}).items()} if explicit
                          else dict(_TASKS))
-        if not self.handlers:
-            raise _ratchet.InvalidInput("no task handlers: register some with @ratchet.task")
+        self.activities = ({n: _handler(f) for n, f in (activities or {}).items()} if explicit
+                           else {n: _handler(f) for n, f in _ACTIVITIES.items()})
+        self.workflows = dict(workflows or {}) if explicit else dict(_WORKFLOWS)
+        if not (self.handlers or self.activities or self.workflows):
+            raise _ratchet.InvalidInput(
+                "nothing to run: register tasks, activities or workflows with @ratchet.task, "
+                "@ratchet.activity or @ratchet.workflow")
+        self.lease = lease
         self.batch = max(1, int(batch))
         self.threads = max(1, int(threads))
         self.label = label
@@ -86,9 +98,19 @@ class Worker:
         """Starts claiming (returns at once; :meth:`run` runs until stopped)."""
         self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="ratchet-task")
         self._native = await _ratchet.start_worker(
-            self.url, list(self.handlers), list(self.queues.items()), self.schema, self.label)
+            self.url, list(self.handlers), list(self.queues.items()), self.schema, self.label,
+            list(self.activities), [(n, _entry(f)) for n, f in self.workflows.items()], dumps,
+            self.lease)
         self._loops = [asyncio.ensure_future(self._loop())
-                       for _ in range(max(1, sum(self.queues.values()) // self.batch))]
+                       for _ in range(max(2, sum(self.queues.values()) // self.batch))]
+
+    @property
+    def client(self) -> "Client":
+        """A client on this worker's runtime (once started): what it starts runs here first,
+        handed over in memory, and its waits are woken in memory."""
+        if self._native is None:
+            raise _ratchet.Closed("the worker is not running")
+        return Client(self._native.client())
 
     async def run(self) -> None:
         """Runs until :meth:`stop`, SIGTERM or SIGINT, then shuts down gracefully."""
@@ -140,7 +162,7 @@ class Worker:
 
     async def _one(self, item: tuple) -> tuple:
         key, task_id, name, attempt, input_json = item
-        handler = self.handlers[name]
+        handler = self.handlers.get(name) or self.activities[name]
         try:
             value = loads(input_json)
             args = (TaskInfo(task_id, name, attempt), value) if handler.wants_info else (value,)
