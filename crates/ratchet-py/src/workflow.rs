@@ -192,7 +192,7 @@ pub(crate) async fn drive(
     let input = text(&input);
     let coro: Py<PyAny> = Python::attach(|py| -> PyResult<Py<PyAny>> {
         let native = Py::new(py, native)?;
-        Ok(function.call1(py, (native, input))?)
+        function.call1(py, (native, input))
     })
     .map_err(|e| python_error(&ctx, e))?;
     let mut resume = Python::attach(|py| Resume::Send(py.None()));
