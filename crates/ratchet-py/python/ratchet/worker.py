@@ -101,8 +101,11 @@ class Worker:
             self.url, list(self.handlers), list(self.queues.items()), self.schema, self.label,
             list(self.activities), [(n, _entry(f)) for n, f in self.workflows.items()], dumps,
             self.lease)
-        self._loops = [asyncio.ensure_future(self._loop())
-                       for _ in range(max(2, sum(self.queues.values()) // self.batch))]
+        self._running: set = set()
+        self._results: list = []
+        self._flush_scheduled = False
+        self._intake_done = False
+        self._intake = asyncio.ensure_future(self._take(self._native))
 
     @property
     def client(self) -> "Client":
@@ -134,10 +137,12 @@ class Worker:
         native, self._native = self._native, None
         if native is None:
             return
+        # The runtime stops claiming and waits for what runs, whose answers come from the
+        # intake, which goes on until then; then the intake stops (within its wait for the
+        # next batch: not cancelled, since the native wait must finish while Python runs).
         await native.shutdown()
-        # Not cancelled: each returns within its wait for the next batch, and the native wait
-        # it is in must finish while Python still runs.
-        await asyncio.gather(*self._loops, return_exceptions=True)
+        self._intake_done = True
+        await asyncio.gather(self._intake, return_exceptions=True)
         self._executor.shutdown(wait=False)
 
     async def __aenter__(self) -> "Worker":
@@ -147,18 +152,31 @@ class Worker:
     async def __aexit__(self, *exc: Any) -> None:
         await self.stop()
 
-    async def _loop(self) -> None:
-        native = self._native
-        while native is not None and not self._stopping.is_set():
+    async def _take(self, native: _ratchet.NativeWorker) -> None:
+        """Takes claimed tasks a batch at a time and starts each handler at once."""
+        while not self._intake_done:
             try:
                 batch = await native.next_batch(self.batch, 0.25)
             except _ratchet.Closed:
                 return
-            if not batch:
-                continue
-            results = await asyncio.gather(*(self._one(item) for item in batch))
-            native.complete(results)
-            self.completed += len(results)
+            for item in batch:
+                running = asyncio.ensure_future(self._one(item))
+                self._running.add(running)
+                running.add_done_callback(lambda t, native=native: self._done(t, native))
+
+    def _done(self, running: "asyncio.Future[tuple]", native: _ratchet.NativeWorker) -> None:
+        """Collects a result; the results of one turn of the event loop go back together."""
+        self._running.discard(running)
+        self._results.append(running.result())
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush, native)
+
+    def _flush(self, native: _ratchet.NativeWorker) -> None:
+        self._flush_scheduled = False
+        results, self._results = self._results, []
+        native.complete(results)
+        self.completed += len(results)
 
     async def _one(self, item: tuple) -> tuple:
         key, task_id, name, attempt, input_json = item
