@@ -2,7 +2,6 @@
 //! several processes can share one database (start work with `ratchet instances start` and
 //! `ratchet tasks enqueue`).
 
-use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -193,49 +192,6 @@ pub(crate) fn register(
 }
 
 /// How often a worker looks for workflow definitions applied since it started.
-const WORKFLOWS_EVERY: Duration = Duration::from_secs(2);
-
-/// Registers the stored workflows this runtime does not run yet, each revision as that
-/// version of its orchestration; one that does not compile here is skipped with a warning.
-/// `tried` keeps the revisions looked at, so each is compiled, and warned of, once.
-async fn register_stored_workflows(
-    store: &dyn Store,
-    client: &ratchet::Client,
-    tried: &mut BTreeSet<(String, u32)>,
-) -> anyhow::Result<()> {
-    let Some(registry) = client.registry() else {
-        return Ok(());
-    };
-    let (added, broken) = ratchet::workflow::register_stored(store, registry, tried)
-        .await
-        .context("loading the stored workflows")?;
-    for (name, revision) in added {
-        tracing::info!(workflow = %name, revision, "running a stored workflow");
-    }
-    for (record, errors) in broken {
-        tracing::warn!(workflow = %ratchet::workflow::orchestration_name(&record.namespace, &record.name),
-            version = %record.version, %errors, "a stored workflow does not compile here; not running it");
-    }
-    Ok(())
-}
-
-/// Registers the stored workflows now, then looks for newly applied ones every
-/// [`WORKFLOWS_EVERY`] while the process runs.
-async fn run_stored_workflows(store: Arc<dyn Store>, ratchet: &Ratchet) -> anyhow::Result<()> {
-    let client = ratchet.client().clone();
-    let mut tried = BTreeSet::new();
-    register_stored_workflows(store.as_ref(), &client, &mut tried).await?;
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(WORKFLOWS_EVERY).await;
-            if let Err(e) = register_stored_workflows(store.as_ref(), &client, &mut tried).await {
-                tracing::debug!(error = %e, "could not look for new workflows");
-            }
-        }
-    });
-    Ok(())
-}
-
 /// A started runtime of the sample orchestrations and task.
 pub(crate) struct Started {
     pub(crate) ratchet: Ratchet,
@@ -279,7 +235,10 @@ pub(crate) async fn start(store: Arc<dyn Store>, args: WorkerArgs) -> anyhow::Re
         builder = builder.queue(name, *concurrency);
     }
     let ratchet = builder.start().await.context("starting the runtime")?;
-    run_stored_workflows(store.clone(), &ratchet).await?;
+    // Runs for the life of the process.
+    let _looking = ratchet::workflow::keep_registered(store.clone(), ratchet.client().clone())
+        .await
+        .context("loading the stored workflows")?;
     let serves = queues
         .iter()
         .map(|(name, n)| format!("{name} ({n} at once)"))

@@ -336,6 +336,34 @@ impl NativeClient {
         })
     }
 
+    /// Compiles a declarative workflow (the Serverless Workflow DSL, YAML or JSON) and stores
+    /// it as the next revision of its workflow; answers `(namespace/name, revision,
+    /// created)`. Every compile error comes at once, each with its line and column.
+    fn apply_workflow<'py>(&self, py: Python<'py>, source: String) -> PyResult<Bound<'py, PyAny>> {
+        let client = self.client.clone();
+        future_into_py(py, async move {
+            let applied = ratchet::workflow::apply(
+                client.store().as_ref(),
+                &source,
+                &ratchet::workflow::Known::default(),
+                ratchet::Timestamp::now(),
+            )
+            .await
+            .map_err(|e| match e {
+                ratchet::workflow::ApplyError::Changed { .. } => {
+                    crate::error::Refused::new_err(e.to_string())
+                }
+                ratchet::workflow::ApplyError::Store(s) => to_py(ratchet::Error::Store(s)),
+                other => invalid(other.to_string()),
+            })?;
+            Ok((
+                applied.workflow.orchestration_name(),
+                applied.revision,
+                applied.created,
+            ))
+        })
+    }
+
     /// Appends events (a JSON `{events, condition, idempotency_key}`), all or none; answers
     /// the first and last positions.
     fn append<'py>(&self, py: Python<'py>, append: String) -> PyResult<Bound<'py, PyAny>> {

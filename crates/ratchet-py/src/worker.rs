@@ -36,6 +36,8 @@ struct Job {
 #[pyclass(module = "ratchet._ratchet", frozen)]
 pub(crate) struct NativeWorker {
     ratchet: Arc<Ratchet>,
+    /// Registers newly applied declarative workflows while the worker runs.
+    stored: tokio::task::JoinHandle<()>,
     jobs: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Job>>>,
     /// Replies awaited, by the key Python was given.
     pending: Arc<Mutex<HashMap<u64, oneshot::Sender<Reply>>>>,
@@ -43,7 +45,8 @@ pub(crate) struct NativeWorker {
 }
 
 /// Starts a worker on the store at `url` that runs the tasks `names` on `queues` (name,
-/// concurrency): an awaitable of the worker.
+/// concurrency, prefetch), the activities `activities` and the workflows `workflows` (name,
+/// function): an awaitable of the worker.
 #[pyfunction]
 #[pyo3(signature = (url, names, queues, schema=None, label=None, activities=Vec::new(), workflows=Vec::new(), json=None, lease=None))]
 #[allow(clippy::too_many_arguments)]
@@ -51,7 +54,7 @@ pub(crate) fn start_worker(
     py: Python<'_>,
     url: String,
     names: Vec<String>,
-    queues: Vec<(String, usize)>,
+    queues: Vec<(String, usize, Option<usize>)>,
     schema: Option<String>,
     label: Option<String>,
     activities: Vec<String>,
@@ -135,14 +138,23 @@ pub(crate) fn start_worker(
             });
         }
     }
-    for (queue, concurrency) in queues {
-        b = b.queue_with(&queue, QueueConfig::with_concurrency(concurrency));
+    for (queue, concurrency, prefetch) in queues {
+        let mut config = QueueConfig::with_concurrency(concurrency);
+        if let Some(prefetch) = prefetch {
+            config.prefetch = prefetch;
+        }
+        b = b.queue_with(&queue, config);
     }
     future_into_py(py, async move {
         let store = location.open().await.map_err(to_py)?;
-        let ratchet = b.store(store).start().await.map_err(to_py)?;
+        let ratchet = b.store(store.clone()).start().await.map_err(to_py)?;
+        // The declarative workflows applied to the store run here too.
+        let stored = ratchet::workflow::keep_registered(store, ratchet.client().clone())
+            .await
+            .map_err(|e| to_py(ratchet::Error::Store(e)))?;
         Ok(NativeWorker {
             ratchet: Arc::new(ratchet),
+            stored,
             jobs: Arc::new(tokio::sync::Mutex::new(rx)),
             pending: Arc::new(Mutex::new(HashMap::new())),
             next_key: AtomicU64::new(1),
@@ -244,6 +256,7 @@ impl NativeWorker {
     fn shutdown<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let ratchet = self.ratchet.clone();
         let pending = self.pending.clone();
+        self.stored.abort();
         future_into_py(py, async move {
             ratchet.shutdown().await;
             // Tasks Python never answered fail now, to be retried elsewhere.

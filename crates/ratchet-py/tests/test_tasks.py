@@ -108,6 +108,31 @@ def test_bad_input_is_refused_and_nothing_is_written(url, schema, bad, message):
     run(main())
 
 
+def test_queues_run_with_their_concurrency_and_bad_ones_are_refused(url, schema):
+    async def main():
+        client = await ratchet.connect(url, schema=schema)
+        running, most = 0, 0
+
+        async def slow(_):
+            nonlocal running, most
+            running += 1
+            most = max(most, running)
+            await asyncio.sleep(0.05)
+            running -= 1
+
+        ids = await client.enqueue_many([("slow", n, {"queue": "narrow"}) for n in range(8)])
+        async with ratchet.Worker(url, schema=schema, queues={"narrow": (2, 0)},
+                                  tasks={"slow": slow}):
+            for i in ids:
+                assert (await client.task_wait(i, 20))["state"] == "Completed"
+        assert most == 2, "two at once, as the queue says"
+        for bad in ({"q": 0}, {"q": "many"}, {"q": (2, -1)}):
+            with pytest.raises(ratchet.InvalidInput):
+                await ratchet.Worker(url, schema=schema, queues=bad, tasks={"slow": slow}).start()
+
+    run(main())
+
+
 def test_the_sync_client_blocks_until_done(url, schema):
     client = ratchet.SyncClient(url, schema=schema)
     task_id = client.enqueue("job", {"n": 1}, queue="sync")

@@ -233,3 +233,33 @@ def test_a_killed_worker_resumes_in_another(url, schema, tmp_path):
         assert (marks / "two").read_text() == "ran\n"
 
     asyncio.run(main())
+
+
+DECLARATIVE = """
+document: {dsl: '1.0.0', namespace: py, name: doubling, version: '1.0.0'}
+do:
+  - twice:
+      call: twice
+      with: {n: 21}
+"""
+
+
+async def twice(x):
+    return x["n"] * 2
+
+
+def test_declarative_workflows_are_applied_and_started_from_python(url, schema):
+    async def main():
+        client = await ratchet.connect(url, schema=schema)
+        applied = await client.apply_workflow(DECLARATIVE)
+        assert applied == {"name": "py/doubling", "revision": 1, "created": True}
+        assert (await client.apply_workflow(DECLARATIVE))["created"] is False
+        with pytest.raises(ratchet.Refused):
+            await client.apply_workflow(DECLARATIVE.replace("n: 21", "n: 22"))
+        with pytest.raises(ratchet.InvalidInput, match=r"(?s)4 errors.*\n  2:17: task `x`: `wait`"):
+            await client.apply_workflow("document: {dsl: '1.0.0'}\ndo: [{x: {wait: nope}}]\n")
+        async with ratchet.Worker(url, schema=schema, activities={"twice": twice}):
+            id = await client.start("py/doubling", {})
+            assert await client.result(id, timeout=30) == 42
+
+    asyncio.run(main())

@@ -29,7 +29,7 @@ use sha2::Digest as _;
 pub use compile::Known;
 pub use diagnostic::{CompileError, CompileErrors};
 pub use run::CANCELLED;
-pub use stored::{apply, register_stored, Applied, ApplyError};
+pub use stored::{apply, keep_registered, register_stored, Applied, ApplyError, LOOK_EVERY};
 
 /// A compiled definition, ready to register and run.
 /// Two workflows are equal when they define the same thing, whatever their source's

@@ -160,3 +160,50 @@ pub async fn register_stored(
     }
     Ok((added, broken))
 }
+
+/// How often [`keep_registered`] looks for newly applied workflows.
+pub const LOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Registers in `client`'s runtime every stored workflow it does not run yet (each revision as
+/// that version of its orchestration; one that does not compile here is skipped with a
+/// warning, once), then looks for newly applied ones every [`LOOK_EVERY`] on a task of its
+/// own, which the returned handle aborts. Nothing to do for a client without a runtime.
+///
+/// # Errors
+///
+/// Store failures of the first look (later ones are logged and retried).
+pub async fn keep_registered(
+    store: std::sync::Arc<dyn Store>,
+    client: ratchet_runtime::Client,
+) -> Result<tokio::task::JoinHandle<()>, StoreError> {
+    let mut tried = BTreeSet::new();
+    register_logged(store.as_ref(), &client, &mut tried).await?;
+    Ok(tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(LOOK_EVERY).await;
+            if let Err(e) = register_logged(store.as_ref(), &client, &mut tried).await {
+                tracing::debug!(error = %e, "could not look for new workflows");
+            }
+        }
+    }))
+}
+
+/// [`register_stored`] on `client`'s runtime, saying what it added and what does not compile.
+async fn register_logged(
+    store: &dyn Store,
+    client: &ratchet_runtime::Client,
+    tried: &mut BTreeSet<(String, u32)>,
+) -> Result<(), StoreError> {
+    let Some(registry) = client.registry() else {
+        return Ok(());
+    };
+    let (added, broken) = register_stored(store, registry, tried).await?;
+    for (name, revision) in added {
+        tracing::info!(workflow = %name, revision, "running a stored workflow");
+    }
+    for (record, errors) in broken {
+        tracing::warn!(workflow = %crate::orchestration_name(&record.namespace, &record.name),
+            version = %record.version, %errors, "a stored workflow does not compile here; not running it");
+    }
+    Ok(())
+}

@@ -144,6 +144,14 @@ class Client:
     async def task_discard(self, id: int) -> None:
         await self._native.task_act(int(id), "discard")
 
+    async def apply_workflow(self, source: str) -> dict:
+        """Stores a declarative workflow (the Serverless Workflow DSL, YAML or JSON) as the
+        next revision of `namespace/name`; start it by that name. Workers run it within
+        seconds. Raises InvalidInput with every compile error (each with its line and
+        column), and Refused for a stored version with other content; nothing is stored."""
+        name, revision, created = await self._native.apply_workflow(_check_str(source, "source"))
+        return {"name": name, "revision": revision, "created": created}
+
     # Events ------------------------------------------------------------------------------
 
     async def append(self, events: Iterable[Mapping[str, Any]], *,

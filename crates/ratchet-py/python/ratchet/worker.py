@@ -61,13 +61,15 @@ def task(name: Optional[str] = None) -> Callable[[Callable[..., Any]], Callable[
 
 
 class Worker:
-    """Runs the registered task handlers on `queues` (name to concurrency).
+    """Runs the registered workflows, activities and task handlers; tasks from `queues`, each
+    a name to its concurrency (tasks at once here) or to `(concurrency, prefetch)`, where
+    `prefetch` is how many are claimed ahead (default a quarter of the concurrency).
 
     `batch` is the most tasks handed to Python at once; `threads` the thread pool for plain
     (not async) handlers."""
 
     def __init__(self, url: str, *, schema: Optional[str] = None,
-                 queues: Optional[Mapping[str, int]] = None,
+                 queues: Optional[Mapping[str, Any]] = None,
                  tasks: Optional[Mapping[str, Callable[..., Any]]] = None,
                  activities: Optional[Mapping[str, Callable[..., Any]]] = None,
                  workflows: Optional[Mapping[str, Callable[..., Any]]] = None,
@@ -87,6 +89,7 @@ class Worker:
                 "nothing to run: register tasks, activities or workflows with @ratchet.task, "
                 "@ratchet.activity or @ratchet.workflow")
         self.lease = lease
+        self._queue_list = self._queue_configs()
         self.batch = max(1, int(batch))
         self.threads = max(1, int(threads))
         self.label = label
@@ -98,7 +101,7 @@ class Worker:
         """Starts claiming (returns at once; :meth:`run` runs until stopped)."""
         self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="ratchet-task")
         self._native = await _ratchet.start_worker(
-            self.url, list(self.handlers), list(self.queues.items()), self.schema, self.label,
+            self.url, list(self.handlers), self._queue_list, self.schema, self.label,
             list(self.activities), [(n, _entry(f)) for n, f in self.workflows.items()], dumps,
             self.lease)
         self._running: set = set()
@@ -106,6 +109,19 @@ class Worker:
         self._flush_scheduled = False
         self._intake_done = False
         self._intake = asyncio.ensure_future(self._take(self._native))
+
+    def _queue_configs(self) -> list:
+        configs = []
+        for name, config in self.queues.items():
+            concurrency, prefetch = config if isinstance(config, tuple) else (config, None)
+            if not isinstance(concurrency, int) or concurrency < 1:
+                raise _ratchet.InvalidInput(
+                    f"queue {name!r}: concurrency must be an int of at least 1")
+            if prefetch is not None and (not isinstance(prefetch, int) or prefetch < 0):
+                raise _ratchet.InvalidInput(
+                    f"queue {name!r}: prefetch must be an int of at least 0")
+            configs.append((name, concurrency, prefetch))
+        return configs
 
     @property
     def client(self) -> "Client":
