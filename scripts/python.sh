@@ -1,7 +1,8 @@
 # The Python SDK (crates/ratchet-py), sourced by scripts/test: a virtualenv in target/py with
 # maturin, pytest and orjson (installed from PyPI the first time, reused after: offline from
 # then on), the extension built into it with `maturin develop`, and its pytest suite run
-# against SQLite and the PostgreSQL that pg_provision exported.
+# against SQLite and the PostgreSQL that pg_provision exported (and, for the HTTP client,
+# against `ratchet server` from target/debug).
 
 python_venv() {
     local venv=target/py
@@ -22,5 +23,6 @@ python_test() {
     (cd crates/ratchet-py && VIRTUAL_ENV=$PY_VENV PATH=$PY_VENV/bin:$PATH \
         maturin develop --quiet) || return 1
     echo "== python: pytest"
-    "$PY_VENV/bin/pytest" -q crates/ratchet-py/tests
+    # The HTTP client's tests run `ratchet server` from the build `cargo test` just made.
+    RATCHET_BIN=$PWD/target/debug/ratchet "$PY_VENV/bin/pytest" -q crates/ratchet-py/tests
 }

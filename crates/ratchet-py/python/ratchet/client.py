@@ -204,10 +204,18 @@ class Client:
                 await asyncio.sleep(poll)
 
 
-async def connect(url: str, *, schema: Optional[str] = None) -> Client:
+async def connect(url: str, *, schema: Optional[str] = None,
+                  token: Optional[str] = None) -> Any:
     """Opens the store at `url`: a `postgres://` URL (in `schema`, default `ratchet`), or
-    the path of a SQLite file. Creates or upgrades its tables."""
-    return Client(await _ratchet.connect(_check_str(url, "url"), schema))
+    the path of a SQLite file, creating or upgrading its tables. An `http://` or `https://`
+    URL is a `ratchet server` instead (with `token` when it asks for one): an
+    :class:`ratchet.http.HttpClient` with the same methods."""
+    _check_str(url, "url")
+    if url.startswith(("http://", "https://")):
+        from .http import HttpClient
+
+        return HttpClient(url, token)
+    return Client(await _ratchet.connect(url, schema))
 
 
 class _Loop:

@@ -1,0 +1,280 @@
+"""The client over `ratchet server`'s HTTP API: the same methods as :class:`ratchet.Client`,
+for a process that has no database credentials, only the server's URL (and a token when the
+server asks for one). Requests run on a thread each (the standard library's `urllib`), so
+the event loop never blocks; errors are the same exceptions, from the server's problem
+types. Times come back as milliseconds since the Unix epoch, as from the direct client."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json as _stdjson
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any, Iterable, Mapping, Optional, Union
+
+from . import _ratchet
+from ._json import dumps, encode, loads
+
+_PROBLEMS = {
+    "not-found": _ratchet.NotFound,
+    "already-exists": _ratchet.AlreadyExists,
+    "invalid-input": _ratchet.InvalidInput,
+    "bad-request": _ratchet.InvalidInput,
+    "too-large": _ratchet.InvalidInput,
+    "invalid-workflow": _ratchet.InvalidInput,
+    "unknown-name": _ratchet.UnknownName,
+    "append-conflict": _ratchet.AppendConflict,
+    "finished": _ratchet.Refused,
+    "task-state": _ratchet.Refused,
+    "version-changed": _ratchet.Refused,
+    "workflow-in-use": _ratchet.Refused,
+}
+
+_TIMES = ("created_at", "updated_at", "finished_at", "run_at", "recorded_at")
+
+
+def _ms(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    return int(datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+def _times(record: Any) -> Any:
+    if isinstance(record, dict):
+        for key in _TIMES:
+            if key in record:
+                record[key] = _ms(record[key])
+    return record
+
+
+def _task_options(options: Mapping[str, Any]) -> dict:
+    """The direct client's task options as the API's."""
+    out: dict = {}
+    retry: dict = {}
+    for key, value in options.items():
+        if value is None:
+            continue
+        if key in ("queue", "priority", "unique_key", "metadata"):
+            out[key] = value
+        elif key == "delay":
+            out["delay_ms"] = int(float(value) * 1000)
+        elif key == "timeout":
+            out["timeout_ms"] = int(float(value) * 1000)
+        elif key == "run_at":
+            out["run_at"] = datetime.datetime.fromtimestamp(
+                float(value), datetime.timezone.utc).isoformat()
+        elif key == "max_attempts":
+            retry["max_attempts"] = value
+        elif key == "retry_delay":
+            retry["initial_interval_ms"] = int(float(value) * 1000)
+        else:
+            raise _ratchet.InvalidInput(f"unknown task option {key!r}")
+    if retry:
+        out["retry"] = retry
+    return out
+
+
+class HttpClient:
+    """A client on `ratchet server` at `url`. Make one with
+    ``ratchet.connect("http://host:8080", token=...)``."""
+
+    def __init__(self, url: str, token: Optional[str] = None, timeout: float = 60.0) -> None:
+        self._base = url.rstrip("/")
+        self._token = token
+        self._timeout = timeout
+
+    def _call(self, method: str, path: str, body: Any = None, query: Optional[dict] = None,
+              timeout: Optional[float] = None) -> Any:
+        url = self._base + path
+        if query:
+            query = {k: v for k, v in query.items() if v is not None and v != ""}
+            if query:
+                url += "?" + urllib.parse.urlencode(query)
+        data = None if body is None else encode(body, "request").encode()
+        request = urllib.request.Request(url, data=data, method=method)
+        request.add_header("Accept", "application/json")
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        if self._token:
+            request.add_header("Authorization", f"Bearer {self._token}")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout or self._timeout) as response:
+                text = response.read()
+        except urllib.error.HTTPError as e:
+            raw = e.read()
+            try:
+                problem = _stdjson.loads(raw)
+            except ValueError:
+                problem = {"title": f"HTTP {e.code}", "detail": raw.decode(errors="replace")}
+            kind = str(problem.get("type", "")).rsplit(":", 1)[-1]
+            message = problem.get("detail") or problem.get("title") or f"HTTP {e.code}"
+            if problem.get("field"):
+                message = f"{problem['field']}: {message}"
+            raise _PROBLEMS.get(kind, _ratchet.RatchetError)(message) from None
+        except urllib.error.URLError as e:
+            raise _ratchet.StoreError(f"{method} {url}: {e.reason}") from None
+        return loads(text) if text else None
+
+    async def _request(self, *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(self._call, *args, **kwargs)
+
+    @staticmethod
+    def _id(id: str) -> str:
+        if not isinstance(id, str):
+            raise _ratchet.InvalidInput(f"id must be a str, not {type(id).__name__}")
+        return urllib.parse.quote(id, safe="")
+
+    # Instances ---------------------------------------------------------------------------
+
+    async def start(self, name: str, input: Any = None, *, id: Optional[str] = None,
+                    if_exists: str = "fail") -> str:
+        body = {"name": name, "input": input, "id": id, "if_exists": if_exists}
+        return (await self._request("POST", "/v1/instances", body))["id"]
+
+    async def signal(self, id: str, name: str, payload: Any = None, *,
+                     dedup_id: Optional[str] = None) -> bool:
+        body = {"name": name, "payload": payload, "dedup_id": dedup_id}
+        answer = await self._request("POST", f"/v1/instances/{self._id(id)}/signals", body)
+        return bool(answer["raised"])
+
+    async def cancel(self, id: str, reason: str = "cancelled") -> None:
+        await self._request("POST", f"/v1/instances/{self._id(id)}/cancel", {"reason": reason})
+
+    async def terminate(self, id: str, reason: str = "terminated") -> None:
+        await self._request("POST", f"/v1/instances/{self._id(id)}/terminate",
+                            {"reason": reason})
+
+    async def status(self, id: str) -> dict:
+        return _times(await self._request("GET", f"/v1/instances/{self._id(id)}"))
+
+    async def wait(self, id: str, timeout: float = 60.0) -> dict:
+        answer = await self._request("GET", f"/v1/instances/{self._id(id)}/wait",
+                                     query={"timeout_ms": int(timeout * 1000)},
+                                     timeout=timeout + 30)
+        if not answer.get("finished"):
+            raise _ratchet.Timeout(f"timed out waiting for instance {id!r}")
+        return {k: answer.get(k) for k in ("id", "status", "output", "error")}
+
+    async def result(self, id: str, timeout: float = 60.0) -> Any:
+        outcome = await self.wait(id, timeout)
+        if outcome["status"] != "Completed":
+            raise _ratchet.Failed(f"instance {id!r} ended {outcome['status']}: "
+                                  f"{outcome.get('error')}")
+        return outcome["output"]
+
+    async def list(self, *, status: Union[str, Iterable[str], None] = None,
+                   name: Optional[str] = None, id_prefix: Optional[str] = None,
+                   limit: int = 100) -> list:
+        statuses = [status] if isinstance(status, str) else list(status or [])
+        page = await self._request("GET", "/v1/instances", query={
+            "status": ",".join(statuses), "name": name, "id_prefix": id_prefix, "limit": limit})
+        return [_times(i) for i in page["items"]]
+
+    async def history(self, id: str) -> list:
+        items, after = [], None
+        while True:
+            page = await self._request("GET", f"/v1/instances/{self._id(id)}/history",
+                                       query={"after": after, "limit": 1000})
+            items.extend(page["items"])
+            after = page.get("next")
+            if not after:
+                return items
+
+    # Tasks -------------------------------------------------------------------------------
+
+    async def enqueue(self, name: str, input: Any = None, **options: Any) -> int:
+        (task_id,) = await self.enqueue_many([(name, input, options)])
+        return task_id
+
+    async def enqueue_many(self, tasks: Iterable[Any]) -> list:
+        items = []
+        for i, spec in enumerate(tasks):
+            if isinstance(spec, Mapping):
+                name, input, options = spec.get("name"), spec.get("input"), spec.get("options", {})
+            elif len(spec) in (2, 3):
+                name, input, options = (*spec, {}) if len(spec) == 2 else spec
+            else:
+                raise _ratchet.InvalidInput(f"task {i}: expected (name, input[, options])")
+            items.append({"name": name, "input": input, "options": _task_options(options or {})})
+        if not items:
+            return []
+        answer = await self._request("POST", "/v1/tasks/batch", {"tasks": items})
+        return [t["id"] for t in answer]
+
+    async def tasks(self, *, queue: Optional[str] = None,
+                    state: Union[str, Iterable[str], None] = None, name: Optional[str] = None,
+                    limit: int = 100, before: Optional[int] = None) -> list:
+        states = [state] if isinstance(state, str) else list(state or [])
+        listed = await self._request("GET", "/v1/tasks", query={
+            "queue": queue, "state": ",".join(states), "name": name, "limit": limit,
+            "before": before})
+        return [_times(t) for t in listed]
+
+    async def task(self, id: int) -> dict:
+        return _times(await self._request("GET", f"/v1/tasks/{int(id)}"))
+
+    async def task_wait(self, id: int, timeout: float = 60.0) -> dict:
+        return _times(await self._request("GET", f"/v1/tasks/{int(id)}/wait",
+                                          query={"timeout_ms": int(timeout * 1000)},
+                                          timeout=timeout + 30))
+
+    async def task_cancel(self, id: int) -> None:
+        await self._request("POST", f"/v1/tasks/{int(id)}/cancel", {})
+
+    async def task_retry(self, id: int) -> None:
+        await self._request("POST", f"/v1/tasks/{int(id)}/retry", {})
+
+    async def task_discard(self, id: int) -> None:
+        await self._request("POST", f"/v1/tasks/{int(id)}/discard", {})
+
+    async def apply_workflow(self, source: str) -> dict:
+        answer = await self._request("POST", "/v1/workflows", {"source": source})
+        return {"name": answer["name"], "revision": answer["revision"],
+                "created": answer["created"]}
+
+    # Events ------------------------------------------------------------------------------
+
+    async def append(self, events: Iterable[Mapping[str, Any]], *,
+                     condition: Optional[Mapping[str, Any]] = None,
+                     idempotency_key: Optional[str] = None) -> tuple:
+        body = {"events": list(events), "condition": condition,
+                "idempotency_key": idempotency_key}
+        answer = await self._request("POST", "/v1/events", body)
+        return answer["first"], answer["last"]
+
+    async def read(self, types: Iterable[str] = (), tags: Iterable[str] = (), *,
+                   after: Optional[int] = None, limit: int = 100,
+                   backward: bool = False) -> dict:
+        page = await self._request("GET", "/v1/events", query={
+            "types": ",".join(types), "tags": ",".join(tags), "after": after, "limit": limit,
+            "direction": "backward" if backward else None})
+        return {"events": [_times(e) for e in page["events"]], "head": page["head"]}
+
+    async def project(self, types: Iterable[str] = (), tags: Iterable[str] = ()) -> tuple:
+        types, tags = list(types), list(tags)
+        events, after = [], None
+        while True:
+            page = await self.read(types, tags, after=after, limit=1000)
+            events.extend(page["events"])
+            if len(page["events"]) < 1000:
+                head = page["head"]
+                break
+            after = page["events"][-1]["position"]
+        return events, {"fail_if_events_match": [{"types": types, "tags": tags}],
+                        "after": head or None}
+
+    async def subscribe(self, types: Iterable[str] = (), tags: Iterable[str] = (), *,
+                        after: Optional[int] = None, poll: float = 0.2):
+        types, tags = list(types), list(tags)
+        while True:
+            page = await self.read(types, tags, after=after, limit=1000)
+            for event in page["events"]:
+                after = event["position"]
+                yield event
+            if not page["events"]:
+                await asyncio.sleep(poll)
+
+
+__all__ = ["HttpClient", "dumps"]

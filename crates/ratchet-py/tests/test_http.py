@@ -1,0 +1,80 @@
+"""The same client over `ratchet server`'s HTTP API (RATCHET_BIN, or the workspace's debug
+build of `ratchet`, which `cargo test` makes)."""
+
+import asyncio
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+import ratchet
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def server(url, schema):
+    binary = pathlib.Path(os.environ.get("RATCHET_BIN") or ROOT / "target/debug/ratchet")
+    if not binary.exists():
+        if os.environ.get("RATCHET_BIN"):
+            pytest.fail(f"RATCHET_BIN={binary} does not exist")
+        pytest.skip("no ratchet binary: build it with cargo build -p ratchet-cli")
+    store = (["--database-url", url, "--schema", schema] if schema else ["--db", url])
+    subprocess.run([str(binary), *store, "migrate"], check=True, capture_output=True)
+    process = subprocess.Popen([str(binary), *store, "server", "--listen", "127.0.0.1:0",
+                                "--poll-ms", "200"], stdout=subprocess.PIPE, text=True)
+    try:
+        base = None
+        for line in process.stdout:
+            base = next((w for w in line.split() if w.startswith("http://")), None)
+            if base:
+                break
+        assert base, "the server said where it serves"
+        yield base
+    finally:
+        process.terminate()
+        process.wait(20)
+
+
+def test_instances_tasks_and_events_over_http(server):
+    async def main():
+        client = await ratchet.connect(server)
+        order = {"id": "o-1", "items": ["cup"], "amount_cents": 100, "step_ms": 1}
+        id = await client.start("order", order, id="o-1")
+        for _ in range(200):
+            if (await client.status(id))["custom_status"] == "awaiting-delivery":
+                break
+            await asyncio.sleep(0.05)
+        assert await client.signal(id, "delivered", "porch", dedup_id="d") is True
+        output = await client.result(id, timeout=30)
+        assert output["delivered"] == "porch"
+        status = await client.status(id)
+        assert status["status"] == "Completed" and isinstance(status["created_at"], int)
+        assert [i["id"] for i in await client.list(id_prefix="o-")] == ["o-1"]
+        assert (await client.history(id))[0]["event"]["type"] in ("TurnStarted", "ExecutionStarted")
+
+        task_id = await client.enqueue("work", {"ms": 1}, max_attempts=2, priority=-1)
+        done = await client.task_wait(task_id, 30)
+        assert done["state"] == "Completed" and done["priority"] == -1
+        assert any(t["id"] == task_id for t in await client.tasks(state="Completed"))
+
+        await client.append([{"type": "Enrolled", "tags": ["course:c1"]}])
+        events, condition = await client.project(["Enrolled"], ["course:c1"])
+        assert len(events) == 1 and isinstance(events[0]["recorded_at"], int)
+        await client.append([{"type": "Enrolled", "tags": ["course:c1"]}])
+        with pytest.raises(ratchet.AppendConflict):
+            await client.append([{"type": "Enrolled", "tags": ["course:c1"]}], condition=condition)
+
+        with pytest.raises(ratchet.NotFound):
+            await client.status("nobody")
+        with pytest.raises(ratchet.UnknownName):
+            await client.start("no-such-workflow", {})
+        with pytest.raises(ratchet.InvalidInput):
+            await client.enqueue("work", {}, colour="red")
+        with pytest.raises(ratchet.InvalidInput, match="priority"):
+            await client.enqueue("work", {}, priority=100000)
+        with pytest.raises(ratchet.Timeout):
+            await client.wait(await client.start("order", order), timeout=0.2)
+
+    asyncio.run(main())
