@@ -23,6 +23,29 @@ use crate::error::{invalid, to_py, Closed};
 /// What a handler answers: its output, or an error.
 type Reply = Result<Value, TaskError>;
 
+/// What goes to Python: a claimed task, or word that a running one was cancelled.
+enum Msg {
+    Job(Job),
+    Cancelled(i64),
+}
+
+/// Tells Python that a handler stopped waiting for its answer (the task was cancelled, or its
+/// lease lost and the wait dropped) unless disarmed by the answer: so the handler gets
+/// CancelledError at its next await instead of running on for nothing.
+struct CancelOnDrop {
+    tx: mpsc::UnboundedSender<Msg>,
+    id: i64,
+    armed: bool,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = self.tx.send(Msg::Cancelled(self.id));
+        }
+    }
+}
+
 /// A claimed task on its way to Python.
 struct Job {
     id: i64,
@@ -38,7 +61,7 @@ pub(crate) struct NativeWorker {
     ratchet: Arc<Ratchet>,
     /// Registers newly applied declarative workflows while the worker runs.
     stored: tokio::task::JoinHandle<()>,
-    jobs: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Job>>>,
+    jobs: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Msg>>>,
     /// Replies awaited, by the key Python was given.
     pending: Arc<Mutex<HashMap<u64, oneshot::Sender<Reply>>>>,
     next_key: AtomicU64,
@@ -67,7 +90,7 @@ pub(crate) fn start_worker(
             "a worker needs at least one task, activity or workflow",
         ));
     }
-    let (tx, rx) = mpsc::unbounded_channel::<Job>();
+    let (tx, rx) = mpsc::unbounded_channel::<Msg>();
     let location = Location::of(&url, schema);
     let mut config = ratchet::RuntimeConfig {
         label,
@@ -94,13 +117,21 @@ pub(crate) fn start_worker(
                     input,
                     reply,
                 };
-                if tx.send(job).is_err() {
+                if tx.send(Msg::Job(job)).is_err() {
                     return Err(TaskError::new("WorkerStopped", "the Python worker has stopped"));
                 }
+                let mut guard = CancelOnDrop {
+                    tx: tx.clone(),
+                    id: ctx.id(),
+                    armed: true,
+                };
                 tokio::select! {
-                    answered = answer => answered.unwrap_or_else(|_| {
-                        Err(TaskError::new("WorkerStopped", "the Python worker dropped the task"))
-                    }),
+                    answered = answer => {
+                        guard.armed = false;
+                        answered.unwrap_or_else(|_| {
+                            Err(TaskError::new("WorkerStopped", "the Python worker dropped the task"))
+                        })
+                    }
                     () = ctx.cancelled() => Err(TaskError::new("Cancelled", "the task was cancelled")),
                 }
             }
@@ -121,10 +152,17 @@ pub(crate) fn start_worker(
                 };
                 let stopped =
                     || ActivityError::new("WorkerStopped", "the Python worker has stopped");
-                if tx.send(job).is_err() {
+                if tx.send(Msg::Job(job)).is_err() {
                     return Err(stopped());
                 }
-                answer.await.unwrap_or_else(|_| Err(stopped()))
+                let mut guard = CancelOnDrop {
+                    tx: tx.clone(),
+                    id: ctx.task_id(),
+                    armed: true,
+                };
+                let answered = answer.await;
+                guard.armed = false;
+                answered.unwrap_or_else(|_| Err(stopped()))
             }
         });
     }
@@ -164,8 +202,9 @@ pub(crate) fn start_worker(
 
 #[pymethods]
 impl NativeWorker {
-    /// Up to `max` claimed tasks as `(key, task id, name, attempt, input JSON)`, waiting at
-    /// most `timeout` seconds for the first (an empty list when none came).
+    /// Up to `max` claimed tasks as `(key, task id, name, attempt, input JSON)`, and the ids
+    /// of running tasks cancelled since, waiting at most `timeout` seconds for the first of
+    /// either (two empty lists when none came).
     fn next_batch<'py>(
         &self,
         py: Python<'py>,
@@ -185,14 +224,19 @@ impl NativeWorker {
         future_into_py(py, async move {
             let mut rx = jobs.lock().await;
             let mut batch = Vec::new();
+            let mut cancelled = Vec::new();
+            let mut take = |msg: Msg| match msg {
+                Msg::Job(job) => batch.push(job),
+                Msg::Cancelled(id) => cancelled.push(id),
+            };
             match tokio::time::timeout(timeout, rx.recv()).await {
-                Ok(Some(job)) => batch.push(job),
+                Ok(Some(msg)) => take(msg),
                 Ok(None) => return Err(Closed::new_err("the worker has shut down")),
-                Err(_) => return Ok(Vec::new()),
+                Err(_) => return Ok((Vec::new(), Vec::new())),
             }
-            while batch.len() < max.max(1) {
+            for _ in 1..max.max(1) {
                 match rx.try_recv() {
-                    Ok(job) => batch.push(job),
+                    Ok(msg) => take(msg),
                     Err(_) => break,
                 }
             }
@@ -204,7 +248,7 @@ impl NativeWorker {
                 waiting.insert(key, job.reply);
                 out.push((key, job.id, job.name, job.attempt, text(&job.input)));
             }
-            Ok(out)
+            Ok((out, cancelled))
         })
     }
 

@@ -133,6 +133,34 @@ def test_queues_run_with_their_concurrency_and_bad_ones_are_refused(url, schema)
     run(main())
 
 
+def test_a_cancelled_task_raises_in_its_handler(url, schema):
+    async def main():
+        client = await ratchet.connect(url, schema=schema)
+        started, seen = asyncio.Event(), []
+
+        async def long(_):
+            started.set()
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                seen.append("cancelled")
+                raise
+
+        task_id = await client.enqueue("long", None)
+        async with ratchet.Worker(url, schema=schema, tasks={"long": long}, lease=1.5):
+            await asyncio.wait_for(started.wait(), 20)
+            await client.task_cancel(task_id)
+            done = await client.task_wait(task_id, 20)
+            for _ in range(100):
+                if seen:
+                    break
+                await asyncio.sleep(0.05)
+        assert done["state"] == "Cancelled", done
+        assert seen == ["cancelled"]
+
+    run(main())
+
+
 def test_the_sync_client_blocks_until_done(url, schema):
     client = ratchet.SyncClient(url, schema=schema)
     task_id = client.enqueue("job", {"n": 1}, queue="sync")

@@ -104,7 +104,7 @@ class Worker:
             self.url, list(self.handlers), self._queue_list, self.schema, self.label,
             list(self.activities), [(n, _entry(f)) for n, f in self.workflows.items()], dumps,
             self.lease)
-        self._running: set = set()
+        self._running: dict = {}
         self._results: list = []
         self._flush_scheduled = False
         self._intake_done = False
@@ -172,17 +172,27 @@ class Worker:
         """Takes claimed tasks a batch at a time and starts each handler at once."""
         while not self._intake_done:
             try:
-                batch = await native.next_batch(self.batch, 0.25)
+                batch, cancelled = await native.next_batch(self.batch, 0.25)
             except _ratchet.Closed:
                 return
             for item in batch:
                 running = asyncio.ensure_future(self._one(item))
-                self._running.add(running)
-                running.add_done_callback(lambda t, native=native: self._done(t, native))
+                self._running[item[1]] = running
+                running.add_done_callback(
+                    lambda t, id=item[1], native=native: self._done(t, id, native))
+            for task_id in cancelled:
+                # CancelledError at the handler's next await (a plain handler runs on).
+                running = self._running.get(task_id)
+                if running is not None:
+                    running.cancel()
 
-    def _done(self, running: "asyncio.Future[tuple]", native: _ratchet.NativeWorker) -> None:
+    def _done(self, running: "asyncio.Future[tuple]", task_id: int,
+              native: _ratchet.NativeWorker) -> None:
         """Collects a result; the results of one turn of the event loop go back together."""
-        self._running.discard(running)
+        if self._running.get(task_id) is running:
+            del self._running[task_id]
+        if running.cancelled():
+            return  # the task ended as cancelled already
         self._results.append(running.result())
         if not self._flush_scheduled:
             self._flush_scheduled = True
