@@ -1,0 +1,204 @@
+//! What fires after a pause, and what a fire does to a run still going.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use ratchet_core::Timestamp;
+
+use crate::spec::{Schedule, SpecError};
+
+/// What a fire does while the run started by an earlier fire is still going.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Overlap {
+    /// The new tick does not start anything (the default).
+    #[default]
+    Skip,
+    /// One tick waits for the running one to finish; later ones are skipped.
+    BufferOne,
+    /// Every tick starts its run, however many run at once.
+    AllowAll,
+    /// The running one is asked to cancel, and the new one starts.
+    CancelPrevious,
+    /// The running one is terminated, and the new one starts.
+    TerminatePrevious,
+}
+
+impl Overlap {
+    /// Its name: `skip`, `buffer_one`, `allow_all`, `cancel_previous`, `terminate_previous`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Skip => "skip",
+            Self::BufferOne => "buffer_one",
+            Self::AllowAll => "allow_all",
+            Self::CancelPrevious => "cancel_previous",
+            Self::TerminatePrevious => "terminate_previous",
+        }
+    }
+}
+
+impl FromStr for Overlap {
+    type Err = SpecError;
+
+    fn from_str(s: &str) -> Result<Self, SpecError> {
+        [
+            Self::Skip,
+            Self::BufferOne,
+            Self::AllowAll,
+            Self::CancelPrevious,
+            Self::TerminatePrevious,
+        ]
+        .into_iter()
+        .find(|o| o.as_str() == s)
+        .ok_or_else(|| SpecError {
+            field: "overlap",
+            message: format!(
+                "{s:?} is not an overlap policy (skip, buffer_one, allow_all, cancel_previous, \
+                 terminate_previous)"
+            ),
+        })
+    }
+}
+
+/// Which ticks missed while nothing ran (every process down, or behind) still fire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CatchUp {
+    /// None: the schedule goes on from its next tick.
+    Skip,
+    /// The most recent `n`, oldest first.
+    Last(u32),
+    /// Those within this long before now.
+    Within(Duration),
+}
+
+impl Default for CatchUp {
+    /// The most recent missed tick.
+    fn default() -> Self {
+        Self::Last(1)
+    }
+}
+
+/// The ticks a schedule fires now: of those after `after` (the last tick handled) up to
+/// `now`, the ones `catch_up` keeps, oldest first; ticks late by no more than `grace` are not
+/// missed but due, and always fire. Also answers how many were skipped. At most `limit` are
+/// looked at, so a long pause costs a bounded amount of work.
+pub fn due(
+    schedule: &Schedule,
+    after: Timestamp,
+    now: Timestamp,
+    catch_up: CatchUp,
+    grace: Duration,
+    limit: usize,
+) -> (Vec<Timestamp>, usize) {
+    let grace = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
+    let ticks = schedule.between(after, now, limit);
+    let (missed, on_time): (Vec<Timestamp>, Vec<Timestamp>) =
+        ticks.iter().partition(|t| now.0 - t.0 > grace);
+    let kept: Vec<Timestamp> = match catch_up {
+        CatchUp::Skip => Vec::new(),
+        CatchUp::Last(n) => missed[missed.len().saturating_sub(n as usize)..].to_vec(),
+        CatchUp::Within(window) => {
+            let window = i64::try_from(window.as_millis()).unwrap_or(i64::MAX);
+            missed
+                .iter()
+                .copied()
+                .filter(|t| now.0 - t.0 <= window)
+                .collect()
+        }
+    };
+    let skipped = missed.len() - kept.len();
+    (kept.into_iter().chain(on_time).collect(), skipped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono_tz::Tz;
+
+    fn every_second() -> Schedule {
+        Schedule::new(
+            "every 1s".parse().expect("spec"),
+            Tz::UTC,
+            None,
+            None,
+            Timestamp(0),
+        )
+        .expect("schedule")
+    }
+
+    #[test]
+    fn catch_up_keeps_what_its_policy_says_and_due_ticks_always_fire() {
+        let s = every_second();
+        let grace = Duration::from_millis(500);
+        // Down from 10 s to 40.2 s: ticks 11..=40 missed, none due.
+        let (fire, skipped) = due(
+            &s,
+            Timestamp(10_000),
+            Timestamp(40_200),
+            CatchUp::Skip,
+            grace,
+            1000,
+        );
+        assert_eq!(
+            (fire.len(), skipped),
+            (1, 29),
+            "40 s is late by 200 ms only: due"
+        );
+        let (fire, skipped) = due(
+            &s,
+            Timestamp(10_000),
+            Timestamp(40_900),
+            CatchUp::Skip,
+            grace,
+            1000,
+        );
+        assert_eq!((fire, skipped), (vec![], 30));
+        let (fire, _) = due(
+            &s,
+            Timestamp(10_000),
+            Timestamp(40_900),
+            CatchUp::Last(3),
+            grace,
+            1000,
+        );
+        assert_eq!(
+            fire,
+            vec![Timestamp(38_000), Timestamp(39_000), Timestamp(40_000)]
+        );
+        let (fire, skipped) = due(
+            &s,
+            Timestamp(10_000),
+            Timestamp(40_900),
+            CatchUp::Within(Duration::from_secs(5)),
+            grace,
+            1000,
+        );
+        assert_eq!(fire.first(), Some(&Timestamp(36_000)));
+        assert_eq!((fire.len(), skipped), (5, 25));
+        let (fire, _) = due(
+            &s,
+            Timestamp(10_000),
+            Timestamp(40_900),
+            CatchUp::Last(100),
+            grace,
+            1000,
+        );
+        assert_eq!(fire.len(), 30, "never more than were missed");
+    }
+
+    #[test]
+    fn overlap_policies_parse_by_name_and_refuse_others() {
+        for o in [
+            Overlap::Skip,
+            Overlap::BufferOne,
+            Overlap::AllowAll,
+            Overlap::CancelPrevious,
+            Overlap::TerminatePrevious,
+        ] {
+            assert_eq!(o.as_str().parse::<Overlap>(), Ok(o));
+        }
+        assert_eq!(
+            "sometimes".parse::<Overlap>().expect_err("refused").field,
+            "overlap"
+        );
+    }
+}

@@ -1,0 +1,12 @@
+//! When a schedule fires. A [`Spec`] is a cron expression (seconds optional) read in an IANA
+//! time zone, or a fixed interval with an offset; a [`Schedule`] adds the zone, a start and
+//! an end. Everything here is a pure function of its inputs, so every process computes the
+//! same ticks, the same jitter and the same catch-up: that is what lets any number of them
+//! fire a schedule exactly once.
+#![deny(missing_docs)]
+
+mod catchup;
+mod spec;
+
+pub use catchup::{due, CatchUp, Overlap};
+pub use spec::{jitter, parse_zone, Schedule, Spec, SpecError};
