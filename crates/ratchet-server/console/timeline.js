@@ -138,7 +138,7 @@ function executionView(ex, end, many, live, open) {
     const fire = row.kind === 'timer' && row.fireAt && row.end === null
       ? h('span', { class: 'tl-fire', style: { left: `${pos(row.fireAt)}%` }, title: `Fires at ${utcText(new Date(row.fireAt))}` })
       : null;
-    const took = row.point ? '' : row.end === null ? (live ? `${duration(end - row.start)}…` : 'not finished') : duration(row.end - row.start);
+    const took = row.point ? '' : row.end === null ? (live ? `${duration(end - row.start)}…` : 'not needed') : duration(row.end - row.start);
     const details = h('details', { open: open.has(key) },
       h('summary', { class: 'tl-summary' },
         h('span', { class: 'tl-label' },
