@@ -3,7 +3,6 @@
 //! GIL released.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3_async_runtimes::tokio::future_into_py;
@@ -13,7 +12,7 @@ use ratchet::{
 };
 use serde_json::{json, Value};
 
-use crate::convert::{parse, task, task_options, text};
+use crate::convert::{parse, seconds, task, task_options, text};
 use crate::error::{invalid, to_py};
 
 /// A client on one store.
@@ -172,11 +171,7 @@ impl NativeClient {
 
     /// Waits up to `timeout` seconds for the instance to finish; its outcome as JSON.
     fn wait<'py>(&self, py: Python<'py>, id: String, timeout: f64) -> PyResult<Bound<'py, PyAny>> {
-        let timeout = Duration::try_from_secs_f64(timeout).map_err(|_| {
-            invalid(format!(
-                "timeout: expected seconds, 0 or more, got {timeout}"
-            ))
-        })?;
+        let timeout = seconds(timeout, "timeout")?;
         let client = self.client.clone();
         future_into_py(py, async move {
             let outcome = client.wait(&id, timeout).await.map_err(to_py)?;
@@ -304,11 +299,7 @@ impl NativeClient {
         id: i64,
         timeout: f64,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let timeout = Duration::try_from_secs_f64(timeout).map_err(|_| {
-            invalid(format!(
-                "timeout: expected seconds, 0 or more, got {timeout}"
-            ))
-        })?;
+        let timeout = seconds(timeout, "timeout")?;
         let client = self.client.clone();
         future_into_py(py, async move {
             let record = client.task_wait(TaskId(id), timeout).await.map_err(to_py)?;

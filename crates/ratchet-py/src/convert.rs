@@ -44,7 +44,9 @@ pub(crate) fn task_options(options: &Value) -> Result<TaskOptions, PyErr> {
                     .and_then(|p| i16::try_from(p).ok())
                     .ok_or_else(|| bad("an integer from -32768 to 32767"))?;
             }
-            "delay" => out = out.delay(seconds(value).ok_or_else(|| bad("seconds, 0 or more"))?),
+            "delay" => {
+                out = out.delay(json_seconds(value).ok_or_else(|| bad("seconds, 0 or more"))?)
+            }
             "run_at" => {
                 let at = value.as_f64().filter(|t| t.is_finite() && *t >= 0.0);
                 let at = at.ok_or_else(|| bad("a Unix time in seconds"))?;
@@ -58,11 +60,11 @@ pub(crate) fn task_options(options: &Value) -> Result<TaskOptions, PyErr> {
                 out = out.max_attempts(n.ok_or_else(|| bad("an integer of at least 1"))?);
             }
             "retry_delay" => {
-                let d = seconds(value).ok_or_else(|| bad("seconds, 0 or more"))?;
+                let d = json_seconds(value).ok_or_else(|| bad("seconds, 0 or more"))?;
                 out.retry = RetryPolicy { ..out.retry }.initial_interval(d);
             }
             "timeout" => {
-                out = out.timeout(seconds(value).ok_or_else(|| bad("seconds, 0 or more"))?)
+                out = out.timeout(json_seconds(value).ok_or_else(|| bad("seconds, 0 or more"))?)
             }
             "unique_key" => out = out.unique_key(value.as_str().ok_or_else(|| bad("a string"))?),
             "metadata" => out = out.metadata(value.clone()),
@@ -77,7 +79,13 @@ pub(crate) fn task_options(options: &Value) -> Result<TaskOptions, PyErr> {
     Ok(out)
 }
 
-fn seconds(value: &Value) -> Option<Duration> {
+/// `value` seconds as a duration; `what` names it in the error.
+pub(crate) fn seconds(value: f64, what: &str) -> Result<Duration, PyErr> {
+    Duration::try_from_secs_f64(value)
+        .map_err(|_| invalid(format!("{what}: expected seconds, 0 or more, got {value}")))
+}
+
+fn json_seconds(value: &Value) -> Option<Duration> {
     value
         .as_f64()
         .filter(|s| s.is_finite() && *s >= 0.0)

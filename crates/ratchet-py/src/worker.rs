@@ -17,7 +17,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::client::Location;
-use crate::convert::{parse, text};
+use crate::convert::{parse, seconds, text};
 use crate::error::{invalid, to_py, Closed};
 
 /// What a handler answers: its output, or an error.
@@ -211,11 +211,7 @@ impl NativeWorker {
         max: usize,
         timeout: f64,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let timeout = Duration::try_from_secs_f64(timeout).map_err(|_| {
-            invalid(format!(
-                "timeout: expected seconds, 0 or more, got {timeout}"
-            ))
-        })?;
+        let timeout = seconds(timeout, "timeout")?;
         let jobs = self.jobs.clone();
         let pending = self.pending.clone();
         let first_key = self

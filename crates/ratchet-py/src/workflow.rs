@@ -9,7 +9,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use pyo3::exceptions::{PyStopIteration, PyTypeError};
 use pyo3::prelude::*;
@@ -17,7 +16,7 @@ use pyo3::types::PyTuple;
 use ratchet::{ActivityOptions, OrchestrationContext, OrchestrationError, RetryPolicy};
 use serde_json::Value;
 
-use crate::convert::{parse, text};
+use crate::convert::{parse, seconds, text};
 use crate::error::{ActivityFailed, Cancelled, ChildFailed, ContinueAsNew, InvalidInput};
 
 type StepResult = Result<Value, OrchestrationError>;
@@ -49,12 +48,6 @@ impl Steps {
 pub(crate) struct NativeContext {
     ctx: OrchestrationContext,
     steps: Arc<Steps>,
-}
-
-fn seconds(value: f64, what: &str) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(value).map_err(|_| {
-        InvalidInput::new_err(format!("{what}: expected seconds, 0 or more, got {value}"))
-    })
 }
 
 #[pymethods]
@@ -89,8 +82,8 @@ impl NativeContext {
     }
 
     /// Schedules a durable timer of `seconds`.
-    fn sleep(&self, seconds: f64) -> PyResult<u64> {
-        let step = self.ctx.sleep(self::seconds(seconds, "sleep")?);
+    fn sleep(&self, secs: f64) -> PyResult<u64> {
+        let step = self.ctx.sleep(seconds(secs, "sleep")?);
         Ok(self
             .steps
             .add(Box::pin(async move { step.await.map(|()| Value::Null) })))

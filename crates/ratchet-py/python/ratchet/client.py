@@ -33,7 +33,71 @@ def _check_str(value: Any, what: str) -> str:
     return value
 
 
-class Client:
+def _task_specs(tasks: Iterable[TaskSpec]) -> Iterable[tuple]:
+    """Each task as `(index, (name, input, options))`, from `(name, input)`,
+    `(name, input, options)` or `{name, input, options}`."""
+    for i, spec in enumerate(tasks):
+        if isinstance(spec, Mapping):
+            yield i, (spec.get("name"), spec.get("input"), spec.get("options") or {})
+        elif len(spec) == 2:
+            yield i, (spec[0], spec[1], {})
+        elif len(spec) == 3:
+            yield i, (spec[0], spec[1], spec[2] or {})
+        else:
+            raise _ratchet.InvalidInput(f"task {i}: expected (name, input[, options])")
+
+
+class _Shared:
+    """What a client does on top of its own calls, the same over any transport."""
+
+    async def result(self, id: str, timeout: float = 60.0) -> Any:
+        """Waits and returns the output; raises :class:`ratchet.Failed` unless it completed."""
+        outcome = await self.wait(id, timeout)
+        if outcome["status"] != "Completed":
+            error = outcome.get("error") or {}
+            raise _ratchet.Failed(
+                f"instance {id!r} ended {outcome['status']}"
+                + (f": {error.get('kind')}: {error.get('message')}" if error else "")
+            )
+        return outcome["output"]
+
+    async def enqueue(self, name: str, input: Any = None, **options: Any) -> int:
+        """Enqueues a task; returns its id. Options: queue, priority, delay (s), run_at (Unix
+        s), max_attempts, retry_delay (s), timeout (s), unique_key, metadata."""
+        (task_id,) = await self.enqueue_many([(name, input, options)])
+        return task_id
+
+    async def project(self, types: Iterable[str] = (), tags: Iterable[str] = ()) -> tuple:
+        """Every event matching the query, and the condition that an append deciding on
+        them passes to :meth:`append`: `(events, condition)`."""
+        types, tags = list(types), list(tags)
+        events, after = [], None
+        while True:
+            page = await self.read(types, tags, after=after, limit=1000)
+            events.extend(page["events"])
+            if len(page["events"]) < 1000:
+                head = page["head"]
+                break
+            after = page["events"][-1]["position"]
+        condition = {"fail_if_events_match": [{"types": types, "tags": tags}],
+                     "after": head or None}
+        return events, condition
+
+    async def subscribe(self, types: Iterable[str] = (), tags: Iterable[str] = (), *,
+                        after: Optional[int] = None, poll: float = 0.2):
+        """Every matching event after `after`, then each new one as it is appended: an
+        async iterator that never ends by itself."""
+        types, tags = list(types), list(tags)
+        while True:
+            page = await self.read(types, tags, after=after, limit=1000)
+            for event in page["events"]:
+                after = event["position"]
+                yield event
+            if not page["events"]:
+                await asyncio.sleep(poll)
+
+
+class Client(_Shared):
     """A client on one store. Make one with :func:`ratchet.connect`; every method is a
     coroutine, and none holds the GIL while it waits on the database."""
 
@@ -71,17 +135,6 @@ class Client:
         :class:`ratchet.Timeout` after `timeout` seconds."""
         return loads(await self._native.wait(_check_str(id, "id"), float(timeout)))
 
-    async def result(self, id: str, timeout: float = 60.0) -> Any:
-        """Waits and returns the output; raises :class:`ratchet.Failed` unless it completed."""
-        outcome = await self.wait(id, timeout)
-        if outcome["status"] != "Completed":
-            error = outcome.get("error") or {}
-            raise _ratchet.Failed(
-                f"instance {id!r} ended {outcome['status']}"
-                + (f": {error.get('kind')}: {error.get('message')}" if error else "")
-            )
-        return outcome["output"]
-
     async def list(self, *, status: Union[str, Iterable[str], None] = None,
                    name: Optional[str] = None, id_prefix: Optional[str] = None,
                    limit: int = 100) -> list:
@@ -95,26 +148,10 @@ class Client:
 
     # Tasks -------------------------------------------------------------------------------
 
-    async def enqueue(self, name: str, input: Any = None, **options: Any) -> int:
-        """Enqueues a task; returns its id. Options: queue, priority, delay (s), run_at (Unix
-        s), max_attempts, retry_delay (s), timeout (s), unique_key, metadata."""
-        (task_id,) = await self.enqueue_many([(name, input, options)])
-        return task_id
-
     async def enqueue_many(self, tasks: Iterable[TaskSpec]) -> list:
         """Enqueues many tasks in one round trip, all or nothing; returns their ids."""
-        specs = []
-        for i, spec in enumerate(tasks):
-            if isinstance(spec, Mapping):
-                name, input, options = spec.get("name"), spec.get("input"), spec.get("options", {})
-            elif len(spec) == 2:
-                (name, input), options = spec, {}
-            elif len(spec) == 3:
-                name, input, options = spec
-            else:
-                raise _ratchet.InvalidInput(f"task {i}: expected (name, input[, options])")
-            specs.append((_check_str(name, f"task {i}: name"), encode(input, f"task {i}: input"),
-                          _options(options or {})))
+        specs = [(_check_str(name, f"task {i}: name"), encode(input, f"task {i}: input"),
+                  _options(options)) for i, (name, input, options) in _task_specs(tasks)]
         if not specs:
             return []
         outcomes = await self._native.enqueue_many(specs)
@@ -174,34 +211,6 @@ class Client:
                 "direction": "backward" if backward else "forward"}
         return loads(await self._native.read(encode(body, "read")))
 
-    async def project(self, types: Iterable[str] = (), tags: Iterable[str] = ()) -> tuple:
-        """Every event matching the query, and the condition that an append deciding on
-        them passes to :meth:`append`: `(events, condition)`."""
-        types, tags = list(types), list(tags)
-        events, after = [], None
-        while True:
-            page = await self.read(types, tags, after=after, limit=1000)
-            events.extend(page["events"])
-            if len(page["events"]) < 1000:
-                head = page["head"]
-                break
-            after = page["events"][-1]["position"]
-        condition = {"fail_if_events_match": [{"types": types, "tags": tags}],
-                     "after": head or None}
-        return events, condition
-
-    async def subscribe(self, types: Iterable[str] = (), tags: Iterable[str] = (), *,
-                        after: Optional[int] = None, poll: float = 0.2):
-        """Every matching event after `after`, then each new one as it is appended: an
-        async iterator that never ends by itself."""
-        types, tags = list(types), list(tags)
-        while True:
-            page = await self.read(types, tags, after=after, limit=1000)
-            for event in page["events"]:
-                after = event["position"]
-                yield event
-            if not page["events"]:
-                await asyncio.sleep(poll)
 
 
 async def connect(url: str, *, schema: Optional[str] = None,

@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping, Optional, Union
 
 from . import _ratchet
 from ._json import dumps, encode, loads
+from .client import _Shared, _task_specs
 
 _PROBLEMS = {
     "not-found": _ratchet.NotFound,
@@ -76,7 +77,7 @@ def _task_options(options: Mapping[str, Any]) -> dict:
     return out
 
 
-class HttpClient:
+class HttpClient(_Shared):
     """A client on `ratchet server` at `url`. Make one with
     ``ratchet.connect("http://host:8080", token=...)``."""
 
@@ -157,13 +158,6 @@ class HttpClient:
             raise _ratchet.Timeout(f"timed out waiting for instance {id!r}")
         return {k: answer.get(k) for k in ("id", "status", "output", "error")}
 
-    async def result(self, id: str, timeout: float = 60.0) -> Any:
-        outcome = await self.wait(id, timeout)
-        if outcome["status"] != "Completed":
-            raise _ratchet.Failed(f"instance {id!r} ended {outcome['status']}: "
-                                  f"{outcome.get('error')}")
-        return outcome["output"]
-
     async def list(self, *, status: Union[str, Iterable[str], None] = None,
                    name: Optional[str] = None, id_prefix: Optional[str] = None,
                    limit: int = 100) -> list:
@@ -184,20 +178,9 @@ class HttpClient:
 
     # Tasks -------------------------------------------------------------------------------
 
-    async def enqueue(self, name: str, input: Any = None, **options: Any) -> int:
-        (task_id,) = await self.enqueue_many([(name, input, options)])
-        return task_id
-
     async def enqueue_many(self, tasks: Iterable[Any]) -> list:
-        items = []
-        for i, spec in enumerate(tasks):
-            if isinstance(spec, Mapping):
-                name, input, options = spec.get("name"), spec.get("input"), spec.get("options", {})
-            elif len(spec) in (2, 3):
-                name, input, options = (*spec, {}) if len(spec) == 2 else spec
-            else:
-                raise _ratchet.InvalidInput(f"task {i}: expected (name, input[, options])")
-            items.append({"name": name, "input": input, "options": _task_options(options or {})})
+        items = [{"name": name, "input": input, "options": _task_options(options)}
+                 for _, (name, input, options) in _task_specs(tasks)]
         if not items:
             return []
         answer = await self._request("POST", "/v1/tasks/batch", {"tasks": items})
@@ -252,29 +235,6 @@ class HttpClient:
             "direction": "backward" if backward else None})
         return {"events": [_times(e) for e in page["events"]], "head": page["head"]}
 
-    async def project(self, types: Iterable[str] = (), tags: Iterable[str] = ()) -> tuple:
-        types, tags = list(types), list(tags)
-        events, after = [], None
-        while True:
-            page = await self.read(types, tags, after=after, limit=1000)
-            events.extend(page["events"])
-            if len(page["events"]) < 1000:
-                head = page["head"]
-                break
-            after = page["events"][-1]["position"]
-        return events, {"fail_if_events_match": [{"types": types, "tags": tags}],
-                        "after": head or None}
-
-    async def subscribe(self, types: Iterable[str] = (), tags: Iterable[str] = (), *,
-                        after: Optional[int] = None, poll: float = 0.2):
-        types, tags = list(types), list(tags)
-        while True:
-            page = await self.read(types, tags, after=after, limit=1000)
-            for event in page["events"]:
-                after = event["position"]
-                yield event
-            if not page["events"]:
-                await asyncio.sleep(poll)
 
 
 __all__ = ["HttpClient", "dumps"]
