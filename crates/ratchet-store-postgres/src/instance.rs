@@ -12,7 +12,7 @@ use ratchet_store::{
 use crate::convert::{
     col, event, from_json, i32_of, instance_record, status, to_json, u32_of, Res,
 };
-use crate::param::p;
+use crate::param::{p, Param};
 use crate::store::{Conn, ReadyFrom};
 
 fn if_exists_name(policy: IfExists) -> &'static str {
@@ -34,54 +34,85 @@ pub(crate) fn started_event(new: &NewInstance) -> HistoryEvent {
     }
 }
 
+/// The arrays `instance_create` takes, for instances to create (leased to `lease`'s owner
+/// when given).
+pub(crate) struct CreateArgs {
+    ids: Vec<String>,
+    names: Vec<String>,
+    inputs: Vec<String>,
+    parents: Vec<Option<String>>,
+    parent_ids: Vec<Option<String>>,
+    parent_executions: Vec<Option<i32>>,
+    parent_seqs: Vec<Option<i32>>,
+    policies: Vec<String>,
+    started: Vec<HistoryEvent>,
+    started_text: Vec<String>,
+    owner: Option<String>,
+    until: Option<i64>,
+}
+
+impl CreateArgs {
+    pub(crate) fn of(instances: &[NewInstance], lease: Option<&Lease>) -> Self {
+        let started: Vec<HistoryEvent> = instances.iter().map(started_event).collect();
+        Self {
+            ids: instances.iter().map(|i| i.id.clone()).collect(),
+            names: instances.iter().map(|i| i.name.clone()).collect(),
+            inputs: instances.iter().map(|i| to_json(&i.input)).collect(),
+            parents: instances
+                .iter()
+                .map(|i| i.parent.as_ref().map(to_json))
+                .collect(),
+            parent_ids: instances
+                .iter()
+                .map(|i| i.parent.as_ref().map(|p| p.instance.clone()))
+                .collect(),
+            parent_executions: instances
+                .iter()
+                .map(|i| i.parent.as_ref().map(|p| i32_of(p.execution)))
+                .collect(),
+            parent_seqs: instances
+                .iter()
+                .map(|i| i.parent.as_ref().map(|p| i32_of(p.seq)))
+                .collect(),
+            policies: instances
+                .iter()
+                .map(|i| if_exists_name(i.if_exists).to_string())
+                .collect(),
+            started_text: started.iter().map(to_json).collect(),
+            started,
+            owner: lease.map(|l| l.owner.clone()),
+            until: lease.map(|l| l.until.0),
+        }
+    }
+
+    /// The statement's parameters.
+    pub(crate) fn params<'a>(&'a self, now: &'a i64, notify: &'a bool) -> Vec<Param<'a>> {
+        vec![
+            p(now),
+            p(notify),
+            p(&self.owner),
+            p(&self.until),
+            p(&self.ids),
+            p(&self.names),
+            p(&self.inputs),
+            p(&self.parents),
+            p(&self.parent_ids),
+            p(&self.parent_executions),
+            p(&self.parent_seqs),
+            p(&self.policies),
+            p(&self.started_text),
+        ]
+    }
+}
+
 pub(crate) async fn create(
     c: &Conn,
     instances: &[NewInstance],
     lease: Option<&Lease>,
     now: Timestamp,
 ) -> Res<Vec<CreateOutcome>> {
-    let ids: Vec<String> = instances.iter().map(|i| i.id.clone()).collect();
-    let names: Vec<String> = instances.iter().map(|i| i.name.clone()).collect();
-    let inputs: Vec<String> = instances.iter().map(|i| to_json(&i.input)).collect();
-    let parents: Vec<Option<String>> = instances
-        .iter()
-        .map(|i| i.parent.as_ref().map(to_json))
-        .collect();
-    let parent_ids: Vec<Option<String>> = instances
-        .iter()
-        .map(|i| i.parent.as_ref().map(|p| p.instance.clone()))
-        .collect();
-    let parent_executions: Vec<Option<i32>> = instances
-        .iter()
-        .map(|i| i.parent.as_ref().map(|p| i32_of(p.execution)))
-        .collect();
-    let parent_seqs: Vec<Option<i32>> = instances
-        .iter()
-        .map(|i| i.parent.as_ref().map(|p| i32_of(p.seq)))
-        .collect();
-    let policies: Vec<String> = instances
-        .iter()
-        .map(|i| if_exists_name(i.if_exists).to_string())
-        .collect();
-    let started: Vec<HistoryEvent> = instances.iter().map(started_event).collect();
-    let started_text: Vec<String> = started.iter().map(to_json).collect();
-    let owner = lease.map(|l| l.owner.clone());
-    let until = lease.map(|l| l.until.0);
-    let params = [
-        p(&now.0),
-        p(&false),
-        p(&owner),
-        p(&until),
-        p(&ids),
-        p(&names),
-        p(&inputs),
-        p(&parents),
-        p(&parent_ids),
-        p(&parent_executions),
-        p(&parent_seqs),
-        p(&policies),
-        p(&started_text),
-    ];
+    let args = CreateArgs::of(instances, lease);
+    let params = args.params(&now.0, &false);
     // Created unleased: whoever runs it must hear of it.
     let row = c
         .then_notify(
@@ -90,11 +121,22 @@ pub(crate) async fn create(
             c.one("instance_create", &params),
         )
         .await?;
-    let outcomes: Vec<String> = col(&row, "outcome")?;
-    let statuses: Vec<Option<String>> = col(&row, "status")?;
-    let inbox_ids: Vec<Option<i64>> = col(&row, "inbox_id")?;
-    let fences: Vec<Option<i64>> = col(&row, "fence")?;
-    let incarnations: Vec<Option<i64>> = col(&row, "incarnation")?;
+    create_outcomes(&row, instances, lease, &args)
+}
+
+/// The outcomes of `instance_create`, in the order of `instances`.
+pub(crate) fn create_outcomes(
+    row: &tokio_postgres::Row,
+    instances: &[NewInstance],
+    lease: Option<&Lease>,
+    args: &CreateArgs,
+) -> Res<Vec<CreateOutcome>> {
+    let started = &args.started;
+    let outcomes: Vec<String> = col(row, "outcome")?;
+    let statuses: Vec<Option<String>> = col(row, "status")?;
+    let inbox_ids: Vec<Option<i64>> = col(row, "inbox_id")?;
+    let fences: Vec<Option<i64>> = col(row, "fence")?;
+    let incarnations: Vec<Option<i64>> = col(row, "incarnation")?;
     let mut out = Vec::with_capacity(instances.len());
     for (i, new) in instances.iter().enumerate() {
         let existing = || -> Res<_> {

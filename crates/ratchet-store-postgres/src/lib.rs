@@ -57,6 +57,7 @@ mod listen;
 mod migrate;
 mod param;
 mod queue;
+mod schedule;
 mod share;
 mod store;
 mod task;

@@ -1,5 +1,5 @@
 //! The listener: one connection per store that LISTENs for `<schema>.work`,
-//! `<schema>.done` and `<schema>.events` and turns notifications into [`WakeupSender`] hints. It reconnects with
+//! `<schema>.done`, `<schema>.events` and `<schema>.schedules` and turns notifications into [`WakeupSender`] hints. It reconnects with
 //! backoff when the connection drops, and then wakes everyone, since notifications sent
 //! while it was away are lost.
 
@@ -133,9 +133,10 @@ async fn listen(
     let work = format!("{schema}.work");
     let done = format!("{schema}.done");
     let events = format!("{schema}.events");
+    let schedules = format!("{schema}.schedules");
     let listened = client
         .batch_execute(&format!(
-            "LISTEN \"{work}\"; LISTEN \"{done}\"; LISTEN \"{events}\";"
+            "LISTEN \"{work}\"; LISTEN \"{done}\"; LISTEN \"{events}\"; LISTEN \"{schedules}\";"
         ))
         .await;
     if let Err(e) = listened {
@@ -171,6 +172,8 @@ async fn listen(
             hearing.sender.finished(n.payload().to_string());
         } else if n.channel() == events {
             hearing.sender.events_appended();
+        } else if n.channel() == schedules {
+            hearing.sender.schedules_changed();
         }
     }
     drop(client);

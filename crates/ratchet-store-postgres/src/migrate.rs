@@ -26,6 +26,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0010_workflows.sql"),
     include_str!("../migrations/0011_workflow_tombstones.sql"),
     include_str!("../migrations/0012_console_indexes.sql"),
+    include_str!("../migrations/0013_schedules.sql"),
 ];
 
 /// The function files, in the order they are created (a SQL function's body is checked

@@ -24,7 +24,7 @@ use crate::convert::{db_err, pool_err, Failure, Res};
 use crate::cursor::ClaimCursors;
 use crate::param::{p, Param};
 use crate::share::WakeShare;
-use crate::{commit, event, instance, listen, migrate, queue, task, tls, PostgresConfig};
+use crate::{commit, event, instance, listen, migrate, queue, schedule, task, tls, PostgresConfig};
 
 /// The named statements of this backend, from `sql/*.sql`, for `schema`.
 fn queries(schema: &str) -> NamedQueries {
@@ -39,6 +39,7 @@ fn queries(schema: &str) -> NamedQueries {
         include_str!("../sql/tokens.sql"),
         include_str!("../sql/workflows.sql"),
         include_str!("../sql/throughput.sql"),
+        include_str!("../sql/schedules.sql"),
     ])
     .map(|sql| migrate::in_schema(sql, schema))
 }
@@ -117,6 +118,17 @@ impl Conn {
             .client
             .query_typed(self.store.sql.get(name), params)
             .await?)
+    }
+
+    /// Opens a transaction on this connection; it rolls back when dropped uncommitted (a
+    /// call that overran included).
+    pub(crate) async fn transaction(&mut self) -> Res<deadpool_postgres::Transaction<'_>> {
+        Ok(self.client.transaction().await?)
+    }
+
+    /// The text of the statement `name`.
+    pub(crate) fn sql(&self, name: &str) -> &str {
+        self.store.sql.get(name)
     }
 
     /// `sql` (written for schema `ratchet`) moved to this store's schema.
@@ -830,6 +842,70 @@ impl Store for PostgresStore {
     async fn token_revoke(&self, id: &str, now: Timestamp) -> Result<bool> {
         self.call(1, |c| {
             Box::pin(async move { crate::token::revoke(&c, id, now).await })
+        })
+        .await
+    }
+
+    async fn schedule_put(
+        &self,
+        schedule: ratchet_store::ScheduleRecord,
+        expect_version: Option<i64>,
+    ) -> Result<bool> {
+        let schedule = &schedule;
+        self.call(1, |c| {
+            Box::pin(async move { schedule::put(&c, schedule, expect_version).await })
+        })
+        .await
+    }
+
+    async fn schedule_get(&self, name: &str) -> Result<Option<ratchet_store::ScheduleRecord>> {
+        self.call(0, |c| {
+            Box::pin(async move { schedule::get(&c, name).await })
+        })
+        .await
+    }
+
+    async fn schedule_list(&self) -> Result<Vec<ratchet_store::ScheduleRecord>> {
+        self.call(0, |c| Box::pin(async move { schedule::list(&c).await }))
+            .await
+    }
+
+    async fn schedule_delete(&self, name: &str) -> Result<bool> {
+        self.call(1, |c| {
+            Box::pin(async move { schedule::delete(&c, name).await })
+        })
+        .await
+    }
+
+    async fn schedule_due(
+        &self,
+        now: Timestamp,
+        limit: u32,
+    ) -> Result<ratchet_store::SchedulesDue> {
+        self.call(0, |c| {
+            Box::pin(async move { schedule::due(&c, now, limit).await })
+        })
+        .await
+    }
+
+    async fn schedule_fire(
+        &self,
+        firing: ratchet_store::ScheduleFiring,
+    ) -> Result<Option<Vec<ratchet_store::FireRecord>>> {
+        let firing = &firing;
+        self.call(1, |c| {
+            Box::pin(async move { schedule::fire(c, firing).await })
+        })
+        .await
+    }
+
+    async fn schedule_fires(
+        &self,
+        query: ratchet_store::FireQuery,
+    ) -> Result<Vec<ratchet_store::FireRecord>> {
+        let query = &query;
+        self.call(0, |c| {
+            Box::pin(async move { schedule::fires(&c, query).await })
         })
         .await
     }

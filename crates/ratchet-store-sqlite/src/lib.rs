@@ -34,6 +34,7 @@ mod instance;
 mod list;
 mod migrate;
 mod queue;
+mod schedule;
 mod store;
 mod task;
 mod throughput;

@@ -13,6 +13,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0006_workflows.sql"),
     include_str!("../migrations/0007_workflow_tombstones.sql"),
     include_str!("../migrations/0008_console_indexes.sql"),
+    include_str!("../migrations/0009_schedules.sql"),
 ];
 
 /// The schema version this code creates and understands.

@@ -19,7 +19,8 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use crate::convert::db_err;
 use crate::{
-    commit, event, instance, list, migrate, queue, task, throughput, token, wake, worker, workflow,
+    commit, event, instance, list, migrate, queue, schedule, task, throughput, token, wake, worker,
+    workflow,
 };
 
 /// The named statements of this backend, from `sql/*.sql`.
@@ -37,6 +38,7 @@ fn queries() -> &'static NamedQueries {
             include_str!("../sql/tokens.sql"),
             include_str!("../sql/workflows.sql"),
             include_str!("../sql/throughput.sql"),
+            include_str!("../sql/schedules.sql"),
         ])
     })
 }
@@ -390,6 +392,64 @@ impl Store for SqliteStore {
         let version = version.map(str::to_string);
         self.write(move |tx| workflow::delete(tx, &namespace, &name, version.as_deref(), force))
             .await
+    }
+
+    async fn schedule_put(
+        &self,
+        schedule: ratchet_store::ScheduleRecord,
+        expect_version: Option<i64>,
+    ) -> Result<bool> {
+        let written = self
+            .write(move |tx| schedule::put(tx, &schedule, expect_version))
+            .await?;
+        if written {
+            self.wakeups.schedules_changed();
+        }
+        Ok(written)
+    }
+
+    async fn schedule_get(&self, name: &str) -> Result<Option<ratchet_store::ScheduleRecord>> {
+        let name = name.to_string();
+        self.read(move |conn| schedule::get(conn, &name)).await
+    }
+
+    async fn schedule_list(&self) -> Result<Vec<ratchet_store::ScheduleRecord>> {
+        self.read(schedule::list).await
+    }
+
+    async fn schedule_delete(&self, name: &str) -> Result<bool> {
+        let name = name.to_string();
+        let deleted = self.write(move |tx| schedule::delete(tx, &name)).await?;
+        if deleted {
+            self.wakeups.schedules_changed();
+        }
+        Ok(deleted)
+    }
+
+    async fn schedule_due(
+        &self,
+        now: Timestamp,
+        limit: u32,
+    ) -> Result<ratchet_store::SchedulesDue> {
+        self.read(move |conn| schedule::due(conn, now, limit)).await
+    }
+
+    async fn schedule_fire(
+        &self,
+        firing: ratchet_store::ScheduleFiring,
+    ) -> Result<Option<Vec<ratchet_store::FireRecord>>> {
+        let fired = self.write(move |tx| schedule::fire(tx, &firing)).await?;
+        if fired.work {
+            self.wakeups.work_ready();
+        }
+        Ok(fired.records)
+    }
+
+    async fn schedule_fires(
+        &self,
+        query: ratchet_store::FireQuery,
+    ) -> Result<Vec<ratchet_store::FireRecord>> {
+        self.read(move |conn| schedule::fires(conn, &query)).await
     }
 
     async fn token_create(&self, new: NewToken) -> Result<()> {

@@ -23,6 +23,7 @@ mod error;
 mod event;
 mod instance;
 mod queue;
+mod schedule;
 mod sql;
 mod store;
 mod task;
@@ -53,6 +54,10 @@ pub use instance::{
 pub use queue::{
     validate_queue_name, EnqueueOutcome, LeaseState, QueueLimits, QueueStats, QueueUpdate,
     TaskAction, TaskActionOutcome, TaskFilter, TaskRecord, TaskState,
+};
+pub use schedule::{
+    FireKind, FireQuery, FireRecord, FireRun, NewFire, ScheduleAction, ScheduleFiring,
+    ScheduleRecord, SchedulesDue, FIRES_KEPT,
 };
 pub use sql::NamedQueries;
 pub use store::{

@@ -535,6 +535,72 @@ pub trait Store: Send + Sync + 'static {
         force: bool,
     ) -> Result<Vec<crate::WorkflowRecord>>;
 
+    /// Writes a schedule: creates it when `expect_version` is `None` (refused when the name
+    /// is taken), else replaces it if the stored one is still at that version. Returns
+    /// whether it was written; the stored version is then one more (1 for a new one). One
+    /// round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures.
+    async fn schedule_put(
+        &self,
+        schedule: crate::ScheduleRecord,
+        expect_version: Option<i64>,
+    ) -> Result<bool>;
+
+    /// The schedule `name`. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures.
+    async fn schedule_get(&self, name: &str) -> Result<Option<crate::ScheduleRecord>>;
+
+    /// Every schedule, by name. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures.
+    async fn schedule_list(&self) -> Result<Vec<crate::ScheduleRecord>>;
+
+    /// Deletes a schedule and its fire records; runs it started go on. Whether it existed.
+    /// One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures.
+    async fn schedule_delete(&self, name: &str) -> Result<bool>;
+
+    /// Up to `limit` unpaused schedules due at `now`, and the next time one is due. One round
+    /// trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures.
+    async fn schedule_due(&self, now: Timestamp, limit: u32) -> Result<crate::SchedulesDue>;
+
+    /// A fire, in one transaction: the schedule's new state (if it is still at the version
+    /// read), a record per tick, and the runs they start (an instance with the fire's
+    /// deterministic id, or a task). `None`, nothing written, when another write came first.
+    /// The records come back with their runs' ids. Keeps the newest [`crate::FIRES_KEPT`]
+    /// records of the schedule.
+    ///
+    /// # Errors
+    ///
+    /// Database failures; [`crate::StoreError::AlreadyExists`] when an instance id is taken
+    /// (nothing written).
+    async fn schedule_fire(
+        &self,
+        firing: crate::ScheduleFiring,
+    ) -> Result<Option<Vec<crate::FireRecord>>>;
+
+    /// Fire records, newest first. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// Database failures.
+    async fn schedule_fires(&self, query: crate::FireQuery) -> Result<Vec<crate::FireRecord>>;
+
     /// The token with this hash, revoked or not. One round trip.
     ///
     /// # Errors

@@ -14,6 +14,9 @@ pub struct Wakeups {
     /// Changes after events were appended (and after a reconnect, when some wake-ups may have
     /// been missed). Bursts coalesce.
     pub events: watch::Receiver<u64>,
+    /// Changes after a schedule was created, changed or deleted (and after a reconnect), so
+    /// that a dispatcher sleeping until the next tick it knew of looks again.
+    pub schedules: watch::Receiver<u64>,
     /// True when other processes' work arrives too (PostgreSQL); false when only this
     /// process's stores on the same database are heard (SQLite), so waits across processes
     /// still lean on polling.
@@ -26,6 +29,7 @@ pub struct WakeupSender {
     work: watch::Sender<u64>,
     finished: broadcast::Sender<Option<String>>,
     events: watch::Sender<u64>,
+    schedules: watch::Sender<u64>,
     cross_process: bool,
 }
 
@@ -42,6 +46,7 @@ impl WakeupSender {
             work: watch::channel(0).0,
             finished: broadcast::channel(1024).0,
             events: watch::channel(0).0,
+            schedules: watch::channel(0).0,
             cross_process: true,
         }
     }
@@ -60,6 +65,7 @@ impl WakeupSender {
             work: self.work.subscribe(),
             finished: self.finished.subscribe(),
             events: self.events.subscribe(),
+            schedules: self.schedules.subscribe(),
             cross_process: self.cross_process,
         }
     }
@@ -80,10 +86,16 @@ impl WakeupSender {
         self.events.send_modify(|n| *n = n.wrapping_add(1));
     }
 
+    /// A schedule was written.
+    pub fn schedules_changed(&self) {
+        self.schedules.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
     /// Wake-ups may have been lost (a reconnect): wake every consumer to look again.
     pub fn resync(&self) {
         self.work_ready();
         self.events_appended();
+        self.schedules_changed();
         let _ = self.finished.send(None);
     }
 }

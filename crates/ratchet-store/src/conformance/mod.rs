@@ -13,6 +13,7 @@ mod events;
 mod instances;
 mod listing;
 mod queue;
+mod schedules;
 mod tasks;
 mod throughput;
 mod workflows;
@@ -22,6 +23,7 @@ pub use events::*;
 pub use instances::*;
 pub use listing::*;
 pub use queue::*;
+pub use schedules::*;
 pub use tasks::*;
 pub use throughput::*;
 pub use workflows::*;
@@ -72,7 +74,8 @@ macro_rules! conformance_suite {
             events_sequential_appends_with_one_after_fail_the_second,
             events_appends_of_one_call_apply_in_order, events_bad_input_appends_nothing,
             events_concurrent_conditional_appends_never_overbook,
-            events_readers_never_skip_a_late_commit);
+            events_readers_never_skip_a_late_commit, schedules_are_written_by_compare_and_set,
+            schedules_due_are_found_with_the_next_time, a_fire_is_written_whole_or_not_at_all);
     };
     (@tests $make:expr; $($name:ident),*) => {
         $(
