@@ -17,6 +17,7 @@ mod input;
 mod logging;
 mod ops;
 mod otlp;
+mod schedules;
 mod server;
 mod tasks;
 mod tokens;
@@ -103,6 +104,11 @@ enum Command {
     /// delete definitions kept in the database, which every worker loads when it starts.
     #[command(subcommand)]
     Workflows(workflows::WorkflowCommand),
+    /// Cron expressions and intervals that start a workflow or enqueue a task, fired once
+    /// per tick by whichever workers run: create, update, pause, resume, trigger, backfill,
+    /// delete, list, describe.
+    #[command(subcommand)]
+    Schedules(schedules::ScheduleCommand),
     /// Append events (optionally only if no matching event arrived since a position), read
     /// them by type and tag, and follow them live.
     #[command(subcommand)]
@@ -352,6 +358,7 @@ async fn run(matches: clap::ArgMatches) -> anyhow::Result<()> {
         }
         Command::Tokens(cmd) => tokens::run(store.into_dyn(), cmd).await,
         Command::Workflows(cmd) => workflows::run(store.into_dyn(), cmd).await,
+        Command::Schedules(cmd) => schedules::run(Client::new(store.into_dyn()), cmd).await,
         Command::Events(cmd) => {
             events::run(&Client::new(store.into_dyn()).events(), cmd, append).await
         }
@@ -371,6 +378,7 @@ fn command_name(command: &Command) -> &'static str {
         Command::Queues(_) => "queues",
         Command::Tokens(_) => "tokens",
         Command::Workflows(_) => "workflows",
+        Command::Schedules(_) => "schedules",
         Command::Events(_) => "events",
         Command::Bench { .. } => "bench",
     }

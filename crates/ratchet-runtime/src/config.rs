@@ -71,6 +71,8 @@ pub struct RuntimeConfig {
     /// How often this process measures its clock's offset from the database's clock, which
     /// leases, visibility times and timers are judged by.
     pub clock_sync: Duration,
+    /// Whether this process fires schedules (every process may: each tick fires once).
+    pub schedules: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -95,6 +97,7 @@ impl Default for RuntimeConfig {
             task_retention: Some(Duration::from_secs(7 * 24 * 60 * 60)),
             clock_sync: Duration::from_secs(30),
             stall_grace: Duration::from_secs(60),
+            schedules: true,
         }
     }
 }

@@ -86,6 +86,21 @@ pub enum Error {
         /// The first matching event.
         position: ratchet_store::Position,
     },
+    /// No schedule has this name.
+    #[error("schedule \"{}\" not found", shown(.0))]
+    ScheduleNotFound(String),
+    /// A schedule with this name exists already.
+    #[error("schedule \"{}\" already exists", shown(.0))]
+    ScheduleExists(String),
+    /// A schedule was refused before anything was written; `field` names the part at fault
+    /// (`name`, `spec`, `time_zone`, `start_at`, `end_at`, `jitter`, `action`, `range`, ...).
+    #[error("invalid schedule: {field}: {message}")]
+    InvalidSchedule {
+        /// The field at fault.
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
     /// The runtime configuration was refused.
     #[error("invalid configuration: {0}")]
     Config(String),
@@ -123,6 +138,7 @@ mod tests {
         assert_eq!(shown("send_email"), "send_email");
         let long = "é".repeat(1000);
         let message = Error::UnknownTask(long.clone()).to_string();
+        assert!(Error::ScheduleNotFound(long.clone()).to_string().len() < 120);
         assert!(message.len() < 120, "{message}");
         assert!(message.contains("(2000 bytes)"), "{message}");
     }

@@ -9,7 +9,8 @@
 //! - the heartbeat renews the leases of running activities in one round trip;
 //! - the sticky cache keeps live orchestrations between turns, so a turn feeds only new events;
 //! - the notifier wakes the dispatcher when the store pushes that work is ready elsewhere;
-//! - maintenance removes finished instances past the retention period.
+//! - maintenance removes finished instances past the retention period;
+//! - the schedule dispatcher fires schedules at their ticks, exactly once across processes.
 //!
 //! # Round trips of one orchestration started and awaited in this process
 //!
@@ -41,6 +42,7 @@ mod notifier;
 mod registry;
 mod running;
 mod runtime;
+mod schedule;
 mod task;
 pub mod trace;
 mod turn;
@@ -57,6 +59,8 @@ pub use events::{
     EVENTS_APPEND_ACTIVITY, EVENTS_AWAIT_ACTIVITY, EVENTS_HEAD_ACTIVITY,
 };
 pub use hub::InstanceOutcome;
+pub use ratchet_schedule::{CatchUp, Overlap};
 pub use registry::{RegisteredNames, Registry};
 pub use runtime::Runtime;
+pub use schedule::{FireResult, ScheduleDescription, ScheduleOptions};
 pub use task::TaskContext;

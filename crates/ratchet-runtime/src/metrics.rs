@@ -76,3 +76,10 @@ pub(crate) fn attempt(
 pub(crate) fn notification(kind: &'static str) {
     metrics::counter!("ratchet_notifications_total", "kind" => kind).increment(1);
 }
+
+/// A schedule's tick fired `late` after its time (jitter included), starting a run or not.
+pub(crate) fn schedule_fire(schedule: &str, late: Duration, started: bool) {
+    let outcome = if started { "started" } else { "skipped" };
+    metrics::counter!("ratchet_schedule_fires_total", "schedule" => schedule.to_string(), "outcome" => outcome).increment(1);
+    metrics::histogram!("ratchet_schedule_fire_delay_seconds").record(late.as_secs_f64());
+}

@@ -143,6 +143,7 @@ impl Runtime {
             tokio::spawn(heartbeat::run(shared.clone())),
             tokio::spawn(crate::liveness::run(shared.clone())),
             tokio::spawn(maintenance::run(shared.clone())),
+            tokio::spawn(crate::schedule::service::run(shared.clone())),
         ];
         if let Some(wakeups) = shared.store.wakeups() {
             services.push(tokio::spawn(notifier::run(shared.clone(), wakeups.work)));

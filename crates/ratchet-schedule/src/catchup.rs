@@ -8,7 +8,8 @@ use ratchet_core::Timestamp;
 use crate::spec::{Schedule, SpecError};
 
 /// What a fire does while the run started by an earlier fire is still going.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub enum Overlap {
     /// The new tick does not start anything (the default).
     #[default]
@@ -36,6 +37,40 @@ impl Overlap {
     }
 }
 
+impl TryFrom<String> for Overlap {
+    type Error = SpecError;
+
+    fn try_from(s: String) -> Result<Self, SpecError> {
+        s.parse()
+    }
+}
+
+impl From<Overlap> for String {
+    fn from(o: Overlap) -> Self {
+        o.as_str().to_string()
+    }
+}
+
+impl TryFrom<String> for CatchUp {
+    type Error = SpecError;
+
+    fn try_from(s: String) -> Result<Self, SpecError> {
+        s.parse()
+    }
+}
+
+impl From<CatchUp> for String {
+    fn from(c: CatchUp) -> Self {
+        c.to_string()
+    }
+}
+
+impl std::fmt::Display for Overlap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl FromStr for Overlap {
     type Err = SpecError;
 
@@ -60,7 +95,8 @@ impl FromStr for Overlap {
 }
 
 /// Which ticks missed while nothing ran (every process down, or behind) still fire.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub enum CatchUp {
     /// None: the schedule goes on from its next tick.
     Skip,
@@ -77,6 +113,45 @@ impl Default for CatchUp {
     }
 }
 
+impl std::fmt::Display for CatchUp {
+    /// `skip`, `last 3`, `within 600s`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Skip => f.write_str("skip"),
+            Self::Last(n) => write!(f, "last {n}"),
+            Self::Within(d) => write!(f, "within {}s", d.as_secs()),
+        }
+    }
+}
+
+impl FromStr for CatchUp {
+    type Err = SpecError;
+
+    /// `skip`, `last <n>` (`last 1` is the default), or `within <duration>` (`within 10m`).
+    fn from_str(s: &str) -> Result<Self, SpecError> {
+        let s = s.trim();
+        let refused = || SpecError {
+            field: "catch_up",
+            message: format!(
+                "{s:?} is not a catch-up policy (skip, last <n>, within <duration> such as \
+                 within 10m)"
+            ),
+        };
+        if s == "skip" {
+            return Ok(Self::Skip);
+        }
+        if let Some(n) = s.strip_prefix("last ") {
+            return n.trim().parse().map(Self::Last).map_err(|_| refused());
+        }
+        if let Some(d) = s.strip_prefix("within ") {
+            return crate::spec::parse_duration(d)
+                .map(Self::Within)
+                .ok_or_else(refused);
+        }
+        Err(refused())
+    }
+}
+
 /// The ticks a schedule fires now: of those after `after` (the last tick handled) up to
 /// `now`, the ones `catch_up` keeps, oldest first; ticks late by no more than `grace` are not
 /// missed but due, and always fire. Also answers how many were skipped. At most `limit` are
@@ -89,8 +164,18 @@ pub fn due(
     grace: Duration,
     limit: usize,
 ) -> (Vec<Timestamp>, usize) {
+    keep(&schedule.between(after, now, limit), now, catch_up, grace)
+}
+
+/// Of `ticks` (oldest first, none after `now`), those `catch_up` keeps, oldest first: ticks
+/// late by no more than `grace` always; and how many were skipped.
+pub fn keep(
+    ticks: &[Timestamp],
+    now: Timestamp,
+    catch_up: CatchUp,
+    grace: Duration,
+) -> (Vec<Timestamp>, usize) {
     let grace = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
-    let ticks = schedule.between(after, now, limit);
     let (missed, on_time): (Vec<Timestamp>, Vec<Timestamp>) =
         ticks.iter().partition(|t| now.0 - t.0 > grace);
     let kept: Vec<Timestamp> = match catch_up {
@@ -199,6 +284,21 @@ mod tests {
         assert_eq!(
             "sometimes".parse::<Overlap>().expect_err("refused").field,
             "overlap"
+        );
+        for c in [
+            CatchUp::Skip,
+            CatchUp::Last(3),
+            CatchUp::Within(Duration::from_secs(600)),
+        ] {
+            assert_eq!(c.to_string().parse::<CatchUp>(), Ok(c));
+        }
+        assert_eq!(
+            "within 10m".parse(),
+            Ok(CatchUp::Within(Duration::from_secs(600)))
+        );
+        assert_eq!(
+            "last".parse::<CatchUp>().expect_err("refused").field,
+            "catch_up"
         );
     }
 }

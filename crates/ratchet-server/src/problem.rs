@@ -80,6 +80,15 @@ impl Problem {
         self
     }
 
+    /// Puts the field at fault under `parent` (`queue` becomes `options.queue`).
+    pub(crate) fn prefix_field(mut self, parent: &str) -> Self {
+        self.0.field = Some(match self.0.field.take() {
+            Some(f) => format!("{parent}.{f}"),
+            None => parent.to_string(),
+        });
+        self
+    }
+
     /// Names the limit broken.
     pub fn limit(mut self, limit: u64) -> Self {
         self.0.limit = Some(limit);
@@ -205,6 +214,15 @@ impl From<Error> for Problem {
             Error::Timeout(_) | Error::TaskTimeout(_) => {
                 Self::new(StatusCode::REQUEST_TIMEOUT, "timeout", "Timed out", detail)
             }
+            Error::ScheduleNotFound(_) => Self::not_found(detail),
+            Error::ScheduleExists(_) => Self::new(
+                StatusCode::CONFLICT,
+                "schedule-exists",
+                "Schedule already exists",
+                detail,
+            )
+            .field("name"),
+            Error::InvalidSchedule { field, .. } => Self::invalid(detail).field(field),
             Error::Store(store) => Self::from(store),
             Error::Closed => unavailable(detail),
             _ => Self::new(

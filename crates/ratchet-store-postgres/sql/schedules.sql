@@ -44,6 +44,9 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, N
        min(next_fire_at), NULL, NULL, NULL, NULL, NULL, NULL
 FROM ratchet.schedules WHERE NOT paused AND next_fire_at IS NOT NULL AND next_fire_at > $1;
 
+-- name: schedule_set_running
+UPDATE ratchet.schedules SET running = $2 WHERE name = $1;
+
 -- name: schedule_delete
 WITH fires AS (DELETE FROM ratchet.schedule_fires WHERE schedule = $1)
 DELETE FROM ratchet.schedules WHERE name = $1

@@ -122,7 +122,7 @@ macro_rules! write_schedule {
 }
 
 pub(crate) async fn put(c: &Conn, s: &ScheduleRecord, expect: Option<i64>) -> Res<bool> {
-    let rows = write_schedule!(s, expect, |sql, params| { c.query(sql, &params).await? });
+    let rows = write_schedule!(s, expect, |sql, params| c.query(sql, &params).await?);
     let written = !rows.is_empty();
     if written && c.notify() {
         c.query("schedules_notify", &[]).await?;
@@ -197,6 +197,7 @@ pub(crate) async fn fire(mut c: Conn, f: &ScheduleFiring) -> Res<Option<Vec<Fire
         c.sql("schedule_fire_insert").to_string(),
         c.sql("schedule_fires_prune").to_string(),
     );
+    let set_running = c.sql("schedule_set_running").to_string();
     let tx = c.transaction().await?;
     let claimed = write_schedule!(&f.schedule, Some(f.expect_version), |_sql, params| {
         tx.query_typed(&update, &params).await?
@@ -264,6 +265,10 @@ pub(crate) async fn fire(mut c: Conn, f: &ScheduleFiring) -> Res<Option<Vec<Fire
         ],
     )
     .await?;
+    if let Some(last) = records.iter().rev().find_map(|r| r.run.clone()) {
+        tx.query_typed(&set_running, &[p(&f.schedule.name), p(&last)])
+            .await?;
+    }
     let kept = i64::from(FIRES_KEPT);
     tx.query_typed(&prune, &[p(&f.schedule.name), p(&kept)])
         .await?;

@@ -40,6 +40,9 @@ ORDER BY next_fire_at LIMIT ?2;
 SELECT min(next_fire_at) FROM schedules
 WHERE NOT paused AND next_fire_at IS NOT NULL AND next_fire_at > ?1;
 
+-- name: schedule_set_running
+UPDATE schedules SET running = ?2 WHERE name = ?1;
+
 -- name: schedule_delete
 DELETE FROM schedules WHERE name = ?1;
 

@@ -201,6 +201,12 @@ pub(crate) fn fire(tx: &Transaction<'_>, f: &ScheduleFiring) -> Result<Fired> {
             skipped: fire.skipped.clone(),
         });
     }
+    if let Some(last) = records.iter().rev().find_map(|r| r.run.clone()) {
+        tx.prepare_cached(sql("schedule_set_running"))
+            .map_err(db_err)?
+            .execute(params![f.schedule.name, last])
+            .map_err(db_err)?;
+    }
     tx.prepare_cached(sql("schedule_fires_prune"))
         .map_err(db_err)?
         .execute(params![f.schedule.name, FIRES_KEPT])

@@ -42,7 +42,7 @@ pub enum ScheduleAction {
 }
 
 /// A schedule as stored.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ScheduleRecord {
     /// Its unique name.
     pub name: String,
@@ -74,7 +74,8 @@ pub struct ScheduleRecord {
     pub last_tick: Option<Timestamp>,
     /// When the dispatcher should next look at it; `None` when it will never fire again.
     pub next_fire_at: Option<Timestamp>,
-    /// The id of the run the last fire started (instance id, or task id in decimal).
+    /// The id of the run the last fire started (instance id, or task id in decimal): a fire
+    /// that starts runs sets it to its last one's.
     pub running: Option<String>,
     /// A tick waiting for the running one to finish (overlap `buffer_one`).
     pub buffered: Option<Timestamp>,
@@ -147,7 +148,9 @@ pub struct NewFire {
 }
 
 /// A fire: the schedule's new state, written only if the stored one is still at
-/// `expect_version`, and the ticks it handled, with their runs, in the same transaction.
+/// `expect_version`, and the ticks it handled, with their runs, in the same transaction. When
+/// it starts any run, the schedule's `running` becomes the last one's id (a task's is known
+/// only once it is enqueued).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ScheduleFiring {
     /// The schedule as it is after the fire (its `version` is ignored).

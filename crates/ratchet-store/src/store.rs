@@ -587,8 +587,8 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// # Errors
     ///
-    /// Database failures; [`crate::StoreError::AlreadyExists`] when an instance id is taken
-    /// (nothing written).
+    /// Database failures. (An instance id that is taken already starts nothing: the record
+    /// names that instance.)
     async fn schedule_fire(
         &self,
         firing: crate::ScheduleFiring,

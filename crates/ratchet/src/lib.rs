@@ -116,17 +116,19 @@ pub use ratchet_core::{
 /// Traces: the W3C `traceparent` an instance carries into its turns and activities.
 pub use ratchet_runtime::trace;
 pub use ratchet_runtime::{
-    append_events, ActivityContext, Appended, Client, Clock, Error, EventStore, InstanceHandle,
-    InstanceOutcome, Projection, Projector, QueueConfig, RegisteredNames, Registry, Result,
-    Runtime, RuntimeConfig, StartOptions, TaskContext, TaskRequest, EVENTS_APPEND_ACTIVITY,
+    append_events, ActivityContext, Appended, CatchUp, Client, Clock, Error, EventStore,
+    FireResult, InstanceHandle, InstanceOutcome, Overlap, Projection, Projector, QueueConfig,
+    RegisteredNames, Registry, Result, Runtime, RuntimeConfig, ScheduleDescription,
+    ScheduleOptions, StartOptions, TaskContext, TaskRequest, EVENTS_APPEND_ACTIVITY,
 };
 pub use ratchet_store::{
     validate_queue_name, AppendCondition, AppendOutcome, Direction, EnqueueOutcome, EventAppend,
-    EventPage, EventQuery, EventRead, HistoryRecord, IfExists, InstanceFilter, InstanceFollow,
-    InstanceRecord, InstanceStatus, NewEvent, NewToken, Position, QueryItem, QueueLimits,
-    QueueStats, Store, StoreError, StoreStats, StoredEvent, TaskActionOutcome, TaskFilter, TaskId,
-    TaskRecord, TaskState, ThroughputBucket, ThroughputQuery, TokenRecord, WorkerAbout,
-    WorkerRecord, WorkflowPut, WorkflowRecord,
+    EventPage, EventQuery, EventRead, FireKind, FireRecord, HistoryRecord, IfExists,
+    InstanceFilter, InstanceFollow, InstanceRecord, InstanceStatus, NewEvent, NewToken, Position,
+    QueryItem, QueueLimits, QueueStats, ScheduleAction, ScheduleRecord, Store, StoreError,
+    StoreStats, StoredEvent, TaskActionOutcome, TaskFilter, TaskId, TaskRecord, TaskState,
+    ThroughputBucket, ThroughputQuery, TokenRecord, WorkerAbout, WorkerRecord, WorkflowPut,
+    WorkflowRecord,
 };
 #[cfg(feature = "postgres")]
 pub use ratchet_store_postgres::{

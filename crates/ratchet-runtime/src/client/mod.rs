@@ -1,6 +1,7 @@
 //! The client: starts, steers and inspects orchestration instances and standalone tasks.
 
 mod instances;
+mod schedules;
 mod tasks;
 
 use std::sync::Arc;

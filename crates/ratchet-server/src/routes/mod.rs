@@ -4,6 +4,7 @@ mod events;
 mod instance_stream;
 mod instances;
 mod queues;
+mod schedules;
 mod stats;
 mod system;
 mod tasks;
@@ -15,6 +16,8 @@ use axum::http::StatusCode;
 use axum::{Json, Router};
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
+
+pub use schedules::{DescriptionView, FireView, ScheduleView};
 
 use crate::problem::Problem;
 use crate::state::ServerState;
@@ -37,6 +40,7 @@ use crate::state::ServerState;
         (name = "queues", description = "Task queues: depths, pause, resume, limits"),
         (name = "events", description = "The event store: append, read, follow"),
         (name = "workflows", description = "Declarative workflow definitions: apply, validate, list, read"),
+        (name = "schedules", description = "Schedules: cron expressions and intervals that start work, once per tick"),
         (name = "system", description = "Health and what this server runs")
     )
 )]
@@ -75,6 +79,7 @@ fn documented() -> OpenApiRouter<ServerState> {
         .merge(stats::routes())
         .merge(workers::routes())
         .merge(workflows::routes())
+        .merge(schedules::routes())
 }
 
 /// The OpenAPI 3.1 document of the API, generated from its handlers and types (served at

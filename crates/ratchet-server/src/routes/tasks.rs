@@ -86,7 +86,7 @@ impl From<TaskRecord> for TaskView {
 /// Retries of a task; absent fields keep the defaults.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct RetryInput {
+pub(crate) struct RetryInput {
     max_attempts: Option<u32>,
     initial_interval_ms: Option<u64>,
     backoff: Option<f64>,
@@ -99,7 +99,7 @@ struct RetryInput {
 /// attempts, 5 minutes per attempt).
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct OptionsInput {
+pub(crate) struct OptionsInput {
     queue: Option<String>,
     priority: Option<i16>,
     /// Not run before this time (RFC 3339).
@@ -113,7 +113,7 @@ struct OptionsInput {
 
 impl OptionsInput {
     /// The options, or the problem with one of them (its field relative to `options`).
-    fn into_options(self) -> Result<TaskOptions, Problem> {
+    pub(crate) fn into_options(self) -> Result<TaskOptions, Problem> {
         let defaults = TaskOptions::default();
         let retry = self.retry.unwrap_or_default();
         let d = defaults.retry.clone();

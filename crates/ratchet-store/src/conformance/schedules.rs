@@ -205,6 +205,12 @@ pub async fn a_fire_is_written_whole_or_not_at_all(store: &dyn Store) {
         .unwrap()
         .expect("the task was enqueued");
     assert_eq!(task.name, "export");
+    let read = store.schedule_get("nightly").await.unwrap().unwrap();
+    assert_eq!(
+        read.running,
+        Some(task_id.to_string()),
+        "the last run started is the running one"
+    );
     let fires = store
         .schedule_fires(FireQuery {
             schedule: "nightly".into(),

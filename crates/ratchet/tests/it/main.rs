@@ -11,6 +11,7 @@ mod graphs;
 mod housekeeping;
 mod leases;
 mod replay;
+mod schedules;
 mod signals;
 mod tasks;
 mod workflows;

@@ -1,0 +1,362 @@
+//! What a due schedule does now: which ticks fire, which are skipped and why, and the
+//! schedule's state after. A pure function of the stored schedule, the time and whether its
+//! last run is still going, so that every process plans the same fire; the store's
+//! compare-and-set lets one of them write it.
+
+use std::time::Duration;
+
+use ratchet_core::Timestamp;
+use ratchet_schedule::{jitter, keep, parse_zone, tick_id, CatchUp, Overlap, Schedule, SpecError};
+use ratchet_store::{
+    FireKind, FireRun, IfExists, NewFire, NewInstance, NewTask, ScheduleAction, ScheduleFiring,
+    ScheduleRecord,
+};
+
+/// A tick fired no later than this after its time (plus its jitter) is on time: catch-up
+/// policies apply only to ticks later than that (every process down, or far behind).
+pub(crate) const LATE_GRACE: Duration = Duration::from_secs(5);
+
+/// How often a schedule with a buffered tick looks whether the run before it finished.
+pub(crate) const BUFFER_RECHECK: Duration = Duration::from_secs(1);
+
+/// Ticks looked at in one fire at most; a longer backlog is worked through fire by fire.
+const MAX_TICKS: usize = 1_000;
+
+/// A stored schedule's fields, read.
+pub(crate) struct Parsed {
+    pub(crate) schedule: Schedule,
+    pub(crate) overlap: Overlap,
+    pub(crate) catch_up: CatchUp,
+    pub(crate) jitter: Duration,
+}
+
+impl Parsed {
+    /// Reads `r`'s spec, zone, window and policies.
+    pub(crate) fn of(r: &ScheduleRecord) -> Result<Self, SpecError> {
+        // Not `Schedule::new`: a stored schedule was checked when written, and one that ran
+        // out simply has no next tick.
+        let schedule = Schedule {
+            spec: r.spec.parse()?,
+            zone: parse_zone(&r.time_zone)?,
+            start: r.start_at,
+            end: r.end_at,
+        };
+        Ok(Self {
+            schedule,
+            overlap: r.overlap.parse()?,
+            catch_up: r.catch_up.parse()?,
+            jitter: Duration::from_millis(r.jitter_ms),
+        })
+    }
+
+    /// When the tick at `nominal` fires: its time plus its jitter.
+    pub(crate) fn fire_at(&self, name: &str, nominal: Timestamp) -> Timestamp {
+        nominal.plus(jitter(name, nominal, self.jitter))
+    }
+
+    /// When the first tick after `after` fires; `None` when none is left.
+    pub(crate) fn next_fire_at(&self, name: &str, after: Timestamp) -> Option<Timestamp> {
+        self.schedule
+            .next_after(after)
+            .map(|n| self.fire_at(name, n))
+    }
+}
+
+/// The run a tick of `r` starts: an instance whose id names the schedule and tick, or a task
+/// whose metadata does.
+pub(crate) fn run_for(r: &ScheduleRecord, nominal: Timestamp, now: Timestamp) -> FireRun {
+    match &r.action {
+        ScheduleAction::Start { workflow, input } => FireRun::Instance(NewInstance {
+            id: tick_id(&r.name, nominal),
+            name: workflow.clone(),
+            input: input.clone(),
+            parent: None,
+            if_exists: IfExists::UseExisting,
+            trace: None,
+        }),
+        ScheduleAction::Enqueue {
+            task,
+            input,
+            options,
+        } => {
+            let mut options = options.clone();
+            let mark = serde_json::json!({
+                "schedule": r.name,
+                "tick": ratchet_schedule::rfc3339(nominal),
+            });
+            options.metadata = Some(match options.metadata.take() {
+                Some(serde_json::Value::Object(mut fields)) => {
+                    fields.insert("ratchet_schedule".into(), mark);
+                    serde_json::Value::Object(fields)
+                }
+                Some(other) => serde_json::json!({"ratchet_schedule": mark, "value": other}),
+                None => serde_json::json!({ "ratchet_schedule": mark }),
+            });
+            FireRun::Task(NewTask::standalone(
+                task.clone(),
+                input.clone(),
+                &options,
+                now,
+            ))
+        }
+    }
+}
+
+/// What the dispatcher does with a due schedule.
+pub(crate) struct Plan {
+    /// The write, or `None` when nothing changed.
+    pub(crate) firing: Option<ScheduleFiring>,
+    /// The previous run is to be cancelled or terminated before the new one starts.
+    pub(crate) stop_previous: Option<Overlap>,
+}
+
+/// Plans the fire of `r` at `now`; `previous_running` says whether the run its last fire
+/// started is still going.
+pub(crate) fn plan(
+    r: &ScheduleRecord,
+    parsed: &Parsed,
+    now: Timestamp,
+    previous_running: bool,
+) -> Plan {
+    let after = r.last_tick.unwrap_or(r.created_at);
+    let ticks = parsed.schedule.between(after, now, MAX_TICKS);
+    // A tick whose jittered time is still ahead waits, and so do those after it.
+    let cut = ticks.iter().position(|t| parsed.fire_at(&r.name, *t) > now);
+    let (considered, handled_until) = match cut {
+        Some(i) => (&ticks[..i], Timestamp(ticks[i].0 - 1)),
+        // No tick yet: nothing moves (and nothing is written).
+        None if ticks.is_empty() => (&ticks[..], after),
+        None if ticks.len() == MAX_TICKS => (&ticks[..], ticks[MAX_TICKS - 1]),
+        None => (&ticks[..], now),
+    };
+    let (kept, missed) = keep(considered, now, parsed.catch_up, parsed.jitter + LATE_GRACE);
+    let mut next = r.clone();
+    next.last_tick = Some(handled_until.max(after));
+    next.missed = r.missed + missed as u64;
+    let mut fires = Vec::new();
+    let mut busy = previous_running;
+    let mut stop_previous = None;
+    let start = |t: Timestamp, next: &mut ScheduleRecord, fires: &mut Vec<NewFire>| {
+        fires.push(NewFire {
+            nominal: t,
+            kind: FireKind::Scheduled,
+            run: Some(run_for(r, t, now)),
+            skipped: None,
+        });
+        next.remaining = next.remaining.map(|n| n.saturating_sub(1));
+    };
+    let skip = |t: Timestamp, why: &str, fires: &mut Vec<NewFire>| {
+        fires.push(NewFire {
+            nominal: t,
+            kind: FireKind::Scheduled,
+            run: None,
+            skipped: Some(why.into()),
+        });
+    };
+    // A tick buffered behind a run that has finished since goes first.
+    if let Some(b) = r.buffered {
+        if !busy && next.remaining != Some(0) {
+            start(b, &mut next, &mut fires);
+            next.buffered = None;
+            busy = true;
+        }
+    }
+    let last = kept.len().saturating_sub(1);
+    for (i, t) in kept.iter().copied().enumerate() {
+        if next.remaining == Some(0) {
+            skip(t, "no actions remaining", &mut fires);
+            continue;
+        }
+        match parsed.overlap {
+            Overlap::AllowAll => start(t, &mut next, &mut fires),
+            Overlap::Skip if busy => skip(t, "the previous run is still running", &mut fires),
+            Overlap::BufferOne if busy => {
+                if next.buffered.is_none() {
+                    next.buffered = Some(t);
+                } else {
+                    skip(t, "a run is already buffered", &mut fires);
+                }
+            }
+            Overlap::CancelPrevious | Overlap::TerminatePrevious if i < last => {
+                skip(t, "replaced by a later tick", &mut fires);
+            }
+            Overlap::CancelPrevious | Overlap::TerminatePrevious => {
+                if busy {
+                    stop_previous = Some(parsed.overlap);
+                }
+                start(t, &mut next, &mut fires);
+            }
+            Overlap::Skip | Overlap::BufferOne => start(t, &mut next, &mut fires),
+        }
+        busy = true;
+    }
+    next.next_fire_at = if next.remaining == Some(0) {
+        None
+    } else {
+        let tick = next.last_tick.and_then(|l| parsed.next_fire_at(&r.name, l));
+        match next.buffered {
+            Some(_) => {
+                let recheck = now.plus(BUFFER_RECHECK);
+                Some(tick.map_or(recheck, |t| t.min(recheck)))
+            }
+            None => tick,
+        }
+    };
+    // Never due again at once: a schedule that changed under a process would spin.
+    next.next_fire_at = next.next_fire_at.map(|t| t.max(Timestamp(now.0 + 1)));
+    next.updated_at = now;
+    let unchanged = fires.is_empty()
+        && next.last_tick == r.last_tick
+        && next.next_fire_at == r.next_fire_at
+        && next.buffered == r.buffered
+        && next.missed == r.missed;
+    Plan {
+        firing: (!unchanged).then_some(ScheduleFiring {
+            schedule: next,
+            expect_version: r.version,
+            fires,
+            now,
+        }),
+        stop_previous,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn record(spec: &str, overlap: &str, catch_up: &str) -> ScheduleRecord {
+        ScheduleRecord {
+            name: "s".into(),
+            spec: spec.into(),
+            time_zone: "UTC".into(),
+            action: ScheduleAction::Start {
+                workflow: "w".into(),
+                input: json!(null),
+            },
+            overlap: overlap.into(),
+            catch_up: catch_up.into(),
+            jitter_ms: 0,
+            paused: false,
+            note: None,
+            start_at: None,
+            end_at: None,
+            remaining: None,
+            last_tick: Some(Timestamp(10_000)),
+            next_fire_at: Some(Timestamp(11_000)),
+            running: None,
+            buffered: None,
+            missed: 0,
+            version: 1,
+            created_at: Timestamp(0),
+            updated_at: Timestamp(0),
+        }
+    }
+
+    fn fired(p: &Plan) -> Vec<(i64, bool)> {
+        p.firing
+            .as_ref()
+            .map(|f| {
+                f.fires
+                    .iter()
+                    .map(|x| (x.nominal.0, x.run.is_some()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn on_time_ticks_fire_once_and_the_state_moves_past_them() {
+        let r = record("every 1s", "skip", "last 1");
+        let parsed = Parsed::of(&r).expect("parsed");
+        let p = plan(&r, &parsed, Timestamp(12_100), false);
+        assert_eq!(
+            fired(&p),
+            vec![(11_000, true), (12_000, false)],
+            "the second overlaps the first"
+        );
+        let s = &p.firing.as_ref().expect("a write").schedule;
+        assert_eq!(s.last_tick, Some(Timestamp(12_100)));
+        assert_eq!(s.next_fire_at, Some(Timestamp(13_000)));
+        let nothing = plan(&r, &parsed, Timestamp(10_500), false);
+        assert!(nothing.firing.is_none(), "not due: nothing to write");
+    }
+
+    #[test]
+    fn overlap_policies_decide_what_a_busy_schedule_does() {
+        let at = Timestamp(11_010);
+        for (overlap, expect_run, stop) in [
+            ("skip", false, None),
+            ("allow_all", true, None),
+            ("cancel_previous", true, Some(Overlap::CancelPrevious)),
+            ("terminate_previous", true, Some(Overlap::TerminatePrevious)),
+        ] {
+            let r = record("every 1s", overlap, "last 1");
+            let p = plan(&r, &Parsed::of(&r).expect("parsed"), at, true);
+            assert_eq!(fired(&p), vec![(11_000, expect_run)], "{overlap}");
+            assert_eq!(p.stop_previous, stop, "{overlap}");
+        }
+        let r = record("every 1s", "buffer_one", "last 1");
+        let parsed = Parsed::of(&r).expect("parsed");
+        let p = plan(&r, &parsed, at, true);
+        let s = p.firing.expect("a write").schedule;
+        assert_eq!(s.buffered, Some(Timestamp(11_000)), "buffered, not fired");
+        assert_eq!(s.next_fire_at, Some(Timestamp(12_000)), "looks again soon");
+        let later = plan(&s, &parsed, Timestamp(11_500), false);
+        assert_eq!(
+            fired(&later),
+            vec![(11_000, true)],
+            "fires once the run ended"
+        );
+    }
+
+    #[test]
+    fn catch_up_after_downtime_follows_its_policy() {
+        // Down from 10 s to 40.5 s: 30 ticks, the last ones within the grace.
+        let now = Timestamp(40_500);
+        for (catch_up, runs) in [("skip", 5), ("last 3", 8), ("within 10s", 10)] {
+            let r = record("every 1s", "allow_all", catch_up);
+            let p = plan(&r, &Parsed::of(&r).expect("parsed"), now, false);
+            let f = p.firing.expect("a write");
+            assert_eq!(f.fires.len(), runs, "{catch_up}");
+            assert_eq!(
+                f.schedule.missed as usize,
+                30 - runs,
+                "{catch_up}: the rest are counted as missed"
+            );
+        }
+    }
+
+    #[test]
+    fn remaining_actions_run_out() {
+        let mut r = record("every 1s", "allow_all", "last 10");
+        r.remaining = Some(2);
+        let p = plan(
+            &r,
+            &Parsed::of(&r).expect("parsed"),
+            Timestamp(13_100),
+            false,
+        );
+        assert_eq!(
+            fired(&p),
+            vec![(11_000, true), (12_000, true), (13_000, false)]
+        );
+        let s = p.firing.expect("a write").schedule;
+        assert_eq!((s.remaining, s.next_fire_at), (Some(0), None));
+    }
+
+    #[test]
+    fn a_tick_waits_for_its_jitter() {
+        let mut r = record("every 1m", "allow_all", "last 1");
+        r.jitter_ms = 30_000;
+        r.last_tick = Some(Timestamp(0));
+        let parsed = Parsed::of(&r).expect("parsed");
+        let fire_at = parsed.fire_at("s", Timestamp(60_000));
+        assert!(fire_at.0 >= 60_000 && fire_at.0 < 90_000);
+        let early = plan(&r, &parsed, Timestamp(fire_at.0 - 1), false);
+        assert!(early.firing.as_ref().is_none_or(|f| f.fires.is_empty()));
+        let due = plan(&r, &parsed, fire_at, false);
+        assert_eq!(fired(&due), vec![(60_000, true)]);
+    }
+}

@@ -1,0 +1,438 @@
+//! Schedules through a runtime on each backend: overlap policies with runs that outlive
+//! their interval, pause and resume, remaining actions, manual fires of a task, backfill
+//! across daylight-saving changes in two zones, and bad schedules refused by field.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ratchet::{
+    CatchUp, Client, Error, FireKind, FireRecord, InstanceStatus, OrchestrationContext,
+    OrchestrationError, Overlap, ScheduleOptions, Store, TaskContext, TaskError, TaskOptions,
+    Timestamp,
+};
+
+use crate::harness::start;
+
+crate::on_every_backend!(
+    overlap_policies_decide_what_a_tick_does_while_its_run_still_runs,
+    pause_resume_and_remaining_actions,
+    trigger_now_enqueues_a_task_that_knows_its_schedule,
+    backfill_fires_each_missed_tick_once_across_daylight_saving_changes,
+    bad_schedules_are_refused_naming_the_field,
+);
+
+fn ms(t: &str) -> Timestamp {
+    let parsed = chrono::DateTime::parse_from_rfc3339(t).unwrap();
+    Timestamp(parsed.timestamp_millis())
+}
+
+async fn fires(client: &Client, name: &str) -> Vec<FireRecord> {
+    let mut f = client
+        .schedule_fires(name, Timestamp(i64::MIN), Timestamp(i64::MAX), 1000)
+        .await
+        .unwrap();
+    f.reverse();
+    f
+}
+
+/// The fires of `name` that started a run, oldest first.
+async fn runs(client: &Client, name: &str) -> Vec<FireRecord> {
+    fires(client, name)
+        .await
+        .into_iter()
+        .filter(|f| f.run.is_some())
+        .collect()
+}
+
+async fn slow(ctx: OrchestrationContext, ms: u64) -> Result<(), OrchestrationError> {
+    ctx.sleep(Duration::from_millis(ms)).await?;
+    Ok(())
+}
+
+/// Five schedules every second, one per overlap policy, each starting a workflow that runs
+/// 2.5 s: skip and buffer_one never run two at once, allow_all starts every tick, and
+/// cancel_previous and terminate_previous stop each run for the next.
+async fn overlap_policies_decide_what_a_tick_does_while_its_run_still_runs(store: Arc<dyn Store>) {
+    let r = start(&store, |b| b.orchestration("slow", slow)).await;
+    let c = r.client();
+    let policies = [
+        Overlap::Skip,
+        Overlap::BufferOne,
+        Overlap::AllowAll,
+        Overlap::CancelPrevious,
+        Overlap::TerminatePrevious,
+    ];
+    for policy in policies {
+        let options = ScheduleOptions::start("every 1s", "slow", 2_500)
+            .unwrap()
+            .overlap(policy);
+        c.schedule_create(policy.as_str(), options).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(5_600)).await;
+    for policy in policies {
+        c.schedule_pause(policy.as_str(), "the test has seen enough")
+            .await
+            .unwrap();
+    }
+    // A pause is no stop: let the last runs settle.
+    tokio::time::sleep(Duration::from_millis(3_000)).await;
+    for policy in policies {
+        let name = policy.as_str();
+        let all = fires(&c, name).await;
+        let started = runs(&c, name).await;
+        let mut spans = Vec::new();
+        for f in &started {
+            let i = c.status(f.run.as_deref().unwrap()).await.unwrap();
+            spans.push((
+                i.created_at,
+                i.finished_at.unwrap_or(Timestamp(i64::MAX)),
+                i.status,
+            ));
+        }
+        let overlapped = spans.windows(2).any(|w| w[1].0 < w[0].1);
+        let ticks: Vec<i64> = all.iter().map(|f| f.nominal.0).collect();
+        let mut unique = ticks.clone();
+        unique.dedup();
+        assert_eq!(ticks, unique, "{name}: each tick handled once: {all:?}");
+        assert!(all.len() >= 4, "{name}: about five ticks: {all:?}");
+        match policy {
+            Overlap::Skip => {
+                assert!(!overlapped, "skip: never two at once: {spans:?}");
+                assert!(
+                    all.iter()
+                        .any(|f| f.skipped.as_deref() == Some("the previous run is still running")),
+                    "skip: a tick was skipped: {all:?}"
+                );
+            }
+            Overlap::BufferOne => {
+                assert!(!overlapped, "buffer_one: never two at once: {spans:?}");
+                assert!(
+                    started.iter().any(|f| f.actual.0 - f.nominal.0 >= 1_000),
+                    "buffer_one: a buffered tick ran once the run before it ended: {started:?}"
+                );
+            }
+            Overlap::AllowAll => {
+                assert_eq!(started.len(), all.len(), "allow_all: every tick runs");
+                assert!(overlapped, "allow_all: runs overlap: {spans:?}");
+            }
+            Overlap::CancelPrevious | Overlap::TerminatePrevious => {
+                let stopped = if policy == Overlap::CancelPrevious {
+                    InstanceStatus::Cancelled
+                } else {
+                    InstanceStatus::Terminated
+                };
+                let (last, earlier) = spans.split_last().unwrap();
+                assert!(!earlier.is_empty(), "{name}: several runs: {spans:?}");
+                for s in earlier {
+                    assert_eq!(
+                        s.2, stopped,
+                        "{name}: each run stopped for the next: {spans:?}"
+                    );
+                }
+                assert_ne!(last.2, stopped, "{name}: the last run is left alone");
+            }
+        }
+    }
+    r.shutdown().await;
+}
+
+/// A paused schedule fires nothing; resumed, it goes on from its next tick and counts the
+/// ticks it let pass. A schedule with two actions left starts two runs and stops.
+async fn pause_resume_and_remaining_actions(store: Arc<dyn Store>) {
+    let r = start(&store, |b| b.orchestration("slow", slow)).await;
+    let c = r.client();
+    c.schedule_create(
+        "ticking",
+        ScheduleOptions::start("every 1s", "slow", 0)
+            .unwrap()
+            .overlap(Overlap::AllowAll),
+    )
+    .await
+    .unwrap();
+    c.schedule_create(
+        "twice",
+        ScheduleOptions::start("every 1s", "slow", 0)
+            .unwrap()
+            .overlap(Overlap::AllowAll)
+            .remaining_actions(2),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let paused = c.schedule_pause("ticking", "maintenance").await.unwrap();
+    assert!(paused.paused);
+    assert_eq!(paused.note.as_deref(), Some("maintenance"));
+    let before = fires(&c, "ticking").await.len();
+    assert!(before >= 1, "it fired before the pause");
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(
+        fires(&c, "ticking").await.len(),
+        before,
+        "nothing fires while paused"
+    );
+    let described = c.schedule_describe("ticking", 3, 10).await.unwrap();
+    assert!(
+        described.upcoming.is_empty(),
+        "no upcoming ticks while paused"
+    );
+    let resumed = c.schedule_resume("ticking").await.unwrap();
+    assert!(!resumed.paused);
+    assert!(
+        resumed.missed >= 2,
+        "the ticks of the pause are counted: {resumed:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    let after = fires(&c, "ticking").await;
+    assert!(after.len() > before, "it fires again once resumed");
+    let described = c.schedule_describe("ticking", 3, 10).await.unwrap();
+    assert_eq!(described.upcoming.len(), 3);
+    assert!(described
+        .upcoming
+        .windows(2)
+        .all(|w| w[1].0 - w[0].0 == 1_000));
+    let twice = c.schedule("twice").await.unwrap();
+    assert_eq!(runs(&c, "twice").await.len(), 2, "two actions, two runs");
+    assert_eq!((twice.remaining, twice.next_fire_at), (Some(0), None));
+    r.shutdown().await;
+}
+
+/// A manual fire of a paused schedule enqueues its task at once; the task's metadata names
+/// the schedule and tick, and the schedule's description shows the run's outcome.
+async fn trigger_now_enqueues_a_task_that_knows_its_schedule(store: Arc<dyn Store>) {
+    let r = start(&store, |b| {
+        b.task("report", |_ctx: TaskContext, n: u32| async move {
+            Ok::<_, TaskError>(n * 2)
+        })
+    })
+    .await;
+    let c = r.client();
+    let options = ScheduleOptions::enqueue(
+        "0 3 * * *",
+        "report",
+        21,
+        TaskOptions::default().metadata(serde_json::json!({"team": "data"})),
+    )
+    .unwrap()
+    .time_zone("Europe/Paris")
+    .paused("only by hand");
+    c.schedule_create("nightly-report", options).await.unwrap();
+    let fire = c.schedule_trigger_now("nightly-report").await.unwrap();
+    assert_eq!(fire.kind, FireKind::Manual);
+    let id: i64 = fire.run.as_deref().unwrap().parse().unwrap();
+    let task = c
+        .task_wait(ratchet::TaskId(id), crate::harness::WAIT)
+        .await
+        .unwrap();
+    assert_eq!(task.output, Some(serde_json::json!(42)));
+    let metadata = task.metadata.unwrap();
+    assert_eq!(metadata["team"], "data");
+    assert_eq!(metadata["ratchet_schedule"]["schedule"], "nightly-report");
+    let described = c.schedule_describe("nightly-report", 2, 5).await.unwrap();
+    assert_eq!(described.recent.len(), 1);
+    assert_eq!(described.recent[0].status.as_deref(), Some("Completed"));
+    assert_eq!(
+        described.schedule.running.as_deref(),
+        Some(id.to_string().as_str())
+    );
+    r.shutdown().await;
+}
+
+/// Backfill fires each tick of the range once, the spring-forward day's once at the change
+/// and the fall-back day's once, in Paris and New York; a second backfill fires nothing.
+async fn backfill_fires_each_missed_tick_once_across_daylight_saving_changes(
+    store: Arc<dyn Store>,
+) {
+    // No runtime: backfill writes the runs; nothing needs to run them here.
+    let c = Client::new(store);
+    for (name, zone, cron) in [
+        ("paris", "Europe/Paris", "30 2 * * *"),
+        ("new-york", "America/New_York", "30 1,2 * * *"),
+    ] {
+        let options = ScheduleOptions::start(cron, "report", ())
+            .unwrap()
+            .time_zone(zone)
+            .start_at(ms("2025-01-01T00:00:00Z"))
+            .catch_up(CatchUp::Skip);
+        c.schedule_create(name, options).await.unwrap();
+    }
+    let backfill = |name: &'static str, from: &'static str, to: &'static str| {
+        let c = c.clone();
+        async move {
+            let mut ticks: Vec<String> = c
+                .schedule_backfill(name, ms(from), ms(to))
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|f| {
+                    assert_eq!(f.kind, FireKind::Backfill);
+                    f.run.unwrap()
+                })
+                .collect();
+            ticks.sort();
+            ticks
+        }
+    };
+    // Paris springs forward on 30 March 2025 (02:00 becomes 03:00: 02:30 does not exist)
+    // and falls back on 26 October (03:00 becomes 02:00: 02:30 comes twice).
+    assert_eq!(
+        backfill("paris", "2025-03-29T00:00:00Z", "2025-03-31T23:00:00Z").await,
+        [
+            "paris@2025-03-29T01:30:00Z",
+            "paris@2025-03-30T01:00:00Z",
+            "paris@2025-03-31T00:30:00Z"
+        ]
+    );
+    assert_eq!(
+        backfill("paris", "2025-10-25T00:00:00Z", "2025-10-27T23:00:00Z").await,
+        [
+            "paris@2025-10-25T00:30:00Z",
+            "paris@2025-10-26T00:30:00Z",
+            "paris@2025-10-27T01:30:00Z"
+        ]
+    );
+    // New York springs forward on 9 March 2025 (02:30 does not exist) and falls back on
+    // 2 November (01:30 comes twice).
+    assert_eq!(
+        backfill("new-york", "2025-03-09T00:00:00Z", "2025-03-09T23:00:00Z").await,
+        [
+            "new-york@2025-03-09T06:30:00Z",
+            "new-york@2025-03-09T07:00:00Z"
+        ]
+    );
+    assert_eq!(
+        backfill("new-york", "2025-11-02T00:00:00Z", "2025-11-02T23:00:00Z").await,
+        [
+            "new-york@2025-11-02T05:30:00Z",
+            "new-york@2025-11-02T07:30:00Z"
+        ]
+    );
+    assert!(
+        backfill("paris", "2025-03-01T00:00:00Z", "2025-03-31T23:00:00Z")
+            .await
+            .len()
+            == 28,
+        "the rest of March, and nothing twice"
+    );
+    assert!(
+        backfill("paris", "2025-03-29T00:00:00Z", "2025-03-31T23:00:00Z")
+            .await
+            .is_empty(),
+        "a second backfill fires nothing"
+    );
+    let run = c.status("paris@2025-03-30T01:00:00Z").await.unwrap();
+    assert_eq!(run.name, "report");
+    let future = c
+        .schedule_backfill(
+            "paris",
+            ms("2030-01-01T00:00:00Z"),
+            ms("2030-02-01T00:00:00Z"),
+        )
+        .await
+        .unwrap();
+    assert!(
+        future.is_empty(),
+        "ticks to come are the schedule's own to fire"
+    );
+    let err = c
+        .schedule_backfill(
+            "paris",
+            ms("2025-03-02T00:00:00Z"),
+            ms("2025-03-01T00:00:00Z"),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::InvalidSchedule { ref field, .. } if field == "range"),
+        "{err}"
+    );
+}
+
+/// Bad specs, zones, windows and names are refused with the field at fault, and nothing is
+/// written; an unknown schedule is named as such.
+async fn bad_schedules_are_refused_naming_the_field(store: Arc<dyn Store>) {
+    let c = Client::new(store);
+    let ok = || ScheduleOptions::start("every 1m", "report", ()).unwrap();
+    let cases = [
+        (
+            "a",
+            ScheduleOptions {
+                spec: "every 0s".into(),
+                ..ok()
+            },
+            "spec",
+        ),
+        (
+            "a",
+            ScheduleOptions {
+                spec: "61 * * * *".into(),
+                ..ok()
+            },
+            "spec",
+        ),
+        (
+            "a",
+            ScheduleOptions {
+                spec: "0 0 30 2 *".into(),
+                ..ok()
+            },
+            "spec",
+        ),
+        ("a", ok().time_zone("Mars/Olympus_Mons"), "time_zone"),
+        (
+            "a",
+            ok().start_at(Timestamp(2_000)).end_at(Timestamp(1_000)),
+            "end",
+        ),
+        ("a", ok().jitter(Duration::from_secs(90_000)), "jitter"),
+        ("", ok(), "name"),
+        (
+            "a",
+            ScheduleOptions::enqueue(
+                "every 1m",
+                "t",
+                (),
+                TaskOptions::default().queue("$reserved"),
+            )
+            .unwrap(),
+            "action",
+        ),
+    ];
+    for (name, options, field) in cases {
+        let err = c.schedule_create(name, options.clone()).await.unwrap_err();
+        match &err {
+            Error::InvalidSchedule { field: f, message } => {
+                assert_eq!(f, field, "{options:?}: {message}");
+                assert!(!message.is_empty());
+            }
+            other => panic!("{options:?}: expected a refusal on {field}, got {other}"),
+        }
+    }
+    assert!(
+        c.schedules().await.unwrap().is_empty(),
+        "nothing was written"
+    );
+    c.schedule_create("a", ok()).await.unwrap();
+    assert!(matches!(
+        c.schedule_create("a", ok()).await,
+        Err(Error::ScheduleExists(_))
+    ));
+    for err in [
+        c.schedule_pause("nope", "").await.map(|_| ()).unwrap_err(),
+        c.schedule_trigger_now("nope")
+            .await
+            .map(|_| ())
+            .unwrap_err(),
+        c.schedule_delete("nope").await.unwrap_err(),
+        c.schedule_describe("nope", 1, 1)
+            .await
+            .map(|_| ())
+            .unwrap_err(),
+    ] {
+        assert!(
+            matches!(err, Error::ScheduleNotFound(ref n) if n == "nope"),
+            "{err}"
+        );
+    }
+    c.schedule_delete("a").await.unwrap();
+    assert!(c.schedules().await.unwrap().is_empty());
+}
