@@ -226,17 +226,29 @@ pub(crate) async fn run(store: Arc<dyn Store>, cmd: WorkflowCommand) -> anyhow::
             for path in files(&paths)? {
                 let source = read(&path)?;
                 match workflow::apply(store.as_ref(), &source, &known, Timestamp::now()).await {
-                    Ok(a) => out!(
-                        "{}: {} {} {}",
-                        path.display(),
-                        a.workflow.orchestration_name(),
-                        a.workflow.version(),
-                        if a.created {
-                            format!("stored as revision {}", a.revision)
-                        } else {
-                            format!("unchanged (revision {})", a.revision)
+                    Ok(a) => {
+                        out!(
+                            "{}: {} {} {}",
+                            path.display(),
+                            a.workflow.orchestration_name(),
+                            a.workflow.version(),
+                            if a.created {
+                                format!("stored as revision {}", a.revision)
+                            } else {
+                                format!("unchanged (revision {})", a.revision)
+                            }
+                        );
+                        let client = ratchet::Client::new(store.clone());
+                        match workflow::sync_schedule(&client, &a.workflow).await? {
+                            workflow::ScheduleSync::Created(s) => {
+                                out!("  schedule {} created: {}", s.name, s.spec)
+                            }
+                            workflow::ScheduleSync::Updated(s) => {
+                                out!("  schedule {} now {}", s.name, s.spec)
+                            }
+                            _ => {}
                         }
-                    ),
+                    }
                     Err(workflow::ApplyError::Compile(errors)) => {
                         failed += 1;
                         eprintln!("{}", report(&path, &errors));

@@ -43,6 +43,19 @@ pub enum Spec {
         /// Where in the interval it ticks (less than `every`).
         offset: Duration,
     },
+    /// `after` this long from the end of the run before (the workflow DSL's `after`): ticks
+    /// follow runs, not the calendar, so there is never more than one run.
+    After {
+        /// The pause between the end of a run and the start of the next (at least a second).
+        delay: Duration,
+    },
+}
+
+impl Spec {
+    /// Whether ticks follow the end of each run (`after`) rather than the calendar.
+    pub fn follows_runs(&self) -> bool {
+        matches!(self, Self::After { .. })
+    }
 }
 
 impl PartialEq for Spec {
@@ -81,10 +94,23 @@ fn duration(text: &str) -> Option<Duration> {
 impl FromStr for Spec {
     type Err = SpecError;
 
-    /// `every 30s`, `every 1h offset 15m`, or a cron expression (`0 9 * * MON-FRI`,
-    /// `*/10 * * * * *` with seconds).
+    /// `every 30s`, `every 1h offset 15m`, `after 5m`, or a cron expression
+    /// (`0 9 * * MON-FRI`, `*/10 * * * * *` with seconds).
     fn from_str(text: &str) -> Result<Self, SpecError> {
         let text = text.trim();
+        if let Some(rest) = text.strip_prefix("after ") {
+            let delay = duration(rest.trim())
+                .filter(|d| *d >= Duration::from_secs(1))
+                .ok_or_else(|| {
+                    error(
+                        "spec",
+                        format!(
+                            "{rest:?} is not a delay of at least 1s (write 30s, 5m, 1h30m, 1d)"
+                        ),
+                    )
+                })?;
+            return Ok(Self::After { delay });
+        }
         if let Some(rest) = text.strip_prefix("every ") {
             let (every, offset) = match rest.split_once(" offset ") {
                 Some((every, offset)) => (every.trim(), Some(offset.trim())),
@@ -127,6 +153,7 @@ impl std::fmt::Display for Spec {
             Self::Every { every, offset } => {
                 write!(f, "every {}s offset {}s", every.as_secs(), offset.as_secs())
             }
+            Self::After { delay } => write!(f, "after {}s", delay.as_secs()),
         }
     }
 }
@@ -197,7 +224,7 @@ impl Schedule {
     }
 
     /// The first tick strictly after `after`, within the start and end; `None` when there is
-    /// none (past the end).
+    /// none (past the end). For an `after` spec, `after` is when the run before ended.
     pub fn next_after(&self, after: Timestamp) -> Option<Timestamp> {
         let after = match self.start {
             Some(start) if start.0 > after.0 => Timestamp(start.0 - 1),
@@ -219,6 +246,7 @@ impl Schedule {
                 }
                 next
             }
+            Spec::After { delay } => after.plus(*delay),
         };
         match self.end {
             Some(end) if next > end => None,

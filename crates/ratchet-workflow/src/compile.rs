@@ -340,7 +340,7 @@ fn workflow(cx: &mut Cx<'_>, root: &Node, source: &str) -> Option<Workflow> {
         ],
         "the workflow",
     );
-    for unsupported in ["use", "timeout", "schedule", "evaluate"] {
+    for unsupported in ["use", "timeout", "evaluate"] {
         if let Some(key) = map.keys().find(|k| k.as_str() == unsupported) {
             cx.error(
                 key.span(),
@@ -368,6 +368,10 @@ fn workflow(cx: &mut Cx<'_>, root: &Node, source: &str) -> Option<Workflow> {
             None
         }
     };
+    let schedule = match map.get_node("schedule") {
+        Some(node) => Some(schedule(cx, node)?),
+        None => None,
+    };
     let (namespace, name, version) = document?;
     Some(Workflow {
         namespace,
@@ -377,7 +381,70 @@ fn workflow(cx: &mut Cx<'_>, root: &Node, source: &str) -> Option<Workflow> {
         input_from,
         output_as,
         body: body?,
+        schedule,
     })
+}
+
+/// The workflow's own `schedule`: one of `every`, `cron` or `after` (`on`, starting on
+/// events, is not run by Ratchet).
+fn schedule(cx: &mut Cx<'_>, node: &Node) -> Option<crate::DslSchedule> {
+    let map = cx.mapping(node, "`schedule`")?;
+    cx.only(map, &["every", "cron", "after", "on"], "`schedule`");
+    if let Some(key) = map.keys().find(|k| k.as_str() == "on") {
+        cx.error(
+            key.span(),
+            "`schedule.on` (starting on events) is not supported by Ratchet yet: use `every`, \
+             `cron` or `after`",
+        );
+        return None;
+    }
+    let given: Vec<&str> = ["every", "cron", "after"]
+        .into_iter()
+        .filter(|k| map.get_node(k).is_some())
+        .collect();
+    if given.len() != 1 {
+        cx.error(
+            place(map),
+            "`schedule` takes one of `every`, `cron` or `after`",
+        );
+        return None;
+    }
+    let key = given[0];
+    let value = map.get_node(key)?;
+    let whole_seconds = |cx: &mut Cx<'_>, d: Duration| {
+        if d.as_millis() < 1_000 || d.as_millis() % 1_000 != 0 {
+            cx.error(
+                value.span(),
+                format!("`schedule.{key}` must be a whole number of seconds, at least one"),
+            );
+            return None;
+        }
+        Some(d)
+    };
+    match key {
+        "every" => {
+            let d = cx.duration(value, "`schedule.every`")?;
+            whole_seconds(cx, d).map(crate::DslSchedule::Every)
+        }
+        "after" => {
+            let d = cx.duration(value, "`schedule.after`")?;
+            whole_seconds(cx, d).map(crate::DslSchedule::After)
+        }
+        _ => {
+            let expression = cx.text(value, "`schedule.cron`")?.trim().to_string();
+            if expression.starts_with("every ") || expression.starts_with("after ") {
+                cx.error(value.span(), "`schedule.cron` must be a cron expression");
+                return None;
+            }
+            match expression.parse::<ratchet_schedule::Spec>() {
+                Ok(_) => Some(crate::DslSchedule::Cron(expression)),
+                Err(e) => {
+                    cx.error(value.span(), format!("`schedule.cron`: {}", e.message));
+                    None
+                }
+            }
+        }
+    }
 }
 
 fn document(cx: &mut Cx<'_>, node: &Node) -> Option<(String, String, String)> {

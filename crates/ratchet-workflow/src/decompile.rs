@@ -391,6 +391,14 @@ impl Workflow {
         if let Some(t) = &self.input_from {
             top.push(("input".into(), Y::Map(vec![("from".into(), template(t))])));
         }
+        if let Some(s) = &self.schedule {
+            let (key, value) = match s {
+                crate::DslSchedule::Every(d) => ("every", duration(*d)),
+                crate::DslSchedule::After(d) => ("after", duration(*d)),
+                crate::DslSchedule::Cron(c) => ("cron", text(c)),
+            };
+            top.push(("schedule".into(), Y::Map(vec![(key.into(), value)])));
+        }
         top.push(("do".into(), block(&self.body)));
         if let Some(t) = &self.output_as {
             top.push(("output".into(), Y::Map(vec![("as".into(), template(t))])));

@@ -29,7 +29,10 @@ use sha2::Digest as _;
 pub use compile::Known;
 pub use diagnostic::{CompileError, CompileErrors};
 pub use run::CANCELLED;
-pub use stored::{apply, keep_registered, register_stored, Applied, ApplyError, LOOK_EVERY};
+pub use stored::{
+    apply, keep_registered, register_stored, sync_schedule, Applied, ApplyError, ScheduleSync,
+    LOOK_EVERY,
+};
 
 /// A compiled definition, ready to register and run.
 /// Two workflows are equal when they define the same thing, whatever their source's
@@ -43,6 +46,30 @@ pub struct Workflow {
     input_from: Option<model::Template>,
     output_as: Option<model::Template>,
     body: model::Block,
+    schedule: Option<DslSchedule>,
+}
+
+/// A definition's own `schedule`: applying the definition creates or updates a schedule of
+/// the same name (`namespace/name`) that starts it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DslSchedule {
+    /// `every`: at a fixed interval (whole seconds).
+    Every(std::time::Duration),
+    /// `cron`: a cron expression, read in UTC.
+    Cron(String),
+    /// `after`: this long after the previous run ended.
+    After(std::time::Duration),
+}
+
+impl DslSchedule {
+    /// As a schedule's spec: `every 300s`, the cron expression, `after 30s`.
+    pub fn spec(&self) -> String {
+        match self {
+            Self::Every(d) => format!("every {}s", d.as_secs()),
+            Self::Cron(c) => c.clone(),
+            Self::After(d) => format!("after {}s", d.as_secs()),
+        }
+    }
 }
 
 impl PartialEq for Workflow {
@@ -54,6 +81,7 @@ impl PartialEq for Workflow {
             &self.input_from,
             &self.output_as,
             &self.body,
+            &self.schedule,
         ) == (
             &other.namespace,
             &other.name,
@@ -61,6 +89,7 @@ impl PartialEq for Workflow {
             &other.input_from,
             &other.output_as,
             &other.body,
+            &other.schedule,
         )
     }
 }
@@ -115,6 +144,11 @@ impl Workflow {
     /// The SHA-256 of the source, in hex.
     pub fn hash(&self) -> &str {
         &self.hash
+    }
+
+    /// Its own `schedule`, if it has one.
+    pub fn schedule(&self) -> Option<&DslSchedule> {
+        self.schedule.as_ref()
     }
 
     /// The orchestration name it runs under: `namespace/name`.

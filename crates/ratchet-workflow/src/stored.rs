@@ -207,3 +207,68 @@ async fn register_logged(
     }
     Ok(())
 }
+
+/// What applying a definition did to its schedule.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum ScheduleSync {
+    /// The definition has no `schedule`: nothing was done.
+    None,
+    /// Created the schedule `namespace/name`.
+    Created(ratchet_store::ScheduleRecord),
+    /// Gave the schedule `namespace/name` the definition's new spec (its policies, pause and
+    /// progress kept).
+    Updated(ratchet_store::ScheduleRecord),
+    /// The schedule already had the definition's spec.
+    Unchanged(ratchet_store::ScheduleRecord),
+}
+
+/// Creates or updates the schedule a definition's own `schedule` asks for: named after the
+/// workflow (`namespace/name`), starting it with an empty input, its spec from `every`,
+/// `cron` (read in UTC) or `after`. A schedule changed by hand keeps its policies, note and
+/// pause; only its spec follows the definition.
+///
+/// # Errors
+///
+/// The client's errors (a store failure).
+pub async fn sync_schedule(
+    client: &ratchet_runtime::Client,
+    workflow: &Workflow,
+) -> Result<ScheduleSync, ratchet_runtime::Error> {
+    let Some(dsl) = workflow.schedule() else {
+        return Ok(ScheduleSync::None);
+    };
+    let name = workflow.orchestration_name();
+    let spec = dsl.spec();
+    match client.schedule(&name).await {
+        Ok(existing) if existing.spec == spec && existing.time_zone == "UTC" => {
+            Ok(ScheduleSync::Unchanged(existing))
+        }
+        Ok(existing) => {
+            let options = ratchet_runtime::ScheduleOptions {
+                spec,
+                time_zone: "UTC".into(),
+                action: existing.action.clone(),
+                overlap: existing.overlap.parse()?,
+                catch_up: existing.catch_up.parse()?,
+                jitter_ms: existing.jitter_ms,
+                paused: existing.paused,
+                note: existing.note.clone(),
+                start_at: existing.start_at,
+                end_at: existing.end_at,
+                remaining_actions: existing.remaining,
+            };
+            Ok(ScheduleSync::Updated(
+                client.schedule_update(&name, options).await?,
+            ))
+        }
+        Err(ratchet_runtime::Error::ScheduleNotFound(_)) => {
+            let options =
+                ratchet_runtime::ScheduleOptions::start(&spec, &name, serde_json::json!({}))?;
+            Ok(ScheduleSync::Created(
+                client.schedule_create(&name, options).await?,
+            ))
+        }
+        Err(e) => Err(e),
+    }
+}

@@ -153,3 +153,40 @@ do:
     );
     Workflow::compile(source).unwrap();
 }
+
+#[test]
+fn a_workflows_own_schedule_is_read_as_a_schedule_spec() {
+    let with = |schedule: &str| {
+        format!(
+            "document: {{dsl: '1.0.0', namespace: ops, name: report, version: '1.0.0'}}\n\
+             schedule: {schedule}\n\
+             do:\n  - done:\n      set: {{ok: true}}\n"
+        )
+    };
+    for (schedule, spec) in [
+        ("{every: {minutes: 5}}", "every 300s"),
+        ("{every: PT1H}", "every 3600s"),
+        ("{cron: '30 2 * * *'}", "30 2 * * *"),
+        ("{after: {seconds: 30}}", "after 30s"),
+    ] {
+        let w = Workflow::compile(&with(schedule)).unwrap_or_else(|e| panic!("{schedule}: {e}"));
+        assert_eq!(w.schedule().map(|s| s.spec()).as_deref(), Some(spec));
+    }
+    for (schedule, message) in [
+        ("{on: {one: {with: {type: x}}}}", "not supported"),
+        ("{every: PT0.5S}", "whole number of seconds"),
+        ("{every: PT1M, cron: '* * * * *'}", "one of"),
+        ("{cron: 'not cron'}", "not a cron expression"),
+        ("{cron: 'every 5s'}", "must be a cron expression"),
+        ("{hourly: true}", "hourly"),
+    ] {
+        let found = errors(&with(schedule));
+        assert!(
+            found
+                .0
+                .iter()
+                .any(|e| e.message.contains(message) && e.line == 2),
+            "{schedule}: {found}"
+        );
+    }
+}

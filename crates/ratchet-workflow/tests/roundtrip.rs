@@ -23,6 +23,21 @@ fn round_trip(source: &str) {
 }
 
 #[test]
+fn a_schedule_survives_a_round_trip() {
+    for schedule in [
+        "{every: {minutes: 90}}",
+        "{cron: '0 9 * * MON-FRI'}",
+        "{after: PT30S}",
+    ] {
+        round_trip(&format!(
+            "document: {{dsl: '1.0.0', namespace: ops, name: report, version: '1.0.0'}}\n\
+             schedule: {schedule}\n\
+             do:\n  - done:\n      set: {{ok: true}}\n"
+        ));
+    }
+}
+
+#[test]
 fn every_kind_survives_a_round_trip() {
     round_trip(include_str!("../../../examples/workflows/every-kind.yaml"));
 }

@@ -187,7 +187,11 @@ impl Client {
             }
             let parsed = Parsed::of(old)?;
             let after = old.last_tick.unwrap_or(old.created_at);
-            let passed = parsed.schedule.between(after, now, MAX_BACKFILL).len() as u64;
+            let passed = if parsed.schedule.spec.follows_runs() {
+                0
+            } else {
+                parsed.schedule.between(after, now, MAX_BACKFILL).len() as u64
+            };
             let mut r = ScheduleRecord {
                 paused: false,
                 last_tick: Some(now.max(after)),
@@ -256,6 +260,12 @@ impl Client {
             .collect();
         self.schedule_fire_with(name, |r, now| {
             let parsed = Parsed::of(r)?;
+            if parsed.schedule.spec.follows_runs() {
+                return Err(invalid(
+                    "spec",
+                    "an `after` schedule follows its runs, not a calendar: it has no past ticks to backfill",
+                ));
+            }
             let until = to.min(r.last_tick.unwrap_or(r.created_at));
             let ticks = parsed.schedule.between(
                 Timestamp(from.0.saturating_sub(1)),
@@ -331,6 +341,8 @@ impl Client {
         let schedule = self.schedule(name).await?;
         let parsed = Parsed::of(&schedule)?;
         let upcoming = match (schedule.paused, schedule.next_fire_at) {
+            // Its next tick depends on when the run ends: only the next look is known.
+            (false, Some(at)) if parsed.schedule.spec.follows_runs() => vec![at],
             (false, Some(_)) => parsed.schedule.upcoming(
                 schedule.last_tick.unwrap_or(schedule.created_at),
                 upcoming.min(1_000),

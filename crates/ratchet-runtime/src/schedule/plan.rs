@@ -102,6 +102,15 @@ pub(crate) fn run_for(r: &ScheduleRecord, nominal: Timestamp, now: Timestamp) ->
     }
 }
 
+/// Where the run a schedule's last fire started stands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Previous {
+    /// It still runs.
+    pub(crate) going: bool,
+    /// When it ended, if it did and that is known.
+    pub(crate) ended_at: Option<Timestamp>,
+}
+
 /// What the dispatcher does with a due schedule.
 pub(crate) struct Plan {
     /// The write, or `None` when nothing changed.
@@ -110,14 +119,17 @@ pub(crate) struct Plan {
     pub(crate) stop_previous: Option<Overlap>,
 }
 
-/// Plans the fire of `r` at `now`; `previous_running` says whether the run its last fire
-/// started is still going.
+/// Plans the fire of `r` at `now`, given where the run its last fire started stands.
 pub(crate) fn plan(
     r: &ScheduleRecord,
     parsed: &Parsed,
     now: Timestamp,
-    previous_running: bool,
+    previous: Previous,
 ) -> Plan {
+    if parsed.schedule.spec.follows_runs() {
+        return plan_after(r, parsed, now, previous);
+    }
+    let previous_running = previous.going;
     let after = r.last_tick.unwrap_or(r.created_at);
     let ticks = parsed.schedule.between(after, now, MAX_TICKS);
     // A tick whose jittered time is still ahead waits, and so do those after it.
@@ -202,6 +214,46 @@ pub(crate) fn plan(
             None => tick,
         }
     };
+    finish(r, next, fires, now, stop_previous)
+}
+
+/// A schedule whose ticks follow its runs (`after`): while a run goes it looks again now and
+/// then; once none goes, the next tick is the delay after the last one ended.
+fn plan_after(r: &ScheduleRecord, parsed: &Parsed, now: Timestamp, previous: Previous) -> Plan {
+    let mut next = r.clone();
+    let mut fires = Vec::new();
+    if previous.going {
+        next.next_fire_at = Some(now.plus(BUFFER_RECHECK));
+    } else {
+        let base = previous.ended_at.or(r.last_tick).unwrap_or(r.created_at);
+        next.next_fire_at = match parsed.schedule.next_after(base) {
+            _ if r.remaining == Some(0) => None,
+            Some(tick) if parsed.fire_at(&r.name, tick) <= now => {
+                fires.push(NewFire {
+                    nominal: tick,
+                    kind: FireKind::Scheduled,
+                    run: Some(run_for(r, tick, now)),
+                    skipped: None,
+                });
+                next.last_tick = Some(tick);
+                next.remaining = r.remaining.map(|n| n.saturating_sub(1));
+                (next.remaining != Some(0)).then(|| now.plus(BUFFER_RECHECK))
+            }
+            Some(tick) => Some(parsed.fire_at(&r.name, tick)),
+            None => None,
+        };
+    }
+    finish(r, next, fires, now, None)
+}
+
+/// The plan that writes `next` and `fires`, unless nothing changed.
+fn finish(
+    r: &ScheduleRecord,
+    mut next: ScheduleRecord,
+    fires: Vec<NewFire>,
+    now: Timestamp,
+    stop_previous: Option<Overlap>,
+) -> Plan {
     // Never due again at once: a schedule that changed under a process would spin.
     next.next_fire_at = next.next_fire_at.map(|t| t.max(Timestamp(now.0 + 1)));
     next.updated_at = now;
@@ -254,6 +306,42 @@ mod tests {
         }
     }
 
+    fn idle() -> Previous {
+        Previous::default()
+    }
+
+    fn going() -> Previous {
+        Previous {
+            going: true,
+            ended_at: None,
+        }
+    }
+
+    #[test]
+    fn an_after_schedule_starts_the_delay_after_the_last_run_ended() {
+        let mut r = record("after 5s", "skip", "last 1");
+        r.running = Some("s@1".into());
+        let parsed = Parsed::of(&r).expect("parsed");
+        let busy = plan(&r, &parsed, Timestamp(20_000), going());
+        let s = busy.firing.expect("looks again").schedule;
+        assert_eq!(s.next_fire_at, Some(Timestamp(21_000)));
+        let ended = Previous {
+            going: false,
+            ended_at: Some(Timestamp(19_000)),
+        };
+        let early = plan(&s, &parsed, Timestamp(23_000), ended);
+        assert_eq!(
+            early
+                .firing
+                .expect("sleeps until the tick")
+                .schedule
+                .next_fire_at,
+            Some(Timestamp(24_000))
+        );
+        let due = plan(&s, &parsed, Timestamp(24_000), ended);
+        assert_eq!(fired(&due), vec![(24_000, true)]);
+    }
+
     fn fired(p: &Plan) -> Vec<(i64, bool)> {
         p.firing
             .as_ref()
@@ -270,7 +358,7 @@ mod tests {
     fn on_time_ticks_fire_once_and_the_state_moves_past_them() {
         let r = record("every 1s", "skip", "last 1");
         let parsed = Parsed::of(&r).expect("parsed");
-        let p = plan(&r, &parsed, Timestamp(12_100), false);
+        let p = plan(&r, &parsed, Timestamp(12_100), idle());
         assert_eq!(
             fired(&p),
             vec![(11_000, true), (12_000, false)],
@@ -279,7 +367,7 @@ mod tests {
         let s = &p.firing.as_ref().expect("a write").schedule;
         assert_eq!(s.last_tick, Some(Timestamp(12_100)));
         assert_eq!(s.next_fire_at, Some(Timestamp(13_000)));
-        let nothing = plan(&r, &parsed, Timestamp(10_500), false);
+        let nothing = plan(&r, &parsed, Timestamp(10_500), idle());
         assert!(nothing.firing.is_none(), "not due: nothing to write");
     }
 
@@ -293,17 +381,17 @@ mod tests {
             ("terminate_previous", true, Some(Overlap::TerminatePrevious)),
         ] {
             let r = record("every 1s", overlap, "last 1");
-            let p = plan(&r, &Parsed::of(&r).expect("parsed"), at, true);
+            let p = plan(&r, &Parsed::of(&r).expect("parsed"), at, going());
             assert_eq!(fired(&p), vec![(11_000, expect_run)], "{overlap}");
             assert_eq!(p.stop_previous, stop, "{overlap}");
         }
         let r = record("every 1s", "buffer_one", "last 1");
         let parsed = Parsed::of(&r).expect("parsed");
-        let p = plan(&r, &parsed, at, true);
+        let p = plan(&r, &parsed, at, going());
         let s = p.firing.expect("a write").schedule;
         assert_eq!(s.buffered, Some(Timestamp(11_000)), "buffered, not fired");
         assert_eq!(s.next_fire_at, Some(Timestamp(12_000)), "looks again soon");
-        let later = plan(&s, &parsed, Timestamp(11_500), false);
+        let later = plan(&s, &parsed, Timestamp(11_500), idle());
         assert_eq!(
             fired(&later),
             vec![(11_000, true)],
@@ -317,7 +405,7 @@ mod tests {
         let now = Timestamp(40_500);
         for (catch_up, runs) in [("skip", 5), ("last 3", 8), ("within 10s", 10)] {
             let r = record("every 1s", "allow_all", catch_up);
-            let p = plan(&r, &Parsed::of(&r).expect("parsed"), now, false);
+            let p = plan(&r, &Parsed::of(&r).expect("parsed"), now, idle());
             let f = p.firing.expect("a write");
             assert_eq!(f.fires.len(), runs, "{catch_up}");
             assert_eq!(
@@ -336,7 +424,7 @@ mod tests {
             &r,
             &Parsed::of(&r).expect("parsed"),
             Timestamp(13_100),
-            false,
+            idle(),
         );
         assert_eq!(
             fired(&p),
@@ -354,9 +442,9 @@ mod tests {
         let parsed = Parsed::of(&r).expect("parsed");
         let fire_at = parsed.fire_at("s", Timestamp(60_000));
         assert!(fire_at.0 >= 60_000 && fire_at.0 < 90_000);
-        let early = plan(&r, &parsed, Timestamp(fire_at.0 - 1), false);
+        let early = plan(&r, &parsed, Timestamp(fire_at.0 - 1), idle());
         assert!(early.firing.as_ref().is_none_or(|f| f.fires.is_empty()));
-        let due = plan(&r, &parsed, fire_at, false);
+        let due = plan(&r, &parsed, fire_at, idle());
         assert_eq!(fired(&due), vec![(60_000, true)]);
     }
 }

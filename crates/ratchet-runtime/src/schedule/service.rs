@@ -10,7 +10,7 @@ use ratchet_core::Timestamp;
 use ratchet_schedule::Overlap;
 use ratchet_store::{FireKind, ScheduleAction, ScheduleRecord, TaskId};
 
-use super::plan::{plan, Parsed};
+use super::plan::{plan, Parsed, Previous};
 use crate::runtime::Shared;
 use crate::{Client, Error};
 
@@ -114,11 +114,13 @@ async fn fire(shared: &Arc<Shared>, client: &Client, r: ScheduleRecord, now: Tim
             };
         }
     };
-    let previous_running = match (&r.running, parsed.overlap) {
-        (None, _) | (_, Overlap::AllowAll) => false,
-        (Some(run), _) => run_is_going(client, &r.action, run).await,
+    let follows_runs = parsed.schedule.spec.follows_runs();
+    let previous = match (&r.running, parsed.overlap) {
+        (None, _) => Previous::default(),
+        (_, Overlap::AllowAll) if !follows_runs => Previous::default(),
+        (Some(run), _) => previous_run(client, &r.action, run).await,
     };
-    let planned = plan(&r, &parsed, now, previous_running);
+    let planned = plan(&r, &parsed, now, previous);
     let Some(firing) = planned.firing else {
         return Fired::Nothing;
     };
@@ -152,27 +154,42 @@ async fn fire(shared: &Arc<Shared>, client: &Client, r: ScheduleRecord, now: Tim
     }
 }
 
-/// Whether the run `run` of a schedule doing `action` is still going. When it cannot be told
-/// (the database is away), it is taken as going: a tick skipped is better than two at once.
-pub(crate) async fn run_is_going(client: &Client, action: &ScheduleAction, run: &str) -> bool {
-    let going = match action {
+/// Where the run `run` of a schedule doing `action` stands. When it cannot be told (the
+/// database is away), it is taken as going: a tick skipped is better than two at once.
+async fn previous_run(client: &Client, action: &ScheduleAction, run: &str) -> Previous {
+    let ended = |at: Option<Timestamp>| Previous {
+        going: false,
+        ended_at: at,
+    };
+    let previous = match action {
         ScheduleAction::Start { .. } => match client.status(run).await {
-            Ok(r) => Ok(!r.status.is_finished()),
-            Err(Error::NotFound(_)) => Ok(false),
+            Ok(r) if r.status.is_finished() => Ok(ended(r.finished_at)),
+            Ok(_) => Ok(Previous {
+                going: true,
+                ended_at: None,
+            }),
+            Err(Error::NotFound(_)) => Ok(ended(None)),
             Err(e) => Err(e),
         },
         ScheduleAction::Enqueue { .. } => match run.parse::<i64>() {
             Ok(id) => match client.task(TaskId(id)).await {
-                Ok(t) => Ok(!t.state.is_finished()),
-                Err(Error::TaskNotFound(_)) => Ok(false),
+                Ok(t) if t.state.is_finished() => Ok(ended(t.finished_at)),
+                Ok(_) => Ok(Previous {
+                    going: true,
+                    ended_at: None,
+                }),
+                Err(Error::TaskNotFound(_)) => Ok(ended(None)),
                 Err(e) => Err(e),
             },
-            Err(_) => Ok(false),
+            Err(_) => Ok(ended(None)),
         },
     };
-    going.unwrap_or_else(|e| {
+    previous.unwrap_or_else(|e| {
         tracing::warn!(run, error = %e, "could not read a schedule's previous run; taking it as running");
-        true
+        Previous {
+            going: true,
+            ended_at: None,
+        }
     })
 }
 

@@ -74,6 +74,9 @@ struct AppliedView {
     revision: u32,
     /// False when the same source was stored already.
     created: bool,
+    /// The schedule the definition's own `schedule` created or updated (named after it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    schedule: Option<String>,
 }
 
 fn invalid(errors: &CompileErrors) -> Problem {
@@ -173,6 +176,13 @@ async fn apply(
             .clone()
             .register(registry, applied.revision);
     }
+    let schedule = workflow::sync_schedule(&state.client, &applied.workflow).await?;
+    let schedule = match schedule {
+        workflow::ScheduleSync::Created(s)
+        | workflow::ScheduleSync::Updated(s)
+        | workflow::ScheduleSync::Unchanged(s) => Some(s.name),
+        _ => None,
+    };
     let status = if applied.created {
         StatusCode::CREATED
     } else {
@@ -185,6 +195,7 @@ async fn apply(
             version: applied.workflow.version().to_string(),
             revision: applied.revision,
             created: applied.created,
+            schedule,
         }),
     )
         .into_response())

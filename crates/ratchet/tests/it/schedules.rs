@@ -19,6 +19,7 @@ crate::on_every_backend!(
     trigger_now_enqueues_a_task_that_knows_its_schedule,
     backfill_fires_each_missed_tick_once_across_daylight_saving_changes,
     bad_schedules_are_refused_naming_the_field,
+    a_definitions_own_schedule_starts_it_after_each_run,
 );
 
 fn ms(t: &str) -> Timestamp {
@@ -435,4 +436,76 @@ async fn bad_schedules_are_refused_naming_the_field(store: Arc<dyn Store>) {
     }
     c.schedule_delete("a").await.unwrap();
     assert!(c.schedules().await.unwrap().is_empty());
+}
+
+const REPORT: &str = r#"
+document: {dsl: '1.0.0', namespace: ops, name: report, version: '1.0.0'}
+schedule:
+  after: PT1S
+do:
+  - pause:
+      wait: PT0.3S
+  - done:
+      set: {ok: true}
+"#;
+
+/// A definition's own `schedule` becomes a schedule named after it when applied: with
+/// `after`, each run starts a second after the one before ended, never two at once; a new
+/// version with `every` changes its spec and keeps the rest.
+async fn a_definitions_own_schedule_starts_it_after_each_run(store: Arc<dyn Store>) {
+    use ratchet::workflow::{self, Known, ScheduleSync, Workflow};
+    let compiled = Workflow::compile(REPORT).unwrap();
+    let r = start(&store, |b| b.workflow(compiled, 1)).await;
+    let c = r.client();
+    let applied = workflow::apply(store.as_ref(), REPORT, &Known::default(), Timestamp::now())
+        .await
+        .unwrap();
+    let created = match workflow::sync_schedule(&c, &applied.workflow)
+        .await
+        .unwrap()
+    {
+        ScheduleSync::Created(s) => s,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        (created.name.as_str(), created.spec.as_str()),
+        ("ops/report", "after 1s")
+    );
+    assert!(matches!(
+        workflow::sync_schedule(&c, &applied.workflow)
+            .await
+            .unwrap(),
+        ScheduleSync::Unchanged(_)
+    ));
+    tokio::time::sleep(Duration::from_millis(4_500)).await;
+    c.schedule_pause("ops/report", "seen enough").await.unwrap();
+    let started = runs(&c, "ops/report").await;
+    assert!(started.len() >= 2, "runs follow each other: {started:?}");
+    for pair in started.windows(2) {
+        let before = c
+            .wait(pair[0].run.as_deref().unwrap(), crate::harness::WAIT)
+            .await
+            .unwrap();
+        let ended = c.status(&before.id).await.unwrap().finished_at.unwrap();
+        assert!(
+            pair[1].nominal.0 >= ended.0 + 1_000,
+            "the next run starts a second after the last ended: {pair:?}, ended at {ended:?}"
+        );
+    }
+    let every = REPORT
+        .replace("version: '1.0.0'", "version: '1.1.0'")
+        .replace("after: PT1S", "every: PT2S");
+    let applied = workflow::apply(store.as_ref(), &every, &Known::default(), Timestamp::now())
+        .await
+        .unwrap();
+    let updated = match workflow::sync_schedule(&c, &applied.workflow)
+        .await
+        .unwrap()
+    {
+        ScheduleSync::Updated(s) => s,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(updated.spec, "every 2s");
+    assert!(updated.paused, "a pause made by hand stays");
+    r.shutdown().await;
 }
