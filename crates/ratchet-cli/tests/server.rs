@@ -631,11 +631,98 @@ async fn every_route(store_args: &[String], store: &dyn ratchet::Store) {
     tasks(&server).await;
     events(&server).await;
     workflows(&server).await;
+    schedules(&server).await;
     console_routes(&server).await;
     instance_stream(&server).await;
     a_lost_lease_is_taken_over(&server, store).await;
     metrics(&server).await;
     server.stop();
+}
+
+/// `/v1/schedules`: a bad schedule is refused naming its field; one made over HTTP fires
+/// (the server runs a worker), pauses, fires by hand, refuses a bad backfill range and goes.
+async fn schedules(server: &Server) {
+    let (status, problem) = post(
+        server,
+        "/v1/schedules",
+        json!({"name": "s", "spec": "every 1s", "time_zone": "Moon/Base", "workflow": "fanout"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(problem["field"], "time_zone", "{problem}");
+    let (status, problem) = post(
+        server,
+        "/v1/schedules",
+        json!({"name": "s", "spec": "every 1s", "workflow": "fanout", "overlap": "sometimes"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(problem["field"], "overlap", "{problem}");
+    let (status, problem) = post(
+        server,
+        "/v1/schedules",
+        json!({"name": "s", "spec": "every 1s", "task": "work", "options": {"queue": "$x"}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(problem["field"], "action", "{problem}");
+    let (status, created) = post(
+        server,
+        "/v1/schedules",
+        json!({"name": "every-second", "spec": "every 1s", "workflow": "fanout",
+               "input": {"activities": 1}, "overlap": "allow_all"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["action"]["start"]["workflow"], "fanout");
+    let (status, _) = post(
+        server,
+        "/v1/schedules",
+        json!({"name": "every-second", "spec": "every 1s", "workflow": "fanout"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let described = loop {
+        let (status, d) = get(server, "/v1/schedules/every-second?upcoming=3&recent=5").await;
+        assert_eq!(status, StatusCode::OK, "{d}");
+        if d["recent"].as_array().is_some_and(|r| !r.is_empty()) {
+            break d;
+        }
+        assert!(std::time::Instant::now() < deadline, "it fired: {d}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    assert_eq!(described["upcoming"].as_array().unwrap().len(), 3);
+    let run = described["recent"][0]["run"].as_str().unwrap();
+    assert!(run.starts_with("every-second@"), "{described}");
+    let (status, paused) = post(
+        server,
+        "/v1/schedules/every-second/pause",
+        json!({"note": "by the test"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        (paused["paused"].clone(), paused["note"].clone()),
+        (json!(true), json!("by the test"))
+    );
+    let (status, fire) = post(server, "/v1/schedules/every-second/trigger", json!(null)).await;
+    assert_eq!(status, StatusCode::CREATED, "{fire}");
+    assert_eq!(fire["kind"], "manual");
+    let (status, problem) = post(
+        server,
+        "/v1/schedules/every-second/backfill",
+        json!({"from": "2026-01-02T00:00:00Z", "to": "2026-01-01T00:00:00Z"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(problem["field"], "range", "{problem}");
+    let (_, list) = get(server, "/v1/schedules").await;
+    assert_eq!(list[0]["name"], "every-second");
+    let (status, _) = delete(server, "/v1/schedules/every-second").await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = get(server, "/v1/schedules/every-second").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
 /// What the console reads beside the rest: its own files, who is asking, throughput, lists by
