@@ -892,6 +892,8 @@ async fn the_console_serves_the_demo(store_args: Vec<String>) {
     shot(&client, "events").await;
     no_errors(&client, "events").await;
 
+    schedules(&client, &api, &page).await;
+
     // Dark mode, chosen on the page.
     open(&client, &page("/"), "[data-testid=failure-row]").await;
     // The toggle goes system, light, dark.
@@ -916,6 +918,130 @@ async fn the_console_serves_the_demo(store_args: Vec<String>) {
 
     read_only_tokens_see_no_actions(&store_args, &client).await;
     client.close().await.unwrap();
+}
+
+/// Schedules: the empty list, a bad spec refused by the form (the problem names the field),
+/// then one made through the API that fires every second: listed, its fires shown as they
+/// come, paused with a note and fired by hand from its page.
+async fn schedules(client: &Client, api: &Api, page: &impl Fn(&str) -> String) {
+    open(client, &page("/schedules"), "[data-testid=schedules-empty]").await;
+    wait_text(
+        client,
+        "[data-testid=schedules-empty]",
+        "ratchet schedules create",
+    )
+    .await;
+    click(client, "[data-testid=schedule-new]").await;
+    fill(client, "[data-testid=schedule-name]", "bad-spec").await;
+    fill(client, "[data-testid=schedule-spec]", "every now").await;
+    fill(client, "[data-testid=schedule-target]", "fanout").await;
+    fill(
+        client,
+        "[data-testid=schedule-input]",
+        "{\"activities\": 1}",
+    )
+    .await;
+    click(client, "[data-testid=schedule-create]:not([disabled])").await;
+    wait_text(client, "[data-testid=schedule-problem]", "Field: spec").await;
+    shot(client, "schedule-new").await;
+    assert_eq!(
+        count(client, "[data-testid=schedule-spec][aria-invalid=true]").await,
+        1,
+        "the spec is marked as the field at fault"
+    );
+    assert_eq!(api.get("/v1/schedules").await, json!([]), "nothing created");
+    // The browser logs the refused request (422) as a failed load; nothing else.
+    let logged = errors(client).await;
+    assert!(
+        logged.iter().all(|e| e.contains("422")),
+        "the bad spec: {logged:#?}"
+    );
+
+    api.post(
+        "/v1/schedules",
+        json!({"name": "every-second", "spec": "every 1s", "workflow": "fanout",
+               "input": {"activities": 1}}),
+    )
+    .await;
+    // The list, read again (the URL is the same: a reload, not a navigation).
+    click(client, "[data-testid=dialog-close]").await;
+    click(client, "[data-testid=refresh]").await;
+    let row = "[data-testid=schedule-row][data-schedule=every-second]";
+    client
+        .wait()
+        .at_most(Duration::from_secs(15))
+        .for_element(Locator::Css(row))
+        .await
+        .expect("the schedule listed");
+    wait_text(
+        client,
+        &format!("{row} [data-testid=schedule-action]"),
+        "start fanout",
+    )
+    .await;
+    wait_text(
+        client,
+        &format!("{row} [data-testid=schedule-state]"),
+        "Active",
+    )
+    .await;
+    click(client, &format!("{row} [data-testid=schedule-link]")).await;
+    // The console's worker fires it: its fires show as the page reads it again.
+    wait_text(client, "[data-testid=schedule-name]", "every-second").await;
+    let fired = client
+        .wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css(
+            "[data-testid=fire-row][data-kind=scheduled] [data-testid=fire-run]",
+        ))
+        .await
+        .expect("a fire of the schedule");
+    let href = fired.attr("href").await.unwrap().unwrap_or_default();
+    assert!(href.starts_with("#/instances/"), "{href}");
+    assert!(count(client, "[data-testid=upcoming-tick]").await >= 1);
+
+    // Paused with a note, from the page.
+    click(client, "[data-testid=action-pause]").await;
+    fill(client, "[data-testid=pause-note]", "from the console test").await;
+    click(client, "[data-testid=confirm]").await;
+    wait_text(
+        client,
+        "[data-testid=action-result]",
+        "POST /v1/schedules/every-second/pause",
+    )
+    .await;
+    wait_text(client, "[data-testid=schedule-state]", "Paused").await;
+    wait_text(
+        client,
+        "[data-testid=schedule-note]",
+        "from the console test",
+    )
+    .await;
+    assert_eq!(
+        api.get("/v1/schedules/every-second").await["schedule"]["paused"],
+        true
+    );
+
+    // Fired by hand: a manual fire, listed.
+    click(client, "[data-testid=action-trigger]").await;
+    click(client, "[data-testid=confirm]").await;
+    wait_text(
+        client,
+        "[data-testid=action-result]",
+        "POST /v1/schedules/every-second/trigger",
+    )
+    .await;
+    wait_count(client, "[data-testid=fire-row][data-kind=manual]", 1).await;
+    shot(client, "schedule").await;
+    open(client, &page("/schedules"), row).await;
+    wait_text(
+        client,
+        &format!("{row} [data-testid=schedule-note]"),
+        "from the console test",
+    )
+    .await;
+    shot(client, "schedules").await;
+    no_errors(client, "schedules").await;
 }
 
 /// A server that asks for tokens: the console asks for one, and with a read-only token shows
@@ -1001,6 +1127,32 @@ async fn read_only_tokens_see_no_actions(store_args: &[String], client: &Client)
         count(client, "[data-testid=events-append]").await,
         0,
         "append"
+    );
+    open(
+        client,
+        &page("/schedules"),
+        "[data-testid=schedule-row][data-schedule=every-second]",
+    )
+    .await;
+    assert_eq!(
+        count(client, "[data-testid=schedule-new]").await,
+        0,
+        "new schedule"
+    );
+    open(
+        client,
+        &page("/schedules/every-second"),
+        "[data-testid=schedule-fields]",
+    )
+    .await;
+    assert_eq!(
+        count(
+            client,
+            "[data-testid^=action-]:not([data-testid=action-result])"
+        )
+        .await,
+        0,
+        "schedule actions"
     );
     no_errors(client, "read-only").await;
 }

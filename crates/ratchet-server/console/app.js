@@ -10,6 +10,8 @@ import * as instances from './instances.js';
 import * as instance from './instance.js';
 import * as tasks from './tasks.js';
 import * as task from './task.js';
+import * as schedules from './schedules.js';
+import * as schedule from './schedule.js';
 import * as events from './events.js';
 
 const ROUTES = [
@@ -19,6 +21,8 @@ const ROUTES = [
   { pattern: /^\/instances\/(.+)$/, page: instance, nav: 'instances' },
   { pattern: /^\/tasks$/, page: tasks, nav: 'tasks' },
   { pattern: /^\/tasks\/([^/]+)$/, page: task, nav: 'tasks' },
+  { pattern: /^\/schedules$/, page: schedules, nav: 'schedules' },
+  { pattern: /^\/schedules\/(.+)$/, page: schedule, nav: 'schedules' },
   { pattern: /^\/events$/, page: events, nav: 'events' },
 ];
 

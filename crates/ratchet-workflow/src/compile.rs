@@ -412,7 +412,7 @@ fn schedule(cx: &mut Cx<'_>, node: &Node) -> Option<crate::DslSchedule> {
     let key = given[0];
     let value = map.get_node(key)?;
     let whole_seconds = |cx: &mut Cx<'_>, d: Duration| {
-        if d.as_millis() < 1_000 || d.as_millis() % 1_000 != 0 {
+        if d.as_millis() < 1_000 || !d.as_millis().is_multiple_of(1_000) {
             cx.error(
                 value.span(),
                 format!("`schedule.{key}` must be a whole number of seconds, at least one"),
