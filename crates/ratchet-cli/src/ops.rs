@@ -367,13 +367,23 @@ impl Remote {
         bail!("{detail}")
     }
 
-    async fn get(&self, path: &str) -> anyhow::Result<Value> {
+    pub(crate) async fn get(&self, path: &str) -> anyhow::Result<Value> {
         self.call(reqwest::Method::GET, path, None, Duration::ZERO)
             .await
     }
 
-    async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
+    pub(crate) async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
         self.call(reqwest::Method::POST, path, Some(body), Duration::ZERO)
+            .await
+    }
+
+    pub(crate) async fn put(&self, path: &str, body: Value) -> anyhow::Result<Value> {
+        self.call(reqwest::Method::PUT, path, Some(body), Duration::ZERO)
+            .await
+    }
+
+    pub(crate) async fn delete_at(&self, path: &str) -> anyhow::Result<Value> {
+        self.call(reqwest::Method::DELETE, path, None, Duration::ZERO)
             .await
     }
 
@@ -404,7 +414,7 @@ impl Remote {
 }
 
 /// `s` as a path segment or query value.
-fn enc(s: &str) -> String {
+pub(crate) fn enc(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {

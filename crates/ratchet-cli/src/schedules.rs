@@ -1,12 +1,13 @@
 //! `ratchet schedules`: cron expressions and intervals that start a workflow or enqueue a task,
 //! fired exactly once per tick by whichever workers run.
 
+use anyhow::Context;
 use clap::{Args, Subcommand};
-use ratchet::{
-    CatchUp, Client, Overlap, ScheduleAction, ScheduleDescription, ScheduleOptions, ScheduleRecord,
-    TaskOptions, Timestamp,
-};
+use ratchet::{CatchUp, Client, Overlap, ScheduleAction, ScheduleOptions, TaskOptions, Timestamp};
 use ratchet_server::{DescriptionView, FireView, ScheduleView};
+use serde_json::{json, Value};
+
+use crate::ops::enc;
 
 use crate::input::rfc3339;
 
@@ -163,57 +164,211 @@ impl Define {
     }
 }
 
-/// A schedule as the server's API shows it.
-fn schedule_json(s: &ScheduleRecord) -> anyhow::Result<String> {
-    Ok(serde_json::to_string(&ScheduleView::of(s))?)
+/// The schedule calls, on the database directly or on a server (`--server`); either way they
+/// answer with the server's views, so the output is the same.
+#[async_trait::async_trait]
+pub(crate) trait ScheduleOps: Send + Sync {
+    async fn create(&self, name: &str, o: ScheduleOptions) -> anyhow::Result<ScheduleView>;
+    async fn update(&self, name: &str, o: ScheduleOptions) -> anyhow::Result<ScheduleView>;
+    async fn pause(&self, name: &str, note: &str) -> anyhow::Result<ScheduleView>;
+    async fn resume(&self, name: &str) -> anyhow::Result<ScheduleView>;
+    async fn trigger(&self, name: &str) -> anyhow::Result<FireView>;
+    async fn backfill(
+        &self,
+        name: &str,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> anyhow::Result<Vec<FireView>>;
+    async fn delete(&self, name: &str) -> anyhow::Result<()>;
+    async fn list(&self) -> anyhow::Result<Vec<ScheduleView>>;
+    async fn describe(
+        &self,
+        name: &str,
+        upcoming: usize,
+        recent: u32,
+    ) -> anyhow::Result<DescriptionView>;
 }
 
-fn fire_json(f: &ratchet::FireRecord) -> anyhow::Result<String> {
-    Ok(serde_json::to_string(&FireView::of(f, None))?)
+#[async_trait::async_trait]
+impl ScheduleOps for Client {
+    async fn create(&self, name: &str, o: ScheduleOptions) -> anyhow::Result<ScheduleView> {
+        Ok(ScheduleView::of(&self.schedule_create(name, o).await?))
+    }
+    async fn update(&self, name: &str, o: ScheduleOptions) -> anyhow::Result<ScheduleView> {
+        Ok(ScheduleView::of(&self.schedule_update(name, o).await?))
+    }
+    async fn pause(&self, name: &str, note: &str) -> anyhow::Result<ScheduleView> {
+        Ok(ScheduleView::of(&self.schedule_pause(name, note).await?))
+    }
+    async fn resume(&self, name: &str) -> anyhow::Result<ScheduleView> {
+        Ok(ScheduleView::of(&self.schedule_resume(name).await?))
+    }
+    async fn trigger(&self, name: &str) -> anyhow::Result<FireView> {
+        Ok(FireView::of(&self.schedule_trigger_now(name).await?, None))
+    }
+    async fn backfill(
+        &self,
+        name: &str,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> anyhow::Result<Vec<FireView>> {
+        let fires = self.schedule_backfill(name, from, to).await?;
+        Ok(fires.iter().map(|f| FireView::of(f, None)).collect())
+    }
+    async fn delete(&self, name: &str) -> anyhow::Result<()> {
+        Ok(self.schedule_delete(name).await?)
+    }
+    async fn list(&self) -> anyhow::Result<Vec<ScheduleView>> {
+        Ok(self
+            .schedules()
+            .await?
+            .iter()
+            .map(ScheduleView::of)
+            .collect())
+    }
+    async fn describe(
+        &self,
+        name: &str,
+        upcoming: usize,
+        recent: u32,
+    ) -> anyhow::Result<DescriptionView> {
+        let d = self.schedule_describe(name, upcoming, recent).await?;
+        Ok(DescriptionView::of(&d))
+    }
 }
 
-pub(crate) async fn run(client: Client, cmd: ScheduleCommand) -> anyhow::Result<()> {
+/// A schedule as `POST /v1/schedules` takes it.
+fn body(name: &str, o: &ScheduleOptions) -> Value {
+    let time = |t: Option<Timestamp>| t.map(rfc3339);
+    let mut body = json!({
+        "name": name,
+        "spec": o.spec,
+        "time_zone": o.time_zone,
+        "overlap": o.overlap.as_str(),
+        "catch_up": o.catch_up.to_string(),
+        "jitter_ms": o.jitter_ms,
+        "paused": o.paused,
+        "note": o.note,
+        "start_at": time(o.start_at),
+        "end_at": time(o.end_at),
+        "remaining_actions": o.remaining_actions,
+    });
+    match &o.action {
+        ScheduleAction::Start { workflow, input } => {
+            body["workflow"] = json!(workflow);
+            body["input"] = input.clone();
+        }
+        ScheduleAction::Enqueue {
+            task,
+            input,
+            options,
+        } => {
+            body["task"] = json!(task);
+            body["input"] = input.clone();
+            body["options"] = json!({ "queue": options.queue });
+        }
+    }
+    body
+}
+
+fn view<T: serde::de::DeserializeOwned>(v: Value) -> anyhow::Result<T> {
+    serde_json::from_value(v).context("the server answered with an unexpected shape")
+}
+
+#[async_trait::async_trait]
+impl ScheduleOps for crate::ops::Remote {
+    async fn create(&self, name: &str, o: ScheduleOptions) -> anyhow::Result<ScheduleView> {
+        view(self.post("/v1/schedules", body(name, &o)).await?)
+    }
+    async fn update(&self, name: &str, o: ScheduleOptions) -> anyhow::Result<ScheduleView> {
+        let path = format!("/v1/schedules/{}", enc(name));
+        view(self.put(&path, body(name, &o)).await?)
+    }
+    async fn pause(&self, name: &str, note: &str) -> anyhow::Result<ScheduleView> {
+        let path = format!("/v1/schedules/{}/pause", enc(name));
+        view(self.post(&path, json!({ "note": note })).await?)
+    }
+    async fn resume(&self, name: &str) -> anyhow::Result<ScheduleView> {
+        let path = format!("/v1/schedules/{}/resume", enc(name));
+        view(self.post(&path, json!({})).await?)
+    }
+    async fn trigger(&self, name: &str) -> anyhow::Result<FireView> {
+        let path = format!("/v1/schedules/{}/trigger", enc(name));
+        view(self.post(&path, json!({})).await?)
+    }
+    async fn backfill(
+        &self,
+        name: &str,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> anyhow::Result<Vec<FireView>> {
+        let path = format!("/v1/schedules/{}/backfill", enc(name));
+        view(
+            self.post(&path, json!({"from": rfc3339(from), "to": rfc3339(to)}))
+                .await?,
+        )
+    }
+    async fn delete(&self, name: &str) -> anyhow::Result<()> {
+        self.delete_at(&format!("/v1/schedules/{}", enc(name)))
+            .await?;
+        Ok(())
+    }
+    async fn list(&self) -> anyhow::Result<Vec<ScheduleView>> {
+        view(self.get("/v1/schedules").await?)
+    }
+    async fn describe(
+        &self,
+        name: &str,
+        upcoming: usize,
+        recent: u32,
+    ) -> anyhow::Result<DescriptionView> {
+        let path = format!(
+            "/v1/schedules/{}?upcoming={upcoming}&recent={recent}",
+            enc(name)
+        );
+        view(self.get(&path).await?)
+    }
+}
+
+fn line(v: &impl serde::Serialize) -> anyhow::Result<String> {
+    Ok(serde_json::to_string(v)?)
+}
+
+pub(crate) async fn run(ops: &dyn ScheduleOps, cmd: ScheduleCommand) -> anyhow::Result<()> {
     match cmd {
         ScheduleCommand::Create(define) => {
-            let s = client
-                .schedule_create(&define.name, define.options()?)
-                .await?;
-            println!("{}", schedule_json(&s)?);
+            println!(
+                "{}",
+                line(&ops.create(&define.name, define.options()?).await?)?
+            );
         }
         ScheduleCommand::Update(define) => {
-            let s = client
-                .schedule_update(&define.name, define.options()?)
-                .await?;
-            println!("{}", schedule_json(&s)?);
+            println!(
+                "{}",
+                line(&ops.update(&define.name, define.options()?).await?)?
+            );
         }
         ScheduleCommand::Pause { name, note } => {
-            let s = client.schedule_pause(&name, &note).await?;
-            println!("{}", schedule_json(&s)?);
+            println!("{}", line(&ops.pause(&name, &note).await?)?);
         }
-        ScheduleCommand::Resume { name } => {
-            let s = client.schedule_resume(&name).await?;
-            println!("{}", schedule_json(&s)?);
-        }
-        ScheduleCommand::Trigger { name } => {
-            let f = client.schedule_trigger_now(&name).await?;
-            println!("{}", fire_json(&f)?);
-        }
+        ScheduleCommand::Resume { name } => println!("{}", line(&ops.resume(&name).await?)?),
+        ScheduleCommand::Trigger { name } => println!("{}", line(&ops.trigger(&name).await?)?),
         ScheduleCommand::Backfill { name, from, to } => {
-            let fires = client.schedule_backfill(&name, from, to).await?;
+            let fires = ops.backfill(&name, from, to).await?;
             for f in &fires {
-                println!("{}", fire_json(f)?);
+                println!("{}", line(f)?);
             }
             eprintln!("{} tick(s) fired", fires.len());
         }
         ScheduleCommand::Delete { name } => {
-            client.schedule_delete(&name).await?;
+            ops.delete(&name).await?;
             println!("deleted schedule {name}");
         }
         ScheduleCommand::List { json } => {
-            let all = client.schedules().await?;
+            let all = ops.list().await?;
             if json {
                 for s in &all {
-                    println!("{}", schedule_json(s)?);
+                    println!("{}", line(s)?);
                 }
             } else if all.is_empty() {
                 println!("no schedules: create one with `ratchet schedules create NAME --spec 'every 1h' --workflow NAME`");
@@ -224,14 +379,14 @@ pub(crate) async fn run(client: Client, cmd: ScheduleCommand) -> anyhow::Result<
                 );
                 for s in &all {
                     let state = if s.paused { "paused" } else { "active" };
-                    let next = s.next_fire_at.map_or("-".into(), rfc3339);
-                    let action = match &s.action {
-                        ScheduleAction::Start { workflow, .. } => format!("start {workflow}"),
-                        ScheduleAction::Enqueue { task, .. } => format!("enqueue {task}"),
-                    };
+                    let next = s.next_fire_at.as_deref().unwrap_or("-");
                     println!(
-                        "{:<24} {:<20} {:<8} {:<25} {action}",
-                        s.name, s.spec, state, next
+                        "{:<24} {:<20} {:<8} {:<25} {}",
+                        s.name,
+                        s.spec,
+                        state,
+                        next,
+                        action_text(&s.action)
                     );
                 }
             }
@@ -242,9 +397,9 @@ pub(crate) async fn run(client: Client, cmd: ScheduleCommand) -> anyhow::Result<
             recent,
             json,
         } => {
-            let d = client.schedule_describe(&name, upcoming, recent).await?;
+            let d = ops.describe(&name, upcoming, recent).await?;
             if json {
-                println!("{}", serde_json::to_string(&DescriptionView::of(&d))?);
+                println!("{}", line(&d)?);
             } else {
                 print_description(&d);
             }
@@ -253,19 +408,30 @@ pub(crate) async fn run(client: Client, cmd: ScheduleCommand) -> anyhow::Result<
     Ok(())
 }
 
-fn print_description(d: &ScheduleDescription) {
+/// What each tick does, in words: `start fanout`, `enqueue work on reports`.
+fn action_text(action: &Value) -> String {
+    if let Some(start) = action.get("start") {
+        return format!("start {}", start["workflow"].as_str().unwrap_or("?"));
+    }
+    if let Some(enqueue) = action.get("enqueue") {
+        let queue = enqueue["options"]["queue"].as_str().unwrap_or("default");
+        return format!(
+            "enqueue {} on {queue}",
+            enqueue["task"].as_str().unwrap_or("?")
+        );
+    }
+    action.to_string()
+}
+
+fn print_description(d: &DescriptionView) {
     let s = &d.schedule;
     println!("schedule {} ({} in {})", s.name, s.spec, s.time_zone);
-    match &s.action {
-        ScheduleAction::Start { workflow, input } => println!("  starts   {workflow} with {input}"),
-        ScheduleAction::Enqueue {
-            task,
-            input,
-            options,
-        } => {
-            println!("  enqueues {task} with {input} on queue {}", options.queue)
-        }
-    }
+    let input = s
+        .action
+        .get("start")
+        .or_else(|| s.action.get("enqueue"))
+        .map_or(Value::Null, |a| a["input"].clone());
+    println!("  each tick: {} with {input}", action_text(&s.action));
     println!(
         "  overlap {}, catch-up {}, jitter {} ms",
         s.overlap, s.catch_up, s.jitter_ms
@@ -273,27 +439,22 @@ fn print_description(d: &ScheduleDescription) {
     if s.paused {
         println!("  paused: {}", s.note.as_deref().unwrap_or(""));
     }
-    if let Some(n) = s.remaining {
+    if let Some(n) = s.remaining_actions {
         println!("  {n} action(s) remaining");
     }
     println!("  missed ticks (not caught up): {}", s.missed);
     println!("  next ticks:");
     for t in &d.upcoming {
-        println!("    {}", rfc3339(*t));
+        println!("    {t}");
     }
     println!("  latest fires:");
     for r in &d.recent {
-        let what = match (&r.fire.run, &r.fire.skipped) {
+        let what = match (&r.run, &r.skipped) {
             (Some(run), _) => format!("{run} {}", r.status.as_deref().unwrap_or("gone")),
             (None, Some(why)) => format!("skipped: {why}"),
             (None, None) => "nothing".into(),
         };
-        println!(
-            "    {} {:<9} +{} ms  {what}",
-            rfc3339(r.fire.nominal),
-            r.fire.kind.as_str(),
-            r.fire.actual.as_millis() - r.fire.nominal.as_millis()
-        );
+        println!("    {} {:<9} +{} ms  {what}", r.tick, r.kind, r.late_ms);
     }
 }
 

@@ -719,6 +719,44 @@ async fn schedules(server: &Server) {
     assert_eq!(problem["field"], "range", "{problem}");
     let (_, list) = get(server, "/v1/schedules").await;
     assert_eq!(list[0]["name"], "every-second");
+    // The same verbs from the CLI on the server, with the same output as on the database.
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ratchet"))
+            .args(["--server", &server.base, "schedules"])
+            .args(args)
+            .env_remove("DATABASE_URL")
+            .output()
+            .unwrap();
+        (out.status.success(), common::text(&out))
+    };
+    let (ok, out) = cli(&[
+        "create",
+        "by-cli",
+        "--spec",
+        "0 3 * * *",
+        "--zone",
+        "Europe/Paris",
+        "--task",
+        "work",
+        "--queue",
+        "reports",
+        "--paused",
+        "later",
+    ]);
+    assert!(ok, "{out}");
+    let created: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        created["action"]["enqueue"]["options"]["queue"], "reports",
+        "{out}"
+    );
+    let (ok, out) = cli(&["describe", "by-cli", "--json"]);
+    assert!(ok, "{out}");
+    let described: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(described["schedule"]["paused"], true);
+    let (ok, out) = cli(&["create", "by-cli", "--spec", "every 5x", "--task", "work"]);
+    assert!(!ok && out.contains("(field spec)"), "{out}");
+    let (ok, out) = cli(&["delete", "by-cli"]);
+    assert!(ok, "{out}");
     let (status, _) = delete(server, "/v1/schedules/every-second").await;
     assert_eq!(status, StatusCode::NO_CONTENT);
     let (status, _) = get(server, "/v1/schedules/every-second").await;
