@@ -237,14 +237,7 @@ pub(crate) async fn fire(mut c: Conn, f: &ScheduleFiring) -> Res<Option<Vec<Fire
             Some(FireRun::Instance(i)) => Some(i.id.clone()),
             Some(FireRun::Task(_)) => task_ids.next(),
         };
-        records.push(FireRecord {
-            schedule: f.schedule.name.clone(),
-            nominal: fire.nominal,
-            actual: f.now,
-            kind: fire.kind,
-            run,
-            skipped: fire.skipped.clone(),
-        });
+        records.push(fire.record(&f.schedule.name, f.now, run));
     }
     let nominals: Vec<i64> = records.iter().map(|r| r.nominal.0).collect();
     let kinds: Vec<String> = records

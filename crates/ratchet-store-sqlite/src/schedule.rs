@@ -192,14 +192,7 @@ pub(crate) fn fire(tx: &Transaction<'_>, f: &ScheduleFiring) -> Result<Fired> {
                 fire.skipped,
             ])
             .map_err(db_err)?;
-        records.push(FireRecord {
-            schedule: f.schedule.name.clone(),
-            nominal: fire.nominal,
-            actual: f.now,
-            kind: fire.kind,
-            run,
-            skipped: fire.skipped.clone(),
-        });
+        records.push(fire.record(&f.schedule.name, f.now, run));
     }
     if let Some(last) = records.iter().rev().find_map(|r| r.run.clone()) {
         tx.prepare_cached(sql("schedule_set_running"))

@@ -219,6 +219,20 @@ impl ScheduleAction {
     }
 }
 
+impl NewFire {
+    /// Its record, as the fire of `schedule` at `now` that started `run`.
+    pub fn record(&self, schedule: &str, now: Timestamp, run: Option<String>) -> FireRecord {
+        FireRecord {
+            schedule: schedule.to_string(),
+            nominal: self.nominal,
+            actual: now,
+            kind: self.kind,
+            run,
+            skipped: self.skipped.clone(),
+        }
+    }
+}
+
 impl FireRun {
     /// The instance id, for an instance.
     pub fn instance_id(&self) -> Option<&str> {

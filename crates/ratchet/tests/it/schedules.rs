@@ -79,8 +79,8 @@ async fn overlap_policies_decide_what_a_tick_does_while_its_run_still_runs(store
     tokio::time::sleep(Duration::from_millis(3_000)).await;
     for policy in policies {
         let name = policy.as_str();
-        let all = fires(&c, name).await;
-        let started = runs(&c, name).await;
+        let all = fires(c, name).await;
+        let started = runs(c, name).await;
         let mut spans = Vec::new();
         for f in &started {
             let i = c.status(f.run.as_deref().unwrap()).await.unwrap();
@@ -163,11 +163,11 @@ async fn pause_resume_and_remaining_actions(store: Arc<dyn Store>) {
     let paused = c.schedule_pause("ticking", "maintenance").await.unwrap();
     assert!(paused.paused);
     assert_eq!(paused.note.as_deref(), Some("maintenance"));
-    let before = fires(&c, "ticking").await.len();
+    let before = fires(c, "ticking").await.len();
     assert!(before >= 1, "it fired before the pause");
     tokio::time::sleep(Duration::from_millis(2_500)).await;
     assert_eq!(
-        fires(&c, "ticking").await.len(),
+        fires(c, "ticking").await.len(),
         before,
         "nothing fires while paused"
     );
@@ -183,7 +183,7 @@ async fn pause_resume_and_remaining_actions(store: Arc<dyn Store>) {
         "the ticks of the pause are counted: {resumed:?}"
     );
     tokio::time::sleep(Duration::from_millis(2_000)).await;
-    let after = fires(&c, "ticking").await;
+    let after = fires(c, "ticking").await;
     assert!(after.len() > before, "it fires again once resumed");
     let described = c.schedule_describe("ticking", 3, 10).await.unwrap();
     assert_eq!(described.upcoming.len(), 3);
@@ -192,7 +192,7 @@ async fn pause_resume_and_remaining_actions(store: Arc<dyn Store>) {
         .windows(2)
         .all(|w| w[1].0 - w[0].0 == 1_000));
     let twice = c.schedule("twice").await.unwrap();
-    assert_eq!(runs(&c, "twice").await.len(), 2, "two actions, two runs");
+    assert_eq!(runs(c, "twice").await.len(), 2, "two actions, two runs");
     assert_eq!((twice.remaining, twice.next_fire_at), (Some(0), None));
     r.shutdown().await;
 }
@@ -460,10 +460,7 @@ async fn a_definitions_own_schedule_starts_it_after_each_run(store: Arc<dyn Stor
     let applied = workflow::apply(store.as_ref(), REPORT, &Known::default(), Timestamp::now())
         .await
         .unwrap();
-    let created = match workflow::sync_schedule(&c, &applied.workflow)
-        .await
-        .unwrap()
-    {
+    let created = match workflow::sync_schedule(c, &applied.workflow).await.unwrap() {
         ScheduleSync::Created(s) => s,
         other => panic!("{other:?}"),
     };
@@ -472,14 +469,12 @@ async fn a_definitions_own_schedule_starts_it_after_each_run(store: Arc<dyn Stor
         ("ops/report", "after 1s")
     );
     assert!(matches!(
-        workflow::sync_schedule(&c, &applied.workflow)
-            .await
-            .unwrap(),
+        workflow::sync_schedule(c, &applied.workflow).await.unwrap(),
         ScheduleSync::Unchanged(_)
     ));
     tokio::time::sleep(Duration::from_millis(4_500)).await;
     c.schedule_pause("ops/report", "seen enough").await.unwrap();
-    let started = runs(&c, "ops/report").await;
+    let started = runs(c, "ops/report").await;
     assert!(started.len() >= 2, "runs follow each other: {started:?}");
     for pair in started.windows(2) {
         let before = c
@@ -498,10 +493,7 @@ async fn a_definitions_own_schedule_starts_it_after_each_run(store: Arc<dyn Stor
     let applied = workflow::apply(store.as_ref(), &every, &Known::default(), Timestamp::now())
         .await
         .unwrap();
-    let updated = match workflow::sync_schedule(&c, &applied.workflow)
-        .await
-        .unwrap()
-    {
+    let updated = match workflow::sync_schedule(c, &applied.workflow).await.unwrap() {
         ScheduleSync::Updated(s) => s,
         other => panic!("{other:?}"),
     };
