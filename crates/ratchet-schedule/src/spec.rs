@@ -299,6 +299,21 @@ pub fn jitter(name: &str, nominal: Timestamp, jitter: Duration) -> Duration {
     Duration::from_millis(u64::try_from(draw).unwrap_or(0))
 }
 
+/// `t` as RFC 3339 in UTC, with milliseconds only when there are some
+/// (`2026-11-24T02:30:00Z`).
+pub fn rfc3339(t: Timestamp) -> String {
+    match chrono::DateTime::<chrono::Utc>::from_timestamp_millis(t.0) {
+        Some(d) => d.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+        None => format!("{}ms", t.0),
+    }
+}
+
+/// The id of the instance a schedule's tick starts: `<name>@<tick in RFC 3339>`, the same in
+/// every process, so a tick can never start two.
+pub fn tick_id(name: &str, nominal: Timestamp) -> String {
+    format!("{name}@{}", rfc3339(nominal))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -468,19 +483,4 @@ mod tests {
             assert_eq!(spec.to_string().parse::<Spec>().expect("again"), spec);
         }
     }
-}
-
-/// `t` as RFC 3339 in UTC, with milliseconds only when there are some
-/// (`2026-11-24T02:30:00Z`).
-pub fn rfc3339(t: Timestamp) -> String {
-    match chrono::DateTime::<chrono::Utc>::from_timestamp_millis(t.0) {
-        Some(d) => d.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
-        None => format!("{}ms", t.0),
-    }
-}
-
-/// The id of the instance a schedule's tick starts: `<name>@<tick in RFC 3339>`, the same in
-/// every process, so a tick can never start two.
-pub fn tick_id(name: &str, nominal: Timestamp) -> String {
-    format!("{name}@{}", rfc3339(nominal))
 }
