@@ -21,16 +21,20 @@ const BATCH: u32 = 64;
 /// schedule change a store pushes (PostgreSQL's notifications), so this is only a fallback.
 const IDLE: Duration = Duration::from_secs(60);
 
+/// The same on a store that pushes only this process's changes (SQLite): how soon another
+/// process's new schedule is seen. Not every poll: an idle runtime costs one query per poll,
+/// its claim's.
+const IDLE_WITHOUT_PUSH: Duration = Duration::from_secs(2);
+
 pub(crate) async fn run(shared: Arc<Shared>) {
     if !shared.config.schedules {
         return;
     }
     shared.clock.synced().await;
     let wakeups = shared.store.wakeups();
-    // A store that hears only this process's writes (SQLite) is polled as often as claims.
     let idle = match &wakeups {
         Some(w) if w.cross_process => IDLE,
-        _ => shared.config.poll_interval,
+        _ => IDLE_WITHOUT_PUSH,
     };
     let mut changes = wakeups.map(|w| w.schedules);
     let client = Client::local(shared.clone());
