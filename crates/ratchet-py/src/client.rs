@@ -347,11 +347,80 @@ impl NativeClient {
                 ratchet::workflow::ApplyError::Store(s) => to_py(ratchet::Error::Store(s)),
                 other => invalid(other.to_string()),
             })?;
+            // Its own `schedule`, when it has one, makes or updates the schedule named after it.
+            ratchet::workflow::sync_schedule(&client, &applied.workflow)
+                .await
+                .map_err(to_py)?;
             Ok((
                 applied.workflow.orchestration_name(),
                 applied.revision,
                 applied.created,
             ))
+        })
+    }
+
+    /// A schedule call: `verb` is create, update (with `body`, the JSON object
+    /// `convert::schedule_options` reads), pause (`body`: the note), resume, trigger,
+    /// backfill (`body`: `[from, to]`, Unix seconds), delete, list or describe (`body`:
+    /// `[upcoming, recent]`). Answers JSON: the schedule, a fire, the fires, the schedules,
+    /// or the description (times in milliseconds).
+    #[pyo3(signature = (verb, name=None, body=None))]
+    fn schedule<'py>(
+        &self,
+        py: Python<'py>,
+        verb: String,
+        name: Option<String>,
+        body: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let client = self.client.clone();
+        future_into_py(py, async move {
+            let name = name.unwrap_or_default();
+            let body = body.unwrap_or_else(|| "null".into());
+            let value = |text: &str| -> PyResult<Value> {
+                serde_json::from_str(text).map_err(|e| invalid(format!("{verb}: {e}")))
+            };
+            let answer = match verb.as_str() {
+                "create" | "update" => {
+                    let options = crate::convert::schedule_options(&value(&body)?)?;
+                    let record = if verb == "create" {
+                        client.schedule_create(&name, options).await
+                    } else {
+                        client.schedule_update(&name, options).await
+                    };
+                    json!(record.map_err(to_py)?)
+                }
+                "pause" => {
+                    let note = value(&body)?.as_str().unwrap_or_default().to_string();
+                    json!(client.schedule_pause(&name, &note).await.map_err(to_py)?)
+                }
+                "resume" => json!(client.schedule_resume(&name).await.map_err(to_py)?),
+                "trigger" => json!(client.schedule_trigger_now(&name).await.map_err(to_py)?),
+                "backfill" => {
+                    let (from, to): (f64, f64) = serde_json::from_value(value(&body)?)
+                        .map_err(|e| invalid(format!("backfill: {e}")))?;
+                    let (from, to) = ((from * 1000.0) as i64, (to * 1000.0) as i64);
+                    let fires = client
+                        .schedule_backfill(&name, ratchet::Timestamp(from), ratchet::Timestamp(to))
+                        .await
+                        .map_err(to_py)?;
+                    json!(fires)
+                }
+                "delete" => {
+                    client.schedule_delete(&name).await.map_err(to_py)?;
+                    Value::Null
+                }
+                "list" => json!(client.schedules().await.map_err(to_py)?),
+                "describe" => {
+                    let (upcoming, recent): (usize, u32) = serde_json::from_value(value(&body)?)
+                        .map_err(|e| invalid(format!("describe: {e}")))?;
+                    json!(client
+                        .schedule_describe(&name, upcoming, recent)
+                        .await
+                        .map_err(to_py)?)
+                }
+                other => return Err(invalid(format!("unknown schedule call {other:?}"))),
+            };
+            Ok(text(&answer))
         })
     }
 

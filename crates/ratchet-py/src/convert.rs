@@ -121,3 +121,59 @@ pub(crate) fn task(record: &TaskRecord) -> Value {
     );
     Value::Object(out)
 }
+
+/// A schedule from the JSON object `schedule_create` and `schedule_update` build: `spec`,
+/// `time_zone`, `workflow` or `task` (with `options` as `enqueue` takes them), `input`,
+/// `overlap`, `catch_up`, `jitter` (seconds), `paused` (a note), `start_at` and `end_at`
+/// (Unix times in seconds), `remaining_actions`. A bad field is refused, naming it.
+pub(crate) fn schedule_options(body: &Value) -> Result<ratchet::ScheduleOptions, PyErr> {
+    let text = |key: &str| body.get(key).and_then(Value::as_str).map(str::to_string);
+    let spec = text("spec").ok_or_else(|| invalid("schedule: spec must be a string"))?;
+    let input = body.get("input").cloned().unwrap_or(Value::Null);
+    let mut options = match (text("workflow"), text("task")) {
+        (Some(workflow), None) => ratchet::ScheduleOptions::start(&spec, &workflow, input),
+        (None, Some(task)) => {
+            let task_options = task_options(body.get("options").unwrap_or(&json!({})))?;
+            ratchet::ScheduleOptions::enqueue(&spec, &task, input, task_options)
+        }
+        _ => return Err(invalid("schedule: give either workflow or task")),
+    }
+    .map_err(crate::error::to_py)?;
+    let policy = |e: ratchet::Error| crate::error::to_py(e);
+    if let Some(zone) = text("time_zone") {
+        options = options.time_zone(&zone);
+    }
+    if let Some(o) = text("overlap") {
+        options = options.overlap(o.parse().map_err(|e| policy(ratchet::Error::from(e)))?);
+    }
+    if let Some(c) = text("catch_up") {
+        options = options.catch_up(c.parse().map_err(|e| policy(ratchet::Error::from(e)))?);
+    }
+    if let Some(j) = body.get("jitter").filter(|v| !v.is_null()) {
+        options = options
+            .jitter(json_seconds(j).ok_or_else(|| invalid("schedule jitter: seconds, 0 or more"))?);
+    }
+    if let Some(note) = text("paused") {
+        options = options.paused(&note);
+    }
+    let time = |key: &str| -> Result<Option<Timestamp>, PyErr> {
+        match body.get(key).filter(|v| !v.is_null()) {
+            None => Ok(None),
+            Some(v) => v
+                .as_f64()
+                .filter(|t| t.is_finite())
+                .map(|t| Some(Timestamp((t * 1000.0) as i64)))
+                .ok_or_else(|| invalid(format!("schedule {key}: a Unix time in seconds"))),
+        }
+    };
+    options.start_at = time("start_at")?;
+    options.end_at = time("end_at")?;
+    options.remaining_actions = match body.get("remaining_actions").filter(|v| !v.is_null()) {
+        None => None,
+        Some(v) => Some(
+            v.as_u64()
+                .ok_or_else(|| invalid("schedule remaining_actions: an integer, 0 or more"))?,
+        ),
+    };
+    Ok(options)
+}

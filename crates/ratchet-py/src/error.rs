@@ -14,13 +14,13 @@ create_exception!(
     _ratchet,
     NotFound,
     RatchetError,
-    "No instance or task with that id."
+    "No instance, task or schedule of that id or name."
 );
 create_exception!(
     _ratchet,
     AlreadyExists,
     RatchetError,
-    "An instance with that id exists."
+    "An instance with that id, or a schedule with that name, exists."
 );
 create_exception!(
     _ratchet,
@@ -116,8 +116,9 @@ pub(crate) fn to_py(e: ratchet::Error) -> PyErr {
     use ratchet::Error as E;
     let text = e.to_string();
     match e {
-        E::NotFound(_) | E::TaskNotFound(_) => NotFound::new_err(text),
-        E::AlreadyExists { .. } => AlreadyExists::new_err(text),
+        E::NotFound(_) | E::TaskNotFound(_) | E::ScheduleNotFound(_) => NotFound::new_err(text),
+        E::AlreadyExists { .. } | E::ScheduleExists(_) => AlreadyExists::new_err(text),
+        E::InvalidSchedule { .. } => InvalidInput::new_err(text),
         E::UnknownOrchestration(_) | E::UnknownTask(_) => UnknownName::new_err(text),
         E::InvalidInput(_) | E::PayloadTooLarge { .. } | E::Decode { .. } => {
             InvalidInput::new_err(text)

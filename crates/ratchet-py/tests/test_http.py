@@ -78,3 +78,28 @@ def test_instances_tasks_and_events_over_http(server):
             await client.wait(await client.start("order", order), timeout=0.2)
 
     asyncio.run(main())
+
+
+def test_schedules_over_http(server):
+    async def main():
+        client = await ratchet.connect(server)
+        created = await client.schedule_create("nightly", "30 2 * * *", workflow="fanout",
+                                               input={"activities": 1},
+                                               time_zone="Europe/Paris", paused="not yet")
+        assert created["paused"] is True and isinstance(created["created_at"], int)
+        with pytest.raises(ratchet.InvalidInput, match="time_zone"):
+            await client.schedule_create("bad", "every 1m", workflow="fanout",
+                                         time_zone="Mars/Base")
+        with pytest.raises(ratchet.AlreadyExists):
+            await client.schedule_create("nightly", "30 2 * * *", workflow="fanout")
+        fire = await client.schedule_trigger("nightly")
+        assert fire["kind"] == "manual" and fire["run"].startswith("nightly@")
+        assert (await client.result(fire["run"], timeout=30))[0]["i"] == 0
+        described = await client.schedule("nightly", recent=5)
+        assert described["recent"][0]["status"] == "Completed"
+        resumed = await client.schedule_resume("nightly")
+        assert resumed["paused"] is False and isinstance(resumed["next_fire_at"], int)
+        await client.schedule_delete("nightly")
+        assert await client.schedules() == []
+
+    asyncio.run(main())

@@ -47,6 +47,17 @@ def _task_specs(tasks: Iterable[TaskSpec]) -> Iterable[tuple]:
             raise _ratchet.InvalidInput(f"task {i}: expected (name, input[, options])")
 
 
+_SCHEDULE_FIELDS = ("workflow", "task", "input", "options", "time_zone", "overlap", "catch_up",
+                    "jitter", "paused", "start_at", "end_at", "remaining_actions")
+
+
+def _schedule_body(spec: str, definition: Mapping[str, Any]) -> dict:
+    unknown = sorted(set(definition) - set(_SCHEDULE_FIELDS))
+    if unknown:
+        raise _ratchet.InvalidInput(f"unknown schedule field(s): {', '.join(unknown)}")
+    return {"spec": _check_str(spec, "spec"), **definition}
+
+
 class _Shared:
     """What a client does on top of its own calls, the same over any transport."""
 
@@ -188,6 +199,59 @@ class Client(_Shared):
         column), and Refused for a stored version with other content; nothing is stored."""
         name, revision, created = await self._native.apply_workflow(_check_str(source, "source"))
         return {"name": name, "revision": revision, "created": created}
+
+    # Schedules ---------------------------------------------------------------------------
+
+    async def schedule_create(self, name: str, spec: str, **definition: Any) -> dict:
+        """Creates a schedule: `spec` is a cron expression (`0 9 * * MON-FRI`, six fields
+        for seconds) or `every 30s` / `after 5m`. Give `workflow=` (start it) or `task=`
+        (enqueue it, with `options=` as :meth:`enqueue` takes them), and optionally `input`,
+        `time_zone` (IANA, default UTC), `overlap` (skip, buffer_one, allow_all,
+        cancel_previous, terminate_previous), `catch_up` (`last 1`, `last 3`, `within 10m`,
+        skip), `jitter` (seconds), `paused` (a note), `start_at` and `end_at` (Unix seconds),
+        `remaining_actions`. Each tick fires once, whichever workers run. Raises
+        InvalidInput naming the field at fault, AlreadyExists for a taken name."""
+        return await self._schedule("create", name, _schedule_body(spec, definition))
+
+    async def schedule_update(self, name: str, spec: str, **definition: Any) -> dict:
+        """Replaces a schedule's spec, action and policies (as :meth:`schedule_create`
+        takes them), keeping its progress."""
+        return await self._schedule("update", name, _schedule_body(spec, definition))
+
+    async def schedule_pause(self, name: str, note: str = "") -> dict:
+        """Pauses a schedule: nothing fires until it is resumed."""
+        return await self._schedule("pause", name, note)
+
+    async def schedule_resume(self, name: str) -> dict:
+        """Resumes a schedule from its next tick (the ticks of the pause count as missed)."""
+        return await self._schedule("resume", name)
+
+    async def schedule_trigger(self, name: str) -> dict:
+        """Fires one run now, whatever the spec, pause or overlap policy say: the fire."""
+        return await self._schedule("trigger", name)
+
+    async def schedule_backfill(self, name: str, start: float, end: float) -> list:
+        """Fires each tick between `start` and `end` (Unix seconds) that the schedule has
+        passed and that started no run yet, once: the fires."""
+        return await self._schedule("backfill", name, [float(start), float(end)])
+
+    async def schedule_delete(self, name: str) -> None:
+        """Deletes a schedule and its fire records; runs it started go on."""
+        await self._schedule("delete", name)
+
+    async def schedules(self) -> list:
+        """Every schedule, by name."""
+        return await self._schedule("list", None)
+
+    async def schedule(self, name: str, *, upcoming: int = 5, recent: int = 10) -> dict:
+        """A schedule with its next ticks and its latest fires and their runs' status:
+        `{schedule, upcoming, recent}` (times in ms)."""
+        return await self._schedule("describe", name, [int(upcoming), int(recent)])
+
+    async def _schedule(self, verb: str, name: Optional[str], body: Any = None) -> Any:
+        if name is not None:
+            _check_str(name, "name")
+        return loads(await self._native.schedule(verb, name, encode(body, "the schedule")))
 
     # Events ------------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping, Optional, Union
 
 from . import _ratchet
 from ._json import dumps, encode, loads
-from .client import _Shared, _task_specs
+from .client import _schedule_body, _Shared, _task_specs
 
 _PROBLEMS = {
     "not-found": _ratchet.NotFound,
@@ -31,7 +31,55 @@ _PROBLEMS = {
     "task-state": _ratchet.Refused,
     "version-changed": _ratchet.Refused,
     "workflow-in-use": _ratchet.Refused,
+    "schedule-exists": _ratchet.AlreadyExists,
 }
+
+_SCHEDULE_TIMES = ("start_at", "end_at", "last_tick", "next_fire_at", "buffered", "created_at",
+                   "updated_at")
+
+
+def _iso(seconds: Any) -> Any:
+    if seconds is None:
+        return None
+    return datetime.datetime.fromtimestamp(float(seconds), datetime.timezone.utc).isoformat()
+
+
+def _schedule_input(name: str, spec: str, definition: Mapping[str, Any]) -> dict:
+    """The direct client's schedule definition as the API's."""
+    body = dict(definition)
+    out = {"name": name, "spec": spec}
+    for key in ("workflow", "task", "input", "time_zone", "overlap", "catch_up",
+                "remaining_actions"):
+        if body.get(key) is not None:
+            out[key] = body[key]
+    if body.get("options") is not None:
+        out["options"] = _task_options(body["options"])
+    if body.get("jitter") is not None:
+        out["jitter_ms"] = int(float(body["jitter"]) * 1000)
+    if body.get("paused") is not None:
+        out["paused"], out["note"] = True, body["paused"]
+    for key in ("start_at", "end_at"):
+        if body.get(key) is not None:
+            out[key] = _iso(body[key])
+    return out
+
+
+def _schedule(view: dict) -> dict:
+    """A schedule as the direct client answers it (times in ms)."""
+    out = dict(view)
+    out["remaining"] = out.pop("remaining_actions", None)
+    for key in _SCHEDULE_TIMES:
+        out[key] = _ms(out.get(key))
+    return out
+
+
+def _fire(name: str, view: dict) -> dict:
+    """A fire as the direct client answers it."""
+    fire = {"schedule": name, "nominal": _ms(view["tick"]), "actual": _ms(view["fired_at"]),
+            "kind": view["kind"], "run": view.get("run"), "skipped": view.get("skipped")}
+    if "status" in view:
+        fire["status"] = view["status"]
+    return fire
 
 _TIMES = ("created_at", "updated_at", "finished_at", "run_at", "recorded_at")
 
@@ -216,6 +264,49 @@ class HttpClient(_Shared):
         answer = await self._request("POST", "/v1/workflows", {"source": source})
         return {"name": answer["name"], "revision": answer["revision"],
                 "created": answer["created"]}
+
+    # Schedules ---------------------------------------------------------------------------
+
+    def _schedule_path(self, name: str, action: str = "") -> str:
+        return f"/v1/schedules/{self._id(name)}{'/' + action if action else ''}"
+
+    async def schedule_create(self, name: str, spec: str, **definition: Any) -> dict:
+        self._id(name)
+        body = _schedule_input(name, spec, _schedule_body(spec, definition))
+        return _schedule(await self._request("POST", "/v1/schedules", body))
+
+    async def schedule_update(self, name: str, spec: str, **definition: Any) -> dict:
+        body = _schedule_input(name, spec, _schedule_body(spec, definition))
+        return _schedule(await self._request("PUT", self._schedule_path(name), body))
+
+    async def schedule_pause(self, name: str, note: str = "") -> dict:
+        return _schedule(await self._request("POST", self._schedule_path(name, "pause"),
+                                             {"note": note}))
+
+    async def schedule_resume(self, name: str) -> dict:
+        return _schedule(await self._request("POST", self._schedule_path(name, "resume"), {}))
+
+    async def schedule_trigger(self, name: str) -> dict:
+        return _fire(name, await self._request("POST", self._schedule_path(name, "trigger"),
+                                               {}))
+
+    async def schedule_backfill(self, name: str, start: float, end: float) -> list:
+        fires = await self._request("POST", self._schedule_path(name, "backfill"),
+                                    {"from": _iso(start), "to": _iso(end)})
+        return [_fire(name, f) for f in fires]
+
+    async def schedule_delete(self, name: str) -> None:
+        await self._request("DELETE", self._schedule_path(name))
+
+    async def schedules(self) -> list:
+        return [_schedule(s) for s in await self._request("GET", "/v1/schedules")]
+
+    async def schedule(self, name: str, *, upcoming: int = 5, recent: int = 10) -> dict:
+        d = await self._request("GET", self._schedule_path(name),
+                                query={"upcoming": int(upcoming), "recent": int(recent)})
+        return {"schedule": _schedule(d["schedule"]),
+                "upcoming": [_ms(t) for t in d["upcoming"]],
+                "recent": [_fire(name, f) for f in d["recent"]]}
 
     # Events ------------------------------------------------------------------------------
 
