@@ -34,6 +34,13 @@ pub(crate) fn rfc3339(t: Timestamp) -> String {
     humantime::format_rfc3339_millis(at).to_string()
 }
 
+/// A time written as RFC 3339 (`2026-11-24T02:30:00Z`, fractions allowed).
+pub(crate) fn parse_rfc3339(text: &str) -> Result<Timestamp, String> {
+    humantime::parse_rfc3339_weak(text)
+        .map(Timestamp::from)
+        .map_err(|e| format!("{text:?} is not an RFC 3339 time (2026-11-24T02:30:00Z): {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

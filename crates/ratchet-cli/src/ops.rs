@@ -685,9 +685,8 @@ impl Ops for Remote {
 fn stored(v: &Value) -> anyhow::Result<StoredEvent> {
     let recorded_at = v["recorded_at"]
         .as_str()
-        .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        .and_then(|t| crate::input::parse_rfc3339(t).ok())
+        .map_or(0, Timestamp::as_millis);
     let mut v = v.clone();
     v["recorded_at"] = recorded_at.into();
     serde_json::from_value(v).context("reading an event the server sent")

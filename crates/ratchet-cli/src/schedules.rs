@@ -7,6 +7,7 @@ use ratchet::{CatchUp, Client, Overlap, ScheduleAction, ScheduleOptions, TaskOpt
 use ratchet_server::{DescriptionView, FireView, ScheduleView};
 use serde_json::{json, Value};
 
+use crate::input::parse_rfc3339;
 use crate::ops::enc;
 
 use crate::input::rfc3339;
@@ -41,10 +42,10 @@ pub(crate) enum ScheduleCommand {
         /// The schedule.
         name: String,
         /// The first time of the range (RFC 3339: 2026-11-01T00:00:00Z).
-        #[arg(long, value_parser = parse_time)]
+        #[arg(long, value_parser = parse_rfc3339)]
         from: Timestamp,
         /// The last time of the range (RFC 3339).
-        #[arg(long, value_parser = parse_time)]
+        #[arg(long, value_parser = parse_rfc3339)]
         to: Timestamp,
     },
     /// Delete a schedule and its fire records (runs it started go on).
@@ -112,20 +113,14 @@ pub(crate) struct Define {
     #[arg(long)]
     paused: Option<String>,
     /// No tick before this (RFC 3339).
-    #[arg(long, value_parser = parse_time)]
+    #[arg(long, value_parser = parse_rfc3339)]
     start_at: Option<Timestamp>,
     /// No tick after this (RFC 3339).
-    #[arg(long, value_parser = parse_time)]
+    #[arg(long, value_parser = parse_rfc3339)]
     end_at: Option<Timestamp>,
     /// Start at most this many runs.
     #[arg(long)]
     remaining: Option<u64>,
-}
-
-fn parse_time(text: &str) -> Result<Timestamp, String> {
-    humantime::parse_rfc3339_weak(text)
-        .map(Timestamp::from)
-        .map_err(|e| format!("{text:?} is not an RFC 3339 time (2026-11-24T02:30:00Z): {e}"))
 }
 
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
@@ -465,10 +460,10 @@ mod tests {
     #[test]
     fn times_and_durations_parse_or_say_why() {
         assert_eq!(
-            parse_time("2026-11-24T02:30:00Z").unwrap(),
+            parse_rfc3339("2026-11-24T02:30:00Z").unwrap(),
             Timestamp(1_795_487_400_000)
         );
-        assert!(parse_time("tomorrow").unwrap_err().contains("RFC 3339"));
+        assert!(parse_rfc3339("tomorrow").unwrap_err().contains("RFC 3339"));
         assert_eq!(parse_duration("1m30s").unwrap().as_secs(), 90);
         assert!(parse_duration("soon").is_err());
     }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use ratchet_core::Timestamp;
 
-use crate::spec::{Schedule, SpecError};
+use crate::spec::SpecError;
 
 /// What a fire does while the run started by an earlier fire is still going.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -152,21 +152,6 @@ impl FromStr for CatchUp {
     }
 }
 
-/// The ticks a schedule fires now: of those after `after` (the last tick handled) up to
-/// `now`, the ones `catch_up` keeps, oldest first; ticks late by no more than `grace` are not
-/// missed but due, and always fire. Also answers how many were skipped. At most `limit` are
-/// looked at, so a long pause costs a bounded amount of work.
-pub fn due(
-    schedule: &Schedule,
-    after: Timestamp,
-    now: Timestamp,
-    catch_up: CatchUp,
-    grace: Duration,
-    limit: usize,
-) -> (Vec<Timestamp>, usize) {
-    keep(&schedule.between(after, now, limit), now, catch_up, grace)
-}
-
 /// Of `ticks` (oldest first, none after `now`), those `catch_up` keeps, oldest first: ticks
 /// late by no more than `grace` always; and how many were skipped.
 pub fn keep(
@@ -197,7 +182,20 @@ pub fn keep(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::Schedule;
     use chrono_tz::Tz;
+
+    /// What fires at `now` after `after`: the ticks between, kept by the policy.
+    fn due(
+        schedule: &Schedule,
+        after: Timestamp,
+        now: Timestamp,
+        catch_up: CatchUp,
+        grace: Duration,
+        limit: usize,
+    ) -> (Vec<Timestamp>, usize) {
+        keep(&schedule.between(after, now, limit), now, catch_up, grace)
+    }
 
     fn every_second() -> Schedule {
         Schedule::new(

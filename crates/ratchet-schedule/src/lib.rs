@@ -8,5 +8,5 @@
 mod catchup;
 mod spec;
 
-pub use catchup::{due, keep, CatchUp, Overlap};
+pub use catchup::{keep, CatchUp, Overlap};
 pub use spec::{jitter, parse_duration, parse_zone, rfc3339, tick_id, Schedule, Spec, SpecError};

@@ -9,7 +9,7 @@ use tokio_postgres::Row;
 
 use crate::convert::{col, Failure, Res};
 use crate::instance::CreateArgs;
-use crate::param::p;
+use crate::param::{p, Param};
 use crate::share::WorkPayload;
 use crate::store::{Conn, ReadyFrom};
 use crate::task::{enqueue_outcomes, EnqueueArgs};
@@ -50,8 +50,10 @@ fn record(r: &Row) -> Res<ScheduleRecord> {
     })
 }
 
-/// The columns `schedule_insert` and `schedule_update` write, as their parameters' values.
-struct Columns {
+/// The parameters `schedule_insert` writes `s` with, and `schedule_update` too (then with the
+/// version it expects last).
+struct ScheduleArgs<'a> {
+    s: &'a ScheduleRecord,
     action: String,
     jitter_ms: i64,
     start_at: Option<i64>,
@@ -64,9 +66,10 @@ struct Columns {
     expect: Option<i64>,
 }
 
-impl Columns {
-    fn of(s: &ScheduleRecord, expect: Option<i64>) -> Self {
+impl<'a> ScheduleArgs<'a> {
+    fn of(s: &'a ScheduleRecord, expect: Option<i64>) -> Self {
         Self {
+            s,
             action: s.action.to_json(),
             jitter_ms: i64_of(s.jitter_ms),
             start_at: s.start_at.map(|t| t.0),
@@ -79,55 +82,60 @@ impl Columns {
             expect,
         }
     }
-}
 
-/// The statement that writes `s` (an insert, or a compare-and-set on `expect`), with its
-/// parameters; `run` runs it and answers how many rows it wrote.
-macro_rules! write_schedule {
-    ($s:expr, $expect:expr, |$sql:ident, $params:ident| $run:expr) => {{
-        let s: &ScheduleRecord = $s;
-        let v = Columns::of(s, $expect);
-        let $sql = if v.expect.is_some() {
+    /// An insert, or a compare-and-set on the expected version.
+    fn statement(&self) -> &'static str {
+        if self.expect.is_some() {
             "schedule_update"
         } else {
             "schedule_insert"
-        };
-        let $params = [
+        }
+    }
+
+    fn params(&self) -> Vec<Param<'_>> {
+        let s = self.s;
+        let mut params = vec![
             p(&s.name),
             p(&s.spec),
             p(&s.time_zone),
-            p(&v.action),
+            p(&self.action),
             p(&s.overlap),
             p(&s.catch_up),
-            p(&v.jitter_ms),
+            p(&self.jitter_ms),
             p(&s.paused),
             p(&s.note),
-            p(&v.start_at),
-            p(&v.end_at),
-            p(&v.remaining),
-            p(&v.last_tick),
-            p(&v.next_fire_at),
+            p(&self.start_at),
+            p(&self.end_at),
+            p(&self.remaining),
+            p(&self.last_tick),
+            p(&self.next_fire_at),
             p(&s.running),
-            p(&v.buffered),
-            p(&v.missed),
+            p(&self.buffered),
+            p(&self.missed),
             p(&s.created_at.0),
             p(&s.updated_at.0),
         ];
-        let mut $params = $params.to_vec();
-        if v.expect.is_some() {
-            $params.push(p(&v.expect));
+        if self.expect.is_some() {
+            params.push(p(&self.expect));
         }
-        $run
-    }};
+        params
+    }
 }
 
+/// Writes `s`, and tells every process's dispatcher that schedules changed (in the same round
+/// trip; a refused write wakes them for nothing, which costs them one read).
 pub(crate) async fn put(c: &Conn, s: &ScheduleRecord, expect: Option<i64>) -> Res<bool> {
-    let rows = write_schedule!(s, expect, |sql, params| c.query(sql, &params).await?);
-    let written = !rows.is_empty();
-    if written && c.notify() {
-        c.query("schedules_notify", &[]).await?;
-    }
-    Ok(written)
+    let args = ScheduleArgs::of(s, expect);
+    let params = args.params();
+    let rows = c
+        .then_notify_on(
+            "schedules_notify",
+            &[],
+            true,
+            c.query(args.statement(), &params),
+        )
+        .await?;
+    Ok(!rows.is_empty())
 }
 
 pub(crate) async fn get(c: &Conn, name: &str) -> Res<Option<ScheduleRecord>> {
@@ -147,10 +155,14 @@ pub(crate) async fn list(c: &Conn) -> Res<Vec<ScheduleRecord>> {
 }
 
 pub(crate) async fn delete(c: &Conn, name: &str) -> Res<bool> {
-    let rows = c.query("schedule_delete", &[p(&name)]).await?;
-    if !rows.is_empty() && c.notify() {
-        c.query("schedules_notify", &[]).await?;
-    }
+    let rows = c
+        .then_notify_on(
+            "schedules_notify",
+            &[],
+            true,
+            c.query("schedule_delete", &[p(&name)]),
+        )
+        .await?;
     Ok(!rows.is_empty())
 }
 
@@ -199,9 +211,8 @@ pub(crate) async fn fire(mut c: Conn, f: &ScheduleFiring) -> Res<Option<Vec<Fire
     );
     let set_running = c.sql("schedule_set_running").to_string();
     let tx = c.transaction().await?;
-    let claimed = write_schedule!(&f.schedule, Some(f.expect_version), |_sql, params| {
-        tx.query_typed(&update, &params).await?
-    });
+    let args = ScheduleArgs::of(&f.schedule, Some(f.expect_version));
+    let claimed = tx.query_typed(&update, &args.params()).await?;
     if claimed.is_empty() {
         return Ok(None);
     }

@@ -232,13 +232,3 @@ impl NewFire {
         }
     }
 }
-
-impl FireRun {
-    /// The instance id, for an instance.
-    pub fn instance_id(&self) -> Option<&str> {
-        match self {
-            Self::Instance(i) => Some(&i.id),
-            Self::Task(_) => None,
-        }
-    }
-}

@@ -3,7 +3,8 @@
 
 use super::*;
 use crate::{
-    FireKind, FireQuery, FireRun, NewFire, ScheduleAction, ScheduleFiring, ScheduleRecord,
+    FireKind, FireQuery, FireRecord, FireRun, NewFire, ScheduleAction, ScheduleFiring,
+    ScheduleRecord,
 };
 
 fn schedule(name: &str, next_fire_at: Option<Timestamp>) -> ScheduleRecord {
@@ -32,6 +33,19 @@ fn schedule(name: &str, next_fire_at: Option<Timestamp>) -> ScheduleRecord {
         created_at: T0,
         updated_at: T0,
     }
+}
+
+/// The fire records of `nightly` with a tick in `from..=to`, newest first.
+async fn fires_between(store: &dyn Store, from: Timestamp, to: Timestamp) -> Vec<FireRecord> {
+    store
+        .schedule_fires(FireQuery {
+            schedule: "nightly".into(),
+            from,
+            to,
+            limit: 10,
+        })
+        .await
+        .unwrap()
 }
 
 /// Created once; replaced only from the version read; listed by name; deleted once.
@@ -211,15 +225,7 @@ pub async fn a_fire_is_written_whole_or_not_at_all(store: &dyn Store) {
         Some(task_id.to_string()),
         "the last run started is the running one"
     );
-    let fires = store
-        .schedule_fires(FireQuery {
-            schedule: "nightly".into(),
-            from: Timestamp(i64::MIN),
-            to: Timestamp(i64::MAX),
-            limit: 10,
-        })
-        .await
-        .unwrap();
+    let fires = fires_between(store, Timestamp(i64::MIN), Timestamp(i64::MAX)).await;
     let seen: Vec<(i64, Option<&str>, bool)> = fires
         .iter()
         .map(|f| (f.nominal.0 - T0.0, f.run.as_deref(), f.skipped.is_some()))
@@ -233,25 +239,9 @@ pub async fn a_fire_is_written_whole_or_not_at_all(store: &dyn Store) {
         ],
         "newest first"
     );
-    let within = store
-        .schedule_fires(FireQuery {
-            schedule: "nightly".into(),
-            from: tick(1),
-            to: tick(60_000),
-            limit: 10,
-        })
-        .await
-        .unwrap();
+    let within = fires_between(store, tick(1), tick(60_000)).await;
     assert_eq!(within.len(), 1, "only the range");
     store.schedule_delete("nightly").await.unwrap();
-    let fires = store
-        .schedule_fires(FireQuery {
-            schedule: "nightly".into(),
-            from: Timestamp(i64::MIN),
-            to: Timestamp(i64::MAX),
-            limit: 10,
-        })
-        .await
-        .unwrap();
+    let fires = fires_between(store, Timestamp(i64::MIN), Timestamp(i64::MAX)).await;
     assert!(fires.is_empty(), "a deleted schedule's records go with it");
 }
