@@ -119,7 +119,7 @@ pub(crate) async fn append(
     // Unconditional appends always append, so their notification can go out beside them;
     // a conditional one may append nothing, and a spare wake-up only costs a read.
     let rows = c
-        .then_notify_on("events_notify", &[], true, c.query("event_append", &params))
+        .then_notify_on("events_notify", &[], true, "event_append", &params)
         .await?;
     rows.iter().map(outcome).collect()
 }

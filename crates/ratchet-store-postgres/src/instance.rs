@@ -13,7 +13,7 @@ use crate::convert::{
     col, event, from_json, i32_of, instance_record, status, to_json, u32_of, Res,
 };
 use crate::param::{p, Param};
-use crate::store::{Conn, ReadyFrom};
+use crate::store::{one_row, Conn, ReadyFrom};
 
 fn if_exists_name(policy: IfExists) -> &'static str {
     match policy {
@@ -114,13 +114,15 @@ pub(crate) async fn create(
     let args = CreateArgs::of(instances, lease);
     let params = args.params(&now.0, &false);
     // Created unleased: whoever runs it must hear of it.
-    let row = c
+    let rows = c
         .then_notify(
             lease.is_none(),
             ReadyFrom::NoTasks,
-            c.one("instance_create", &params),
+            "instance_create",
+            &params,
         )
         .await?;
+    let row = one_row("instance_create", rows)?;
     create_outcomes(&row, instances, lease, &args)
 }
 
@@ -288,9 +290,10 @@ pub(crate) async fn signal(
         })
         .collect();
     let params = [p(&now.0), p(&false), p(&instances), p(&dedup), p(&events)];
-    let row = c
-        .then_notify(true, ReadyFrom::NoTasks, c.one("signal_raise", &params))
+    let rows = c
+        .then_notify(true, ReadyFrom::NoTasks, "signal_raise", &params)
         .await?;
+    let row = one_row("signal_raise", rows)?;
     let outcomes: Vec<String> = col(&row, "outcome")?;
     let statuses: Vec<Option<String>> = col(&row, "status")?;
     outcomes

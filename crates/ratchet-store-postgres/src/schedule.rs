@@ -128,12 +128,7 @@ pub(crate) async fn put(c: &Conn, s: &ScheduleRecord, expect: Option<i64>) -> Re
     let args = ScheduleArgs::of(s, expect);
     let params = args.params();
     let rows = c
-        .then_notify_on(
-            "schedules_notify",
-            &[],
-            true,
-            c.query(args.statement(), &params),
-        )
+        .then_notify_on("schedules_notify", &[], true, args.statement(), &params)
         .await?;
     Ok(!rows.is_empty())
 }
@@ -160,7 +155,8 @@ pub(crate) async fn delete(c: &Conn, name: &str) -> Res<bool> {
             "schedules_notify",
             &[],
             true,
-            c.query("schedule_delete", &[p(&name)]),
+            "schedule_delete",
+            &[p(&name)],
         )
         .await?;
     Ok(!rows.is_empty())

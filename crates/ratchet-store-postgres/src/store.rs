@@ -141,6 +141,12 @@ impl Conn {
         if !self.store.config.prepared_statements {
             return Ok(self.client.query_typed(sql, params).await?);
         }
+        let statement = self.prepared(sql, params).await?;
+        Ok(self.client.query(&statement, &values(params)).await?)
+    }
+
+    /// `sql` prepared on this connection for `params`: a round trip the first time only.
+    async fn prepared(&self, sql: &str, params: &[Param<'_>]) -> Res<tokio_postgres::Statement> {
         let types: Vec<_> = params.iter().map(|(_, t)| t.clone()).collect();
         let cached = self.client.statement_cache.size();
         let statement = self.client.prepare_typed_cached(sql, &types).await?;
@@ -151,21 +157,12 @@ impl Conn {
                 .round_trips
                 .fetch_add(1, Ordering::Relaxed);
         }
-        let values: Vec<_> = params.iter().map(|(v, _)| *v).collect();
-        Ok(self.client.query(&statement, &values).await?)
+        Ok(statement)
     }
 
     /// Runs a statement that returns exactly one row.
     pub(crate) async fn one(&self, name: &str, params: &[Param<'_>]) -> Res<Row> {
-        self.query(name, params)
-            .await?
-            .into_iter()
-            .next()
-            .ok_or_else(|| {
-                Failure::Store(StoreError::Corrupt(format!(
-                    "statement {name} returned no row"
-                )))
-            })
+        one_row(name, self.query(name, params).await?)
     }
 
     /// Whether calls send notifications.
@@ -173,36 +170,73 @@ impl Conn {
         self.store.config.notify
     }
 
-    /// Runs `main` and, when `wanted`, a `NOTIFY <schema>.work` after it: both go out together
-    /// on this connection (one round trip), the notification as a transaction of its own. A
-    /// NOTIFY inside a writing transaction holds PostgreSQL's notification lock through the
-    /// commit's WAL flush, which serializes every notifying commit; alone it writes no WAL
-    /// and lets go at once.
-    pub(crate) async fn then_notify<T>(
+    /// Runs the statement `name` and, when `wanted`, a `NOTIFY <schema>.work` after it: both
+    /// go out together on this connection (one round trip), the notification as a transaction
+    /// of its own. A NOTIFY inside a writing transaction holds PostgreSQL's notification lock
+    /// through the commit's WAL flush, which serializes every notifying commit; alone it
+    /// writes no WAL and lets go at once.
+    pub(crate) async fn then_notify(
         &self,
         wanted: bool,
         ready_from: ReadyFrom,
-        main: impl std::future::Future<Output = Res<T>>,
-    ) -> Res<T> {
+        name: &str,
+        params: &[Param<'_>],
+    ) -> Res<Vec<Row>> {
         let payload = ready_from.payload();
-        self.then_notify_on("work_notify", &[p(&payload)], wanted, main)
+        self.then_notify_on("work_notify", &[p(&payload)], wanted, name, params)
             .await
     }
 
-    /// [`Conn::then_notify`] with the notifying statement `notify` and its `params`.
-    pub(crate) async fn then_notify_on<T>(
+    /// [`Conn::then_notify`] with the notifying statement `notify` and its `notify_params`.
+    pub(crate) async fn then_notify_on(
         &self,
         notify: &str,
-        params: &[Param<'_>],
+        notify_params: &[Param<'_>],
         wanted: bool,
-        main: impl std::future::Future<Output = Res<T>>,
-    ) -> Res<T> {
+        name: &str,
+        params: &[Param<'_>],
+    ) -> Res<Vec<Row>> {
         if !(wanted && self.notify()) {
-            return main.await;
+            return self.query(name, params).await;
         }
-        let (value, _) = futures::try_join!(main, self.query(notify, params))?;
-        Ok(value)
+        let (main, note) = (self.store.sql.get(name), self.store.sql.get(notify));
+        // The write must be sent before its notification: one heard first sends its hearers
+        // to read before the write is visible, and they sleep on, its wake-up spent. Each
+        // future sends its statement when first polled and `try_join!` polls in order, so
+        // both statements are prepared before either runs (preparing first is what let a
+        // connection's first notifying call send the notification first).
+        if !self.store.config.prepared_statements {
+            let (rows, _) = futures::try_join!(
+                self.client.query_typed(main, params),
+                self.client.query_typed(note, notify_params)
+            )?;
+            return Ok(rows);
+        }
+        let (main, note) = futures::try_join!(
+            self.prepared(main, params),
+            self.prepared(note, notify_params)
+        )?;
+        let (values, notify_values) = (values(params), values(notify_params));
+        let (rows, _) = futures::try_join!(
+            self.client.query(&main, &values),
+            self.client.query(&note, &notify_values)
+        )?;
+        Ok(rows)
     }
+}
+
+/// The values of `params`, without their types.
+fn values<'a>(params: &[Param<'a>]) -> Vec<&'a (dyn tokio_postgres::types::ToSql + Sync)> {
+    params.iter().map(|(v, _)| *v).collect()
+}
+
+/// The one row a statement returns.
+pub(crate) fn one_row(name: &str, rows: Vec<Row>) -> Res<Row> {
+    rows.into_iter().next().ok_or_else(|| {
+        Failure::Store(StoreError::Corrupt(format!(
+            "statement {name} returned no row"
+        )))
+    })
 }
 
 /// What a `work` notification tells other processes' claim cursors: the earliest ready time
@@ -771,12 +805,8 @@ impl Store for PostgresStore {
         self.call(1, |c| {
             Box::pin(async move {
                 // Its expired leases, behind every process's claim cursors, are free now.
-                c.then_notify(
-                    true,
-                    ReadyFrom::Anywhere,
-                    c.query("worker_gone", &[p(&owner)]),
-                )
-                .await?;
+                c.then_notify(true, ReadyFrom::Anywhere, "worker_gone", &[p(&owner)])
+                    .await?;
                 c.cursors().forget();
                 crate::share::lock(&c.store.share).forget();
                 Ok(())

@@ -11,7 +11,7 @@ use tokio_postgres::Row;
 use crate::convert::{col, from_json, opt_json, to_json, u32_of, Res};
 use crate::param::{p, Param};
 use crate::share::WorkPayload;
-use crate::store::{Conn, ReadyFrom};
+use crate::store::{one_row, Conn, ReadyFrom};
 
 /// The queue, limit and name arrays of a task claim.
 pub(crate) fn queue_arrays(claim: &TaskClaim) -> (Vec<String>, Vec<i32>, Vec<String>) {
@@ -273,14 +273,16 @@ pub(crate) async fn enqueue(
         .filter(|q| tasks.iter().all(|t| t.queue == *q))
         .map(|q| (q, c.wake_key()));
     let payload = WorkPayload::encode(now.0, target);
-    let row = c
+    let rows = c
         .then_notify_on(
             "work_notify",
             &[p(&payload)],
             wakes(tasks, now),
-            c.one("task_enqueue", &params),
+            "task_enqueue",
+            &params,
         )
         .await?;
+    let row = one_row("task_enqueue", rows)?;
     enqueue_outcomes(&row)
 }
 

@@ -1058,3 +1058,57 @@ async fn work_for_a_queue_wakes_one_server_first_and_no_other_queue() {
         "a process serving only r was woken for work in q"
     );
 }
+
+/// A notifying write goes out before its notification, on a connection's first call too (when
+/// the write must be prepared before it can be sent). A notification heard before its write is
+/// done sends its hearers to read too early, and they sleep on with their wake-up spent: a
+/// resumed schedule waited a minute for its dispatcher's fallback that way. Here the write is
+/// held behind a lock; while it waits, nothing may be heard of it.
+#[tokio::test]
+async fn a_write_is_heard_of_only_once_it_is_done() {
+    use ratchet_store::{EventAppend, NewEvent};
+    use std::time::Duration;
+    let Some(url) = database_url() else {
+        return;
+    };
+    let schema = fresh_schema();
+    let config = PostgresConfig {
+        schema: schema.clone(),
+        pool_size: 1,
+        ..PostgresConfig::default()
+    };
+    let writer = PostgresStore::connect_with(&url, config.clone())
+        .await
+        .unwrap();
+    let hearer = PostgresStore::connect_with(&url, config).await.unwrap();
+    let mut heard = hearer.wakeups().unwrap().events;
+    // The listener's first connect wakes every consumer once; let that pass.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    heard.borrow_and_update();
+    let mut admin = session(&url).await;
+    let held = admin.transaction().await.unwrap();
+    held.batch_execute(&format!(
+        "LOCK TABLE {schema}.events IN ACCESS EXCLUSIVE MODE"
+    ))
+    .await
+    .unwrap();
+    let now = writer.clock().await.unwrap();
+    let write = tokio::spawn(async move {
+        let append = EventAppend {
+            events: vec![NewEvent::new("Held", ["k:v"], serde_json::json!({}))],
+            ..EventAppend::default()
+        };
+        writer.event_append(vec![append], now).await
+    });
+    let early = tokio::time::timeout(Duration::from_millis(700), heard.changed()).await;
+    assert!(
+        early.is_err(),
+        "the append's notification was heard while the append waited behind the lock"
+    );
+    held.rollback().await.unwrap();
+    write.await.unwrap().unwrap();
+    tokio::time::timeout(Duration::from_secs(10), heard.changed())
+        .await
+        .expect("the append is heard of once done")
+        .unwrap();
+}
