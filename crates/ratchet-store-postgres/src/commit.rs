@@ -1,139 +1,239 @@
-//! The group commit: a [`CommitBatch`] flattened into the parallel arrays of
-//! `commit_batch`, and its result arrays back into a [`CommitOutcome`].
+//! The group commit: a [`CommitBatch`] as the composite-type arrays of `commit_batch`
+//! (`functions/claim_and_commit.sql` declares each type once), and its result arrays back
+//! into a [`CommitOutcome`].
 
 use std::collections::HashMap;
 
+use postgres_types::{Field, Kind, ToSql, Type};
 use ratchet_core::ParentRef;
 use ratchet_store::{
     child_exists_event, ClaimedInstance, ClaimedTask, CommitBatch, CommitOutcome, CompletionResult,
-    Fence, Incarnation, TaskId, TaskResult, TurnResult,
+    Fence, Incarnation, StoreError, TaskId, TaskResult, TurnResult,
 };
+use tokio_postgres::SimpleQueryMessage;
 
-use crate::convert::{col, i32_of, to_json, u32_of, Res};
+use crate::convert::{col, i32_of, to_json, u32_of, Failure, Res};
 use crate::instance::{events_by_instance, started_event};
-use crate::param::p;
+use crate::param::{p, Param};
 use crate::store::Conn;
 
-/// The arguments of `commit_batch`, one vector per array parameter. Child rows point at their
-/// turn by its 1-based position.
-#[derive(Default)]
-struct Args {
-    t_instance: Vec<String>,
-    t_fence: Vec<i64>,
-    t_incarnation: Vec<i64>,
-    t_execution: Vec<i32>,
-    t_version: Vec<Option<i32>>,
-    t_history_start: Vec<i32>,
-    t_history_count: Vec<i32>,
-    t_status: Vec<String>,
-    t_output: Vec<Option<String>>,
-    t_error: Vec<Option<String>>,
-    t_custom_status: Vec<Option<String>>,
-    t_next_input: Vec<Option<String>>,
-    c_turn: Vec<i32>,
-    c_id: Vec<i64>,
-    h_turn: Vec<i32>,
-    h_seq: Vec<i32>,
-    h_events: Vec<String>,
-    k_turn: Vec<i32>,
-    k_queue: Vec<String>,
-    k_name: Vec<String>,
-    k_input: Vec<String>,
-    k_options: Vec<String>,
-    k_seq: Vec<Option<i32>>,
-    k_visible_at: Vec<i64>,
-    k_priority: Vec<i32>,
-    k_unique_key: Vec<Option<String>>,
-    k_metadata: Vec<Option<String>>,
-    k_standalone: Vec<bool>,
-    b_turn: Vec<i32>,
-    b_kind: Vec<String>,
-    b_event: Vec<String>,
-    b_visible_at: Vec<i64>,
-    d_turn: Vec<i32>,
-    d_kind: Vec<String>,
-    d_event: Vec<String>,
-    d_visible_at: Vec<i64>,
-    n_turn: Vec<i32>,
-    n_id: Vec<String>,
-    n_name: Vec<String>,
-    n_input: Vec<String>,
-    n_parent: Vec<Option<String>>,
-    n_parent_seq: Vec<Option<i32>>,
-    n_started: Vec<String>,
-    n_exists: Vec<String>,
-    s_turn: Vec<i32>,
-    s_kind: Vec<String>,
-    s_event: Vec<String>,
-    p_task: Vec<i64>,
-    p_fence: Vec<i64>,
-    p_instance: Vec<Option<String>>,
-    p_execution: Vec<Option<i32>>,
-    p_seq: Vec<Option<i32>>,
-    p_attempt: Vec<i32>,
-    p_outcome: Vec<String>,
-    p_kind: Vec<Option<String>>,
-    p_event: Vec<Option<String>>,
-    p_output: Vec<Option<String>>,
-    p_error: Vec<Option<String>>,
-    p_at: Vec<Option<i64>>,
+/// A turn, as `ratchet.commit_turn`.
+#[derive(Debug, ToSql)]
+#[postgres(name = "commit_turn")]
+struct TurnRow {
+    instance: String,
+    fence: i64,
+    incarnation: i64,
+    execution: i32,
+    version: Option<i32>,
+    history_start: i32,
+    history_count: i32,
+    status: &'static str,
+    output: Option<String>,
+    error: Option<String>,
+    custom_status: Option<String>,
+    next_input: Option<String>,
+    consumed: Vec<i64>,
+    history: Option<String>,
 }
 
-impl Args {
+/// A task a turn creates, as `ratchet.commit_task`; `turn` is the turn's 1-based position.
+#[derive(Debug, ToSql)]
+#[postgres(name = "commit_task")]
+struct TaskRow {
+    turn: i32,
+    queue: String,
+    name: String,
+    input: String,
+    options: String,
+    seq: Option<i32>,
+    visible_at: i64,
+    priority: i32,
+    unique_key: Option<String>,
+    metadata: Option<String>,
+    standalone: bool,
+}
+
+/// An inbox event a turn writes, as `ratchet.commit_event`.
+#[derive(Debug, ToSql)]
+#[postgres(name = "commit_event")]
+struct EventRow {
+    turn: i32,
+    kind: String,
+    event: String,
+    visible_at: i64,
+}
+
+/// A sub-orchestration a turn starts, as `ratchet.commit_child`.
+#[derive(Debug, ToSql)]
+#[postgres(name = "commit_child")]
+struct ChildRow {
+    turn: i32,
+    id: String,
+    name: String,
+    input: String,
+    parent: String,
+    parent_seq: i32,
+    started: String,
+    exists_event: String,
+}
+
+/// A task completion, as `ratchet.commit_completion`.
+#[derive(Debug, ToSql)]
+#[postgres(name = "commit_completion")]
+struct CompletionRow {
+    task: i64,
+    fence: i64,
+    instance: Option<String>,
+    execution: Option<i32>,
+    seq: Option<i32>,
+    attempt: i32,
+    outcome: &'static str,
+    kind: Option<String>,
+    event: Option<String>,
+    output: Option<String>,
+    error: Option<String>,
+    at: Option<i64>,
+}
+
+/// The array types of `commit_batch`'s parameters, read from the schema once per store: a
+/// composite type's id is the database's own, and statements sent unnamed (for PgBouncer)
+/// must name every parameter's type.
+#[derive(Clone, Debug)]
+pub(crate) struct CommitTypes {
+    turns: Type,
+    tasks: Type,
+    events: Type,
+    children: Type,
+    completions: Type,
+}
+
+impl CommitTypes {
+    /// Reads the five composite types of `schema` (one round trip, simple protocol).
+    pub(crate) async fn load(client: &tokio_postgres::Client, schema: &str) -> Res<Self> {
+        let sql = format!(
+            "SELECT t.typname, t.oid, t.typarray, a.attname, a.atttypid
+             FROM pg_type t JOIN pg_attribute a ON a.attrelid = t.typrelid
+             WHERE t.typnamespace = '{schema}'::regnamespace AND t.typname LIKE 'commit\\_%'
+               AND a.attnum > 0 AND NOT a.attisdropped
+             ORDER BY t.typname, a.attnum"
+        );
+        // name -> (oid, array oid, fields)
+        let mut found: HashMap<String, (u32, u32, Vec<Field>)> = HashMap::new();
+        for message in client.simple_query(&sql).await? {
+            let SimpleQueryMessage::Row(row) = message else {
+                continue;
+            };
+            let text = |i: usize| row.get(i).unwrap_or_default();
+            let oid = |i: usize| text(i).parse::<u32>().unwrap_or_default();
+            let field_type = Type::from_oid(oid(4)).ok_or_else(|| {
+                corrupt(format!(
+                    "{}.{} has a type this Ratchet cannot send",
+                    text(0),
+                    text(3)
+                ))
+            })?;
+            found
+                .entry(text(0).to_string())
+                .or_insert_with(|| (oid(1), oid(2), Vec::new()))
+                .2
+                .push(Field::new(text(3).to_string(), field_type));
+        }
+        let mut array_of = |name: &str| -> Res<Type> {
+            let (oid, array, fields) = found.remove(name).ok_or_else(|| {
+                Failure::Store(StoreError::Invalid(format!(
+                    "schema {schema} has no type {name}: its functions are older than this \
+                     Ratchet; run `ratchet migrate`"
+                )))
+            })?;
+            let member = Type::new(
+                name.to_string(),
+                oid,
+                Kind::Composite(fields),
+                schema.to_string(),
+            );
+            Ok(Type::new(
+                format!("_{name}"),
+                array,
+                Kind::Array(member),
+                schema.to_string(),
+            ))
+        };
+        Ok(Self {
+            turns: array_of("commit_turn")?,
+            tasks: array_of("commit_task")?,
+            events: array_of("commit_event")?,
+            children: array_of("commit_child")?,
+            completions: array_of("commit_completion")?,
+        })
+    }
+}
+
+fn corrupt(message: String) -> Failure {
+    Failure::Store(StoreError::Corrupt(message))
+}
+
+/// The rows of `commit_batch`, one vector per array parameter.
+#[derive(Default)]
+struct Rows {
+    turns: Vec<TurnRow>,
+    tasks: Vec<TaskRow>,
+    timers: Vec<EventRow>,
+    parent_events: Vec<EventRow>,
+    children: Vec<ChildRow>,
+    next_events: Vec<EventRow>,
+    completions: Vec<CompletionRow>,
+}
+
+impl Rows {
     fn of(batch: &CommitBatch) -> Self {
-        let mut a = Args::default();
+        let mut r = Rows::default();
         for (i, t) in batch.turns.iter().enumerate() {
-            let n = i32::try_from(i + 1).unwrap_or(i32::MAX);
-            a.t_instance.push(t.instance.clone());
-            a.t_fence.push(t.fence.0);
-            a.t_incarnation.push(t.incarnation.0);
-            a.t_execution.push(i32_of(t.execution));
-            a.t_version.push(t.version.map(i32_of));
-            a.t_history_start.push(i32_of(t.history_start));
-            a.t_history_count
-                .push(i32::try_from(t.history.len()).unwrap_or(i32::MAX));
-            a.t_status.push(t.status.as_str().to_string());
-            a.t_output.push(t.output.as_ref().map(to_json));
-            a.t_error.push(t.error.as_ref().map(to_json));
-            a.t_custom_status
-                .push(t.custom_status.as_ref().map(to_json));
-            a.t_next_input
-                .push(t.continue_as_new.as_ref().map(|c| to_json(&c.input)));
-            for id in &t.consumed {
-                a.c_turn.push(n);
-                a.c_id.push(*id);
-            }
-            if !t.history.is_empty() {
-                a.h_turn.push(n);
-                a.h_seq.push(i32_of(t.history_start));
-                a.h_events.push(to_json(&t.history));
-            }
+            let turn = i32::try_from(i + 1).unwrap_or(i32::MAX);
+            r.turns.push(TurnRow {
+                instance: t.instance.clone(),
+                fence: t.fence.0,
+                incarnation: t.incarnation.0,
+                execution: i32_of(t.execution),
+                version: t.version.map(i32_of),
+                history_start: i32_of(t.history_start),
+                history_count: i32::try_from(t.history.len()).unwrap_or(i32::MAX),
+                status: t.status.as_str(),
+                output: t.output.as_ref().map(to_json),
+                error: t.error.as_ref().map(to_json),
+                custom_status: t.custom_status.as_ref().map(to_json),
+                next_input: t.continue_as_new.as_ref().map(|c| to_json(&c.input)),
+                consumed: t.consumed.clone(),
+                history: (!t.history.is_empty()).then(|| to_json(&t.history)),
+            });
             for task in &t.tasks {
-                a.k_turn.push(n);
-                a.k_queue.push(task.queue.clone());
-                a.k_name.push(task.name.clone());
-                a.k_input.push(to_json(&task.input));
-                a.k_options.push(to_json(&task.options));
-                a.k_seq.push(task.owner.as_ref().map(|o| i32_of(o.seq)));
-                a.k_visible_at.push(task.visible_at.0);
-                a.k_priority.push(i32::from(task.priority));
-                a.k_unique_key.push(task.unique_key.clone());
-                a.k_metadata.push(task.metadata.as_ref().map(to_json));
-                a.k_standalone.push(task.owner.is_none());
+                r.tasks.push(TaskRow {
+                    turn,
+                    queue: task.queue.clone(),
+                    name: task.name.clone(),
+                    input: to_json(&task.input),
+                    options: to_json(&task.options),
+                    seq: task.owner.as_ref().map(|o| i32_of(o.seq)),
+                    visible_at: task.visible_at.0,
+                    priority: i32::from(task.priority),
+                    unique_key: task.unique_key.clone(),
+                    metadata: task.metadata.as_ref().map(to_json),
+                    standalone: task.owner.is_none(),
+                });
             }
             for e in &t.inbox {
-                // An event for another instance can only be the result for this one's parent;
-                // the server delivers it to the parent it has on record.
+                let row = EventRow {
+                    turn,
+                    kind: e.event.kind().to_string(),
+                    event: to_json(&e.event),
+                    visible_at: e.visible_at.0,
+                };
+                // An event for another instance can only be the result for this one's
+                // parent; the server delivers it to the parent it has on record.
                 if e.instance == t.instance {
-                    a.b_turn.push(n);
-                    a.b_kind.push(e.event.kind().to_string());
-                    a.b_event.push(to_json(&e.event));
-                    a.b_visible_at.push(e.visible_at.0);
+                    r.timers.push(row);
                 } else {
-                    a.d_turn.push(n);
-                    a.d_kind.push(e.event.kind().to_string());
-                    a.d_event.push(to_json(&e.event));
-                    a.d_visible_at.push(e.visible_at.0);
+                    r.parent_events.push(row);
                 }
             }
             for child in &t.children {
@@ -142,36 +242,30 @@ impl Args {
                     execution: t.execution,
                     seq: 0,
                 });
-                a.n_turn.push(n);
-                a.n_id.push(child.id.clone());
-                a.n_name.push(child.name.clone());
-                a.n_input.push(to_json(&child.input));
-                a.n_parent.push(Some(to_json(&parent)));
-                a.n_parent_seq.push(Some(i32_of(parent.seq)));
-                a.n_started.push(to_json(&started_event(child)));
-                a.n_exists
-                    .push(to_json(&child_exists_event(&child.id, &parent).event));
+                r.children.push(ChildRow {
+                    turn,
+                    id: child.id.clone(),
+                    name: child.name.clone(),
+                    input: to_json(&child.input),
+                    parent: to_json(&parent),
+                    parent_seq: i32_of(parent.seq),
+                    started: to_json(&started_event(child)),
+                    exists_event: to_json(&child_exists_event(&child.id, &parent).event),
+                });
             }
             if let Some(next) = &t.continue_as_new {
                 for event in next.inbox_events() {
-                    a.s_turn.push(n);
-                    a.s_kind.push(event.kind().to_string());
-                    a.s_event.push(to_json(&event));
+                    r.next_events.push(EventRow {
+                        turn,
+                        kind: event.kind().to_string(),
+                        event: to_json(&event),
+                        visible_at: batch.now.0,
+                    });
                 }
             }
         }
         for c in &batch.completions {
-            a.p_task.push(c.id.0);
-            a.p_fence.push(c.fence.0);
-            a.p_instance
-                .push(c.owner.as_ref().map(|o| o.instance.clone()));
-            a.p_execution
-                .push(c.owner.as_ref().map(|o| i32_of(o.execution)));
-            a.p_seq.push(c.owner.as_ref().map(|o| i32_of(o.seq)));
-            a.p_attempt.push(i32_of(c.attempt));
             let event = c.event();
-            a.p_kind.push(event.as_ref().map(|e| e.kind().to_string()));
-            a.p_event.push(event.as_ref().map(to_json));
             let (outcome, output, error, at) = match &c.result {
                 TaskResult::Completed(output) => ("Completed", Some(to_json(output)), None, None),
                 TaskResult::Failed(error) => ("Failed", None, Some(to_json(error)), None),
@@ -181,17 +275,33 @@ impl Args {
                 TaskResult::Snooze { at } => ("Snooze", None, None, Some(at.0)),
                 _ => ("Cancelled", None, None, None),
             };
-            a.p_outcome.push(outcome.to_string());
-            a.p_output.push(output);
-            a.p_error.push(error);
-            a.p_at.push(at);
+            r.completions.push(CompletionRow {
+                task: c.id.0,
+                fence: c.fence.0,
+                instance: c.owner.as_ref().map(|o| o.instance.clone()),
+                execution: c.owner.as_ref().map(|o| i32_of(o.execution)),
+                seq: c.owner.as_ref().map(|o| i32_of(o.seq)),
+                attempt: i32_of(c.attempt),
+                outcome,
+                kind: event.as_ref().map(|e| e.kind().to_string()),
+                event: event.as_ref().map(to_json),
+                output,
+                error,
+                at,
+            });
         }
-        a
+        r
     }
 }
 
+/// `rows` as a parameter of the array type `ty`.
+fn rows<'a, T: ToSql + Sync>(rows: &'a Vec<T>, ty: &Type) -> Param<'a> {
+    (rows, ty.clone())
+}
+
 pub(crate) async fn commit(c: &Conn, batch: &CommitBatch) -> Res<CommitOutcome> {
-    let a = Args::of(batch);
+    let r = Rows::of(batch);
+    let types = c.commit_types();
     let task_owner = batch.task_lease.as_ref().map(|l| l.owner.clone());
     let task_until = batch.task_lease.as_ref().map(|l| l.until.0);
     let task_capacity = i32::try_from(batch.task_capacity).unwrap_or(i32::MAX);
@@ -203,71 +313,19 @@ pub(crate) async fn commit(c: &Conn, batch: &CommitBatch) -> Res<CommitOutcome> 
             &[
                 p(&batch.now.0),
                 p(&c.notify()),
-                p(&a.t_instance),
-                p(&a.t_fence),
-                p(&a.t_execution),
-                p(&a.t_version),
-                p(&a.t_history_start),
-                p(&a.t_history_count),
-                p(&a.t_status),
-                p(&a.t_output),
-                p(&a.t_error),
-                p(&a.t_custom_status),
-                p(&a.t_next_input),
-                p(&a.c_turn),
-                p(&a.c_id),
-                p(&a.h_turn),
-                p(&a.h_seq),
-                p(&a.h_events),
-                p(&a.k_turn),
-                p(&a.k_queue),
-                p(&a.k_name),
-                p(&a.k_input),
-                p(&a.k_options),
-                p(&a.k_seq),
-                p(&a.k_visible_at),
-                p(&a.k_priority),
-                p(&a.k_unique_key),
-                p(&a.k_metadata),
-                p(&a.k_standalone),
-                p(&a.b_turn),
-                p(&a.b_kind),
-                p(&a.b_event),
-                p(&a.b_visible_at),
-                p(&a.d_turn),
-                p(&a.d_kind),
-                p(&a.d_event),
-                p(&a.d_visible_at),
-                p(&a.n_turn),
-                p(&a.n_id),
-                p(&a.n_name),
-                p(&a.n_input),
-                p(&a.n_parent),
-                p(&a.n_parent_seq),
-                p(&a.n_started),
-                p(&a.n_exists),
-                p(&a.s_turn),
-                p(&a.s_kind),
-                p(&a.s_event),
-                p(&a.p_task),
-                p(&a.p_fence),
-                p(&a.p_instance),
-                p(&a.p_execution),
-                p(&a.p_seq),
-                p(&a.p_attempt),
-                p(&a.p_outcome),
-                p(&a.p_kind),
-                p(&a.p_event),
-                p(&a.p_output),
-                p(&a.p_error),
-                p(&a.p_at),
+                rows(&r.turns, &types.turns),
+                rows(&r.tasks, &types.tasks),
+                rows(&r.timers, &types.events),
+                rows(&r.parent_events, &types.events),
+                rows(&r.children, &types.children),
+                rows(&r.next_events, &types.events),
+                rows(&r.completions, &types.completions),
                 p(&task_owner),
                 p(&task_until),
                 p(&task_capacity),
                 p(&batch.lock_instances),
                 p(&lock_owner),
                 p(&lock_until),
-                p(&a.t_incarnation),
             ],
         )
         .await?;

@@ -167,13 +167,18 @@ pub(crate) async fn migrate(client: &mut Object, schema: &str) -> Result<()> {
     }
     if applied != sha256 {
         tracing::info!(schema, sha256, "applying PostgreSQL functions");
-        // Every function goes first: one whose signature changed would otherwise stay
-        // beside its successor.
+        // Every function goes first, and every composite type the functions take (no table
+        // holds one): one whose signature changed would otherwise stay beside its successor.
         tx.batch_execute(&format!(
-            "DO $$ DECLARE f regprocedure; BEGIN
+            "DO $$ DECLARE f regprocedure; t regtype; BEGIN
                  FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
                           WHERE p.pronamespace = '{schema}'::regnamespace LOOP
                      EXECUTE 'DROP FUNCTION ' || f::text;
+                 END LOOP;
+                 FOR t IN SELECT ty.oid::regtype FROM pg_type ty
+                          JOIN pg_class c ON c.oid = ty.typrelid AND c.relkind = 'c'
+                          WHERE ty.typnamespace = '{schema}'::regnamespace LOOP
+                     EXECUTE 'DROP TYPE ' || t::text;
                  END LOOP;
              END $$;"
         ))

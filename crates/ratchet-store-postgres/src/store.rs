@@ -68,6 +68,8 @@ struct Inner {
     /// connections all wait behind a lock cannot keep it from being heard.
     lifeline: Pool,
     sql: NamedQueries,
+    /// The group commit's parameter types, as this schema has them.
+    commit_types: commit::CommitTypes,
     config: PostgresConfig,
     counters: Counters,
     /// Where this process's claims start reading each queue.
@@ -98,6 +100,11 @@ impl Conn {
     /// This process's claim cursors.
     pub(crate) fn cursors(&self) -> std::sync::MutexGuard<'_, ClaimCursors> {
         crate::cursor::lock(&self.store.cursors)
+    }
+
+    /// The group commit's parameter types.
+    pub(crate) fn commit_types(&self) -> &commit::CommitTypes {
+        &self.store.commit_types
     }
 
     /// A key for an announcement of work: each one chooses another process.
@@ -323,14 +330,17 @@ impl PostgresStore {
         };
         let pool = pool_of(config.pool_size)?;
         let lifeline = pool_of(1)?;
-        {
+        let commit_types = {
             let mut client = pool.get().await.map_err(pool_err)?;
             if config.migrate {
                 migrate::migrate(&mut client, &config.schema).await?;
             } else {
                 migrate::check(&client, &config.schema).await?;
             }
-        }
+            commit::CommitTypes::load(&client, &config.schema)
+                .await
+                .map_err(Failure::into_store)?
+        };
         let cursors = Arc::<std::sync::Mutex<ClaimCursors>>::default();
         let share = Arc::<std::sync::Mutex<WakeShare>>::default();
         let (wakeups, listener) = if config.notify {
@@ -353,6 +363,7 @@ impl PostgresStore {
                 tls,
                 lifeline,
                 sql: queries(&config.schema),
+                commit_types,
                 config,
                 counters: Counters::default(),
                 cursors,
