@@ -7,10 +7,8 @@ use ratchet::{CatchUp, Client, Overlap, ScheduleAction, ScheduleOptions, TaskOpt
 use ratchet_server::{DescriptionView, FireView, ScheduleView};
 use serde_json::{json, Value};
 
-use crate::input::parse_rfc3339;
+use crate::input::{parse_rfc3339, rfc3339};
 use crate::ops::enc;
-
-use crate::input::rfc3339;
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum ScheduleCommand {

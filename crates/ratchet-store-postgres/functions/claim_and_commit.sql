@@ -341,9 +341,9 @@ BEGIN
     IF cardinality(finished) > 0 THEN
         DELETE FROM ratchet.inbox WHERE instance = ANY (finished);
         DELETE FROM ratchet.tasks WHERE instance = ANY (finished);
-    END IF;
-    IF p_notify AND cardinality(finished) > 0 THEN
-        PERFORM pg_notify('ratchet.done', f) FROM unnest(finished) AS f;
+        IF p_notify THEN
+            PERFORM pg_notify('ratchet.done', f) FROM unnest(finished) AS f;
+        END IF;
     END IF;
 END $$;
 
@@ -401,13 +401,9 @@ BEGIN
     FROM inserted;
 END $$;
 
--- The inbox events committed turns write, in the order the first statement lists them:
--- timers of running turns (visible at their time), results for parents (only while the
--- parent runs the execution that started the child), and sub-orchestrations (a child id that
--- is taken fails the parent's step instead of the whole turn). Then continue as new: what the
--- old execution waited for goes (signals and cancellation stay), and the next execution opens
--- with its start and the carried-over signals. Says which instances have new work, and
--- whether children were started.
+-- The inbox events committed turns write: timers, results for parents, sub-orchestrations,
+-- and the opening events of executions that continue as new. Says which instances have new
+-- work, and whether children were started.
 CREATE FUNCTION ratchet.commit_events(
     p_now bigint, p_turns ratchet.commit_turn[], p_instances text[], p_executions integer[],
     p_turn_ok boolean[], p_finished text[], p_continued text[],
@@ -416,52 +412,76 @@ CREATE FUNCTION ratchet.commit_events(
     OUT woken text[], OUT new_children boolean)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_more text[];
 BEGIN
-    WITH child AS (
-        SELECT n.*, p_instances[n.turn] AS parent_instance,
-               p_executions[n.turn] AS parent_execution,
-               row_number() OVER (PARTITION BY n.id ORDER BY n.ordinality) AS nth
-        FROM unnest(p_children) WITH ORDINALITY AS n
-        WHERE p_turn_ok[n.turn]
-    ), created AS (
-        INSERT INTO ratchet.instances (id, name, status, execution, input, parent,
-            parent_instance, parent_execution, parent_seq, created_at, updated_at)
-        SELECT id, name, 'Pending', 0, input, parent, parent_instance, parent_execution,
-               parent_seq, p_now, p_now
-        FROM child WHERE nth = 1
-        ON CONFLICT (id) DO NOTHING
-        RETURNING id
-    ), inserted AS (
-        INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
-        SELECT e.instance, e.kind, e.event, e.visible_at FROM (
-            SELECT 1 AS part, b.ordinality AS n, p_instances[b.turn] AS instance,
-                   b.kind, b.event, b.visible_at
+    woken := '{}'; new_children := false;
+    IF cardinality(p_timers) > 0 THEN
+        -- Timers of running turns, visible at their time.
+        WITH inserted AS (
+            INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
+            SELECT p_instances[b.turn], b.kind, b.event, b.visible_at
             FROM unnest(p_timers) WITH ORDINALITY AS b
             WHERE p_turn_ok[b.turn] AND p_instances[b.turn] <> ALL (p_finished)
               AND p_instances[b.turn] <> ALL (p_continued)
-            UNION ALL
-            SELECT 2, d.ordinality, c.parent_instance, d.kind, d.event, d.visible_at
+            ORDER BY b.ordinality
+            RETURNING instance, visible_at)
+        SELECT coalesce(array_agg(instance) FILTER (WHERE visible_at <= p_now), '{}')
+        INTO v_more FROM inserted;
+        woken := woken || v_more;
+    END IF;
+
+    IF cardinality(p_parent_events) > 0 THEN
+        -- Results for parents, only while the parent runs the execution that started the child.
+        WITH inserted AS (
+            INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
+            SELECT c.parent_instance, d.kind, d.event, d.visible_at
             FROM unnest(p_parent_events) WITH ORDINALITY AS d
             JOIN ratchet.instances c ON c.id = p_instances[d.turn]
             JOIN ratchet.instances p ON p.id = c.parent_instance
                  AND p.execution = c.parent_execution
                  AND p.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated')
             WHERE p_turn_ok[d.turn]
-            UNION ALL
-            SELECT 3, k.ordinality,
-                   CASE WHEN c.id IS NULL THEN k.parent_instance ELSE k.id END,
+            ORDER BY d.ordinality
+            RETURNING instance)
+        SELECT coalesce(array_agg(instance), '{}') INTO v_more FROM inserted;
+        woken := woken || v_more;
+    END IF;
+
+    IF cardinality(p_children) > 0 THEN
+        -- Sub-orchestrations. A child id that is taken fails the parent's step instead of the
+        -- whole turn.
+        WITH child AS (
+            SELECT n.*, p_instances[n.turn] AS parent_instance,
+                   p_executions[n.turn] AS parent_execution,
+                   row_number() OVER (PARTITION BY n.id ORDER BY n.ordinality) AS nth
+            FROM unnest(p_children) WITH ORDINALITY AS n
+            WHERE p_turn_ok[n.turn]
+        ), created AS (
+            INSERT INTO ratchet.instances (id, name, status, execution, input, parent,
+                parent_instance, parent_execution, parent_seq, created_at, updated_at)
+            SELECT id, name, 'Pending', 0, input, parent, parent_instance, parent_execution,
+                   parent_seq, p_now, p_now
+            FROM child WHERE nth = 1
+            ON CONFLICT (id) DO NOTHING
+            RETURNING id
+        ), inserted AS (
+            INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
+            SELECT CASE WHEN c.id IS NULL THEN k.parent_instance ELSE k.id END,
                    CASE WHEN c.id IS NULL THEN 'SubOrchestrationFailed' ELSE 'ExecutionStarted' END,
                    CASE WHEN c.id IS NULL THEN k.exists_event ELSE k.started END,
                    p_now
-            FROM child k LEFT JOIN created c ON c.id = k.id AND k.nth = 1) e
-        ORDER BY e.part, e.n
-        RETURNING instance, kind, visible_at)
-    -- A due event wakes its instance; a started child is new work for any process.
-    SELECT coalesce(array_agg(instance) FILTER (
-               WHERE kind <> 'ExecutionStarted' AND visible_at <= p_now), '{}'),
-           coalesce(bool_or(kind = 'ExecutionStarted'), false)
-    INTO woken, new_children FROM inserted;
+            FROM child k LEFT JOIN created c ON c.id = k.id AND k.nth = 1
+            ORDER BY k.ordinality
+            RETURNING instance, kind)
+        SELECT coalesce(array_agg(instance) FILTER (WHERE kind <> 'ExecutionStarted'), '{}'),
+               coalesce(bool_or(kind = 'ExecutionStarted'), false)
+        INTO v_more, new_children FROM inserted;
+        woken := woken || v_more;
+    END IF;
 
+    -- Continue as new: what the old execution waited for goes (signals and cancellation stay),
+    -- and the next execution opens with its start and the carried-over signals.
     IF cardinality(p_continued) > 0 THEN
         DELETE FROM ratchet.inbox
         WHERE instance = ANY (p_continued) AND kind NOT IN ('SignalReceived', 'CancelRequested');

@@ -127,11 +127,11 @@ impl CommitTypes {
             let text = |i: usize| row.get(i).unwrap_or_default();
             let oid = |i: usize| text(i).parse::<u32>().unwrap_or_default();
             let field_type = Type::from_oid(oid(4)).ok_or_else(|| {
-                corrupt(format!(
+                Failure::Store(StoreError::Corrupt(format!(
                     "{}.{} has a type this Ratchet cannot send",
                     text(0),
                     text(3)
-                ))
+                )))
             })?;
             found
                 .entry(text(0).to_string())
@@ -167,10 +167,6 @@ impl CommitTypes {
             completions: array_of("commit_completion")?,
         })
     }
-}
-
-fn corrupt(message: String) -> Failure {
-    Failure::Store(StoreError::Corrupt(message))
 }
 
 /// The rows of `commit_batch`, one vector per array parameter.
@@ -301,7 +297,7 @@ fn rows<'a, T: ToSql + Sync>(rows: &'a Vec<T>, ty: &Type) -> Param<'a> {
 
 pub(crate) async fn commit(c: &Conn, batch: &CommitBatch) -> Res<CommitOutcome> {
     let r = Rows::of(batch);
-    let types = c.commit_types();
+    let types = c.commit_types().await?;
     let task_owner = batch.task_lease.as_ref().map(|l| l.owner.clone());
     let task_until = batch.task_lease.as_ref().map(|l| l.until.0);
     let task_capacity = i32::try_from(batch.task_capacity).unwrap_or(i32::MAX);

@@ -70,8 +70,9 @@ struct Inner {
     /// connections all wait behind a lock cannot keep it from being heard.
     lifeline: Pool,
     sql: NamedQueries,
-    /// The group commit's parameter types, as this schema has them.
-    commit_types: commit::CommitTypes,
+    /// The group commit's parameter types, as this schema has them: read by the first commit,
+    /// so that a store that never commits (a CLI command, a client) never pays for them.
+    commit_types: tokio::sync::OnceCell<commit::CommitTypes>,
     config: PostgresConfig,
     counters: Counters,
     /// Where this process's claims start reading each queue.
@@ -104,9 +105,18 @@ impl Conn {
         crate::cursor::lock(&self.store.cursors)
     }
 
-    /// The group commit's parameter types.
-    pub(crate) fn commit_types(&self) -> &commit::CommitTypes {
-        &self.store.commit_types
+    /// The group commit's parameter types: a round trip of their own the first time only.
+    pub(crate) async fn commit_types(&self) -> Res<&commit::CommitTypes> {
+        self.store
+            .commit_types
+            .get_or_try_init(|| async {
+                self.store
+                    .counters
+                    .round_trips
+                    .fetch_add(1, Ordering::Relaxed);
+                commit::CommitTypes::load(&self.client, &self.store.config.schema).await
+            })
+            .await
     }
 
     /// A key for an announcement of work: each one chooses another process.
@@ -336,17 +346,14 @@ impl PostgresStore {
         };
         let pool = pool_of(config.pool_size)?;
         let lifeline = pool_of(1)?;
-        let commit_types = {
+        {
             let mut client = pool.get().await.map_err(pool_err)?;
             if config.migrate {
                 migrate::migrate(&mut client, &config.schema).await?;
             } else {
                 migrate::check(&client, &config.schema).await?;
             }
-            commit::CommitTypes::load(&client, &config.schema)
-                .await
-                .map_err(Failure::into_store)?
-        };
+        }
         let cursors = Arc::<std::sync::Mutex<ClaimCursors>>::default();
         let share = Arc::<std::sync::Mutex<WakeShare>>::default();
         let (wakeups, listener) = if config.notify {
@@ -369,7 +376,7 @@ impl PostgresStore {
                 tls,
                 lifeline,
                 sql: queries(&config.schema),
-                commit_types,
+                commit_types: tokio::sync::OnceCell::new(),
                 config,
                 counters: Counters::default(),
                 cursors,
