@@ -49,9 +49,13 @@ pub(crate) struct TaskArgs {
     /// Tasks enqueued per second (steady).
     #[arg(long, default_value_t = 1000)]
     rate: u64,
-    /// How long to enqueue (steady).
+    /// How long to enqueue and measure (steady).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     duration: Duration,
+    /// How long to enqueue at the same rate first, without measuring: connections opened,
+    /// statements prepared, caches warm (steady). Its latencies are reported apart.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    warmup: Duration,
     /// Drain --count tasks this many times back to back, on the same tables and workers
     /// (drain). Each later round is enqueued to become ready at once when it is all in.
     #[arg(long, default_value_t = 1)]
@@ -186,6 +190,7 @@ pub(crate) async fn run(args: TaskArgs, database_url: Option<&str>) -> anyhow::R
     report.param("concurrency", args.concurrency);
     report.param("rate", args.rate);
     report.param("duration_s", args.duration.as_secs_f64());
+    report.param("warmup_s", args.warmup.as_secs_f64());
     report.param("rounds", args.rounds);
     report.param("hold_snapshot", args.hold_snapshot);
     env.finish(&mut report).await?;
@@ -324,20 +329,32 @@ async fn drain(env: &mut BenchEnv, client: &Client, args: &TaskArgs) -> anyhow::
     Ok(report)
 }
 
-async fn steady(env: &mut BenchEnv, client: &Client, args: &TaskArgs) -> anyhow::Result<Report> {
-    let workers = Workers::start(env, args).await?;
-    env.begin_stats().await?;
-    let before = workers.stats();
-    let progress = Progress::timed(args.common.quiet, "steady", args.duration);
+/// What enqueueing at a fixed rate for a while gave.
+struct Paced {
+    /// Tasks asked for.
+    total: u64,
+    /// Calls that failed.
+    failures: u64,
+    /// How long each enqueue call itself took: the part of enqueue-to-start before any
+    /// worker could see the task.
+    calls: Latencies,
+    /// From the first call to the last call's answer.
+    seconds: f64,
+}
+
+/// Enqueues `--rate` tasks a second for `duration`, each its own call, as a web request
+/// would make it; calls overlap when the database is slower than the rate.
+async fn enqueue_paced(
+    client: &Client,
+    args: &TaskArgs,
+    duration: Duration,
+    progress: Option<(&Progress, &AtomicU64)>,
+) -> Paced {
     let interval = Duration::from_secs_f64(1.0 / args.rate as f64);
-    let total = (args.rate as f64 * args.duration.as_secs_f64()).round() as u64;
-    // Each enqueue is its own call, as a web request would make it; calls overlap when the
-    // database is slower than the rate.
+    let total = (args.rate as f64 * duration.as_secs_f64()).round() as u64;
     let inflight = Arc::new(tokio::sync::Semaphore::new(512));
     let failures = Arc::new(AtomicU64::new(0));
-    // How long the enqueue call itself took: the part of enqueue-to-start before any worker
-    // could see the task.
-    let enqueue_calls = Arc::new(Mutex::new(Latencies::new()));
+    let calls = Arc::new(Mutex::new(Latencies::new()));
     let started = Instant::now();
     let mut sends = Vec::with_capacity(total as usize);
     for i in 0..total {
@@ -345,7 +362,7 @@ async fn steady(env: &mut BenchEnv, client: &Client, args: &TaskArgs) -> anyhow:
         let Ok(permit) = inflight.clone().acquire_owned().await else {
             break;
         };
-        let (client, failures, calls) = (client.clone(), failures.clone(), enqueue_calls.clone());
+        let (client, failures, calls) = (client.clone(), failures.clone(), calls.clone());
         sends.push(tokio::spawn(async move {
             let _permit = permit;
             let called = Instant::now();
@@ -364,32 +381,73 @@ async fn steady(env: &mut BenchEnv, client: &Client, args: &TaskArgs) -> anyhow:
                     .record(called.elapsed());
             }
         }));
-        progress
-            .counter()
-            .store(workers.ran.load(Ordering::Relaxed), Ordering::Relaxed);
+        if let Some((progress, ran)) = progress {
+            progress
+                .counter()
+                .store(ran.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
     }
     for s in sends {
         let _ = s.await;
     }
-    let enqueue_seconds = started.elapsed().as_secs_f64();
+    let calls = calls.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    Paced {
+        total,
+        failures: failures.load(Ordering::Relaxed),
+        calls,
+        seconds: started.elapsed().as_secs_f64(),
+    }
+}
+
+/// Waits (at most 30 s) until the workers ran `total` tasks.
+async fn wait_ran(workers: &Workers, total: u64) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while workers.ran.load(Ordering::Relaxed) < total && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+async fn steady(env: &mut BenchEnv, client: &Client, args: &TaskArgs) -> anyhow::Result<Report> {
+    let workers = Workers::start(env, args).await?;
+    // The same load first, unmeasured: every pooled connection opened and its statements
+    // prepared, as in a process that has been serving for a while. Its figures are reported
+    // apart.
+    let mut warm = None;
+    if !args.warmup.is_zero() {
+        let paced = enqueue_paced(client, args, args.warmup, None).await;
+        wait_ran(&workers, paced.total).await;
+        let to_start = std::mem::replace(
+            &mut *workers.to_start.lock().unwrap_or_else(|p| p.into_inner()),
+            Latencies::new(),
+        );
+        warm = Some((paced, to_start));
+    }
+    let warm_total = warm.as_ref().map_or(0, |(p, _)| p.total);
+    let warm_ran = workers.ran.load(Ordering::Relaxed);
+    let measured_from_us = now_us();
+    env.begin_stats().await?;
+    let before = workers.stats();
+    let progress = Progress::timed(args.common.quiet, "steady", args.duration);
+    let started = Instant::now();
+    let paced = enqueue_paced(client, args, args.duration, Some((&progress, &workers.ran))).await;
+    let total = paced.total;
+    wait_ran(&workers, warm_ran + total).await;
     progress.finish();
     let seconds = started.elapsed().as_secs_f64();
     let after = workers.stats();
-    let ran = workers.ran.load(Ordering::Relaxed);
+    let ran = workers.ran.load(Ordering::Relaxed) - warm_ran;
     let to_start = workers
         .to_start
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .clone();
     workers.stop().await;
-    // Enqueue to complete, from the tasks' records (milliseconds: the store's resolution).
+    // Enqueue to complete, from the tasks' records (milliseconds: the store's resolution);
+    // a task's input is when it was enqueued, which tells the warm-up's apart.
+    let everything = warm_total + total;
     let settle = Instant::now() + Duration::from_secs(30);
     let (mut completed, mut dead, mut waiting) = counts(client).await?;
-    while completed + dead < total && Instant::now() < settle {
+    while completed + dead < everything && Instant::now() < settle {
         tokio::time::sleep(Duration::from_millis(50)).await;
         (completed, dead, waiting) = counts(client).await?;
     }
@@ -397,13 +455,14 @@ async fn steady(env: &mut BenchEnv, client: &Client, args: &TaskArgs) -> anyhow:
         .tasks(TaskFilter {
             queue: Some(QUEUE.into()),
             states: vec![TaskState::Completed],
-            limit: Some(u32::try_from(total + 10).unwrap_or(u32::MAX)),
+            limit: Some(u32::try_from(everything + 10).unwrap_or(u32::MAX)),
             ..TaskFilter::default()
         })
         .await?;
     let mut to_complete = Latencies::new();
     for t in &done {
-        if let Some(finished) = t.finished_at {
+        let measured = t.input.as_i64().is_some_and(|at| at >= measured_from_us);
+        if let (true, Some(finished)) = (measured, t.finished_at) {
             to_complete.record(finished.since(Timestamp(t.created_at.0)));
         }
     }
@@ -423,17 +482,24 @@ async fn steady(env: &mut BenchEnv, client: &Client, args: &TaskArgs) -> anyhow:
     report
         .latencies
         .insert("enqueue to complete".into(), to_complete.summary());
-    report.latencies.insert(
-        "enqueue call".into(),
-        enqueue_calls
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .summary(),
-    );
     report
-        .figures
-        .insert("enqueued/s".into(), total as f64 / enqueue_seconds);
-    report.correctness.failed = dead + failures.load(Ordering::Relaxed);
+        .latencies
+        .insert("enqueue call".into(), paced.calls.summary());
+    let mut failed = paced.failures;
+    if let Some((warm, warm_to_start)) = warm {
+        report
+            .latencies
+            .insert("warm-up enqueue to start".into(), warm_to_start.summary());
+        report
+            .latencies
+            .insert("warm-up enqueue call".into(), warm.calls.summary());
+        failed += warm.failures;
+    }
+    report.figures.insert(
+        "enqueued/s".into(),
+        total as f64 / paced.seconds.max(f64::EPSILON),
+    );
+    report.correctness.failed = dead + failed;
     report.correctness.stuck = waiting;
     report.correctness.stale_refused = after.stale_refused - before.stale_refused;
     Ok(report)
