@@ -125,6 +125,14 @@ BEGIN
                            coalesce(p_task_from_queue, '{}'), coalesce(p_task_from_priority, '{}'),
                            coalesce(p_task_from_ready, '{}'), coalesce(p_task_from_id, '{}'));
     taken_over := taken_over + v_tasks_taken_over;
+    -- A claim of tasks alone commits without waiting for its flush to disk (the rest of the
+    -- transaction only): losing it in a crash loses a lease, and the task runs again, as
+    -- it would after its worker crashed; a completion's commit, flushed after it, makes it
+    -- durable. A claim that leased an instance waits as usual: a turn's fence must never
+    -- be handed out twice.
+    IF cardinality(i_id) = 0 THEN
+        PERFORM set_config('synchronous_commit', 'off', true);
+    END IF;
 
     SELECT least((SELECT min(visible_at) FROM ratchet.inbox WHERE visible_at > p_now),
                  (SELECT min(ready_at) FROM ratchet.tasks
@@ -249,7 +257,7 @@ BEGIN
 
     IF cardinality(p_turns) > 0 THEN
         SELECT * INTO turn_ok, v_finished, v_continued
-        FROM ratchet.commit_turns(p_now, p_notify, p_turns, v_instances);
+        FROM ratchet.commit_turns(p_now, p_turns, v_instances);
     END IF;
     IF cardinality(p_tasks) > 0 THEN
         SELECT * INTO task_instance, task_seq, task_id, task_fence, v_unleased_tasks
@@ -276,10 +284,18 @@ BEGIN
         FROM ratchet.commit_lock_cached(p_now, p_lock, p_lock_owner, p_lock_until);
     END IF;
 
-    -- Others need to hear only of work this batch did not lease to the committer.
-    IF p_notify AND (v_unleased_tasks OR v_new_children
-                     OR EXISTS (SELECT 1 FROM unnest(v_woken) AS w WHERE w <> ALL (l_id))) THEN
-        PERFORM pg_notify('ratchet.work', p_now::text);
+    -- The notifications leave after the commit, sent by the statement that follows this one
+    -- on the connection (`commit_notify`), which reads them from the session: a NOTIFY in
+    -- this transaction would hold PostgreSQL's notification lock through the commit's flush
+    -- to disk, one notifying commit at a time. `d<id>`: the instance finished; `w<time>`:
+    -- work others should look at (not what this batch leased to the committer). Rolled
+    -- back with the batch.
+    IF p_notify THEN
+        PERFORM set_config('ratchet.pending_notify', (
+            ARRAY(SELECT 'd' || f FROM unnest(v_finished) AS f)
+            || CASE WHEN v_unleased_tasks OR v_new_children
+                         OR EXISTS (SELECT 1 FROM unnest(v_woken) AS w WHERE w <> ALL (l_id))
+                    THEN ARRAY['w' || p_now] ELSE '{}'::text[] END)::text, false);
     END IF;
 END $$;
 
@@ -288,7 +304,7 @@ END $$;
 -- length), the instance still runs, and it is the first turn of its instance in the batch.
 -- Says which committed, and which of those finished their instance or continue as new.
 CREATE FUNCTION ratchet.commit_turns(
-    p_now bigint, p_notify boolean, p_turns ratchet.commit_turn[], p_instances text[],
+    p_now bigint, p_turns ratchet.commit_turn[], p_instances text[],
     OUT turn_ok boolean[], OUT finished text[], OUT continued text[])
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp AS $$
@@ -341,9 +357,6 @@ BEGIN
     IF cardinality(finished) > 0 THEN
         DELETE FROM ratchet.inbox WHERE instance = ANY (finished);
         DELETE FROM ratchet.tasks WHERE instance = ANY (finished);
-        IF p_notify THEN
-            PERFORM pg_notify('ratchet.done', f) FROM unnest(finished) AS f;
-        END IF;
     END IF;
 END $$;
 
@@ -392,13 +405,15 @@ BEGIN
         ORDER BY s.ordinality
         ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
         RETURNING id, fence, instance, seq, lease_owner, visible_at)
-    SELECT coalesce(array_agg(instance ORDER BY id) FILTER (WHERE lease_owner IS NOT NULL), '{}'),
-           coalesce(array_agg(seq ORDER BY id) FILTER (WHERE lease_owner IS NOT NULL), '{}'),
-           coalesce(array_agg(id ORDER BY id) FILTER (WHERE lease_owner IS NOT NULL), '{}'),
-           coalesce(array_agg(fence ORDER BY id) FILTER (WHERE lease_owner IS NOT NULL), '{}'),
+    -- The arrays line up because one pass fills them all (a sort for each aggregate's own
+    -- ORDER BY cost more to set up, on every call, than the rest of the statement).
+    SELECT coalesce(array_agg(instance) FILTER (WHERE lease_owner IS NOT NULL), '{}'),
+           coalesce(array_agg(seq) FILTER (WHERE lease_owner IS NOT NULL), '{}'),
+           coalesce(array_agg(id) FILTER (WHERE lease_owner IS NOT NULL), '{}'),
+           coalesce(array_agg(fence) FILTER (WHERE lease_owner IS NOT NULL), '{}'),
            coalesce(bool_or(lease_owner IS NULL AND visible_at <= p_now), false)
     INTO task_instance, task_seq, task_id, task_fence, unleased
-    FROM inserted;
+    FROM (SELECT * FROM inserted ORDER BY id) AS i;
 END $$;
 
 -- The inbox events committed turns write: timers, results for parents, sub-orchestrations,

@@ -154,7 +154,9 @@ BEGIN
                 SET lease_owner = p_owner, lease_until = p_until, ready_at = p_until,
                     fence = t.fence + 1,
                     attempt = t.attempt + CASE WHEN t.lease_owner IS NULL THEN 0 ELSE 1 END
-                FROM ready WHERE t.id = ready.id
+                -- (By key: a plan cached while the table was small may otherwise read all
+                -- of it for the join.)
+                FROM ready WHERE t.id = ready.id AND t.id = ANY (ARRAY(SELECT r.id FROM ready r))
                 RETURNING t AS task, ready.ready_at, ready.id, ready.expired)
             SELECT coalesce(array_agg(task), '{}'),
                    (array_agg(ready_at ORDER BY ready_at DESC, id DESC))[1],
@@ -180,20 +182,23 @@ BEGIN
             WHERE name = v_queue;
         END IF;
     END LOOP;
-    SELECT coalesce(array_agg(r.id ORDER BY r.priority, r.visible_at, r.id), '{}'),
-           coalesce(array_agg(r.fence ORDER BY r.priority, r.visible_at, r.id), '{}'),
-           coalesce(array_agg(r.name ORDER BY r.priority, r.visible_at, r.id), '{}'),
-           coalesce(array_agg(r.input ORDER BY r.priority, r.visible_at, r.id), '{}'),
-           coalesce(array_agg(r.options ORDER BY r.priority, r.visible_at, r.id), '{}'),
-           coalesce(array_agg(r.instance ORDER BY r.priority, r.visible_at, r.id), '{}'),
-           coalesce(array_agg(r.execution ORDER BY r.priority, r.visible_at, r.id), '{}'),
-           coalesce(array_agg(r.seq ORDER BY r.priority, r.visible_at, r.id), '{}'),
-           coalesce(array_agg(r.attempt ORDER BY r.priority, r.visible_at, r.id), '{}'),
-           coalesce(array_agg(r.queue ORDER BY r.priority, r.visible_at, r.id), '{}'),
-           coalesce(array_agg(r.metadata ORDER BY r.priority, r.visible_at, r.id), '{}')
+    -- In the order they run; the arrays line up because one pass fills them all. (A sort
+    -- for each aggregate's own ORDER BY, set up on every call, made an empty claim called
+    -- from pgbench take 0.32-0.34 ms instead of 0.24 ms.)
+    SELECT coalesce(array_agg(r.id), '{}'),
+           coalesce(array_agg(r.fence), '{}'),
+           coalesce(array_agg(r.name), '{}'),
+           coalesce(array_agg(r.input), '{}'),
+           coalesce(array_agg(r.options), '{}'),
+           coalesce(array_agg(r.instance), '{}'),
+           coalesce(array_agg(r.execution), '{}'),
+           coalesce(array_agg(r.seq), '{}'),
+           coalesce(array_agg(r.attempt), '{}'),
+           coalesce(array_agg(r.queue), '{}'),
+           coalesce(array_agg(r.metadata), '{}')
     INTO t_id, t_fence, t_name, t_input, t_options, t_instance, t_execution, t_seq, t_attempt,
          t_queue, t_metadata
-    FROM unnest(v_rows) AS r;
+    FROM (SELECT * FROM unnest(v_rows) AS u ORDER BY u.priority, u.visible_at, u.id) AS r;
     -- A task asked to cancel whose worker is gone (its lease ran out) is cancelled now.
     PERFORM ratchet.task_finish(array_agg(t.id), array_agg('Cancelled'::text),
                                 array_agg(NULL::text), array_agg(NULL::text), p_now)

@@ -7,3 +7,11 @@ SELECT * FROM ratchet.commit_batch(
     p_next_events => $8, p_completions => $9,
     p_task_owner => $10, p_task_until => $11, p_task_capacity => $12,
     p_lock => $13, p_lock_owner => $14, p_lock_until => $15);
+
+-- name: commit_notify
+-- Sent right after `commit` on the same connection, in a transaction of its own: the
+-- notifications the commit left in the session (see commit_batch), sent now that it is done.
+SELECT count(pg_notify(CASE left(n, 1) WHEN 'd' THEN 'ratchet.done' ELSE 'ratchet.work' END,
+                       substr(n, 2)))
+FROM unnest(coalesce(nullif(current_setting('ratchet.pending_notify', true), ''),
+                     '{}')::text[]) AS n;

@@ -15,7 +15,7 @@ use tokio_postgres::SimpleQueryMessage;
 use crate::convert::{col, i32_of, to_json, u32_of, Failure, Res};
 use crate::instance::{events_by_instance, started_event};
 use crate::param::{p, Param};
-use crate::store::Conn;
+use crate::store::{one_row, Conn};
 
 /// A turn, as `ratchet.commit_turn`.
 #[derive(Debug, ToSql)]
@@ -303,12 +303,18 @@ pub(crate) async fn commit(c: &Conn, batch: &CommitBatch) -> Res<CommitOutcome> 
     let task_capacity = i32::try_from(batch.task_capacity).unwrap_or(i32::MAX);
     let lock_owner = batch.instance_lease.as_ref().map(|l| l.owner.clone());
     let lock_until = batch.instance_lease.as_ref().map(|l| l.until.0);
-    let row = c
-        .one(
+    let notify = c.notify();
+    // The notifications the commit asks for leave in the statement sent with it, after its
+    // transaction (see commit_batch): one round trip still.
+    let rows_back = c
+        .then_notify_on(
+            "commit_notify",
+            &[],
+            notify,
             "commit",
             &[
                 p(&batch.now.0),
-                p(&c.notify()),
+                p(&notify),
                 rows(&r.turns, &types.turns),
                 rows(&r.tasks, &types.tasks),
                 rows(&r.timers, &types.events),
@@ -325,7 +331,7 @@ pub(crate) async fn commit(c: &Conn, batch: &CommitBatch) -> Res<CommitOutcome> 
             ],
         )
         .await?;
-    outcome(batch, &row)
+    outcome(batch, &one_row("commit", rows_back)?)
 }
 
 fn outcome(batch: &CommitBatch, row: &tokio_postgres::Row) -> Res<CommitOutcome> {

@@ -625,6 +625,46 @@ async fn explain_buffers(
     (number_after("hit=") + number_after("read="), plan)
 }
 
+/// A start of an instance of workflow `wf` with no input, as the claim tests create them.
+fn wf_start(id: impl Into<String>) -> ratchet_store::NewInstance {
+    ratchet_store::NewInstance {
+        id: id.into(),
+        name: "wf".into(),
+        input: serde_json::json!(null),
+        parent: None,
+        if_exists: ratchet_store::IfExists::default(),
+        trace: None,
+    }
+}
+
+/// A call of the `claim` function at `now` (leases of 30 s) by `owner`, of up to `limit`
+/// instances of workflow `wf`, and of up to 10 tasks of `tasks` (queue, name) when given.
+fn claim_sql(
+    schema: &str,
+    now: ratchet_core::Timestamp,
+    owner: &str,
+    limit: i32,
+    tasks: Option<(&str, &str)>,
+) -> String {
+    let (queues, limits, names) = match tasks {
+        Some((queue, name)) => (
+            format!("ARRAY['{queue}']"),
+            "ARRAY[10]".to_string(),
+            format!("ARRAY['{name}']"),
+        ),
+        None => ("NULL".into(), "NULL".into(), "NULL".into()),
+    };
+    format!(
+        "SELECT * FROM {schema}.claim(p_now => {}, p_owner => '{owner}', p_until => {},
+             p_limit => {limit}, p_reg_name => ARRAY['wf'], p_reg_version => ARRAY[NULL::integer],
+             p_task_queues => {queues}, p_task_limits => {limits}, p_task_names => {names},
+             p_task_from_queue => NULL, p_task_from_priority => NULL,
+             p_task_from_ready => NULL, p_task_from_id => NULL)",
+        now.0 + 1,
+        now.0 + 30_000
+    )
+}
+
 /// A claim's cost does not grow with the tasks that are not ready: with 100,000 delayed tasks
 /// in the queue (at three priorities) and 10 ready, taking them reads a bounded number of
 /// buffers (counted by `EXPLAIN (ANALYZE, BUFFERS)`, not timed).
@@ -872,7 +912,6 @@ async fn a_read_from_the_start_that_fills_a_claim_is_continued() {
 #[tokio::test]
 async fn an_instance_claim_reads_the_front_of_the_inbox_not_every_pending_instance() {
     use ratchet_core::Timestamp;
-    use ratchet_store::{IfExists, NewInstance};
     let Some(url) = database_url() else {
         return;
     };
@@ -882,15 +921,8 @@ async fn an_instance_claim_reads_the_front_of_the_inbox_not_every_pending_instan
     let schema = store.config().schema.clone();
     let now = Timestamp(1_000_000_000_000);
     for batch in 0..4 {
-        let starts: Vec<NewInstance> = (0..5_000)
-            .map(|i| NewInstance {
-                id: format!("i-{batch}-{i}"),
-                name: "wf".into(),
-                input: serde_json::json!(null),
-                parent: None,
-                if_exists: IfExists::default(),
-                trace: None,
-            })
+        let starts = (0..5_000)
+            .map(|i| wf_start(format!("i-{batch}-{i}")))
             .collect();
         store.instance_create(starts, None, now).await.unwrap();
     }
@@ -901,17 +933,7 @@ async fn an_instance_claim_reads_the_front_of_the_inbox_not_every_pending_instan
         ))
         .await
         .unwrap();
-    let claim = |owner: &str, limit: i32| {
-        format!(
-            "SELECT * FROM {schema}.claim(p_now => {}, p_owner => '{owner}', p_until => {},
-                 p_limit => {limit}, p_reg_name => ARRAY['wf'], p_reg_version => ARRAY[NULL::integer],
-                 p_task_queues => NULL, p_task_limits => NULL, p_task_names => NULL,
-                 p_task_from_queue => NULL, p_task_from_priority => NULL,
-                 p_task_from_ready => NULL, p_task_from_id => NULL)",
-            now.0 + 1,
-            now.0 + 30_000
-        )
-    };
+    let claim = |owner: &str, limit: i32| claim_sql(&schema, now, owner, limit, None);
     // A first poll compiles the function and plans its statements, which reads the catalog;
     // the one measured is the next.
     client.query(&claim("first", 1), &[]).await.unwrap();
@@ -941,7 +963,6 @@ async fn an_instance_claim_reads_the_front_of_the_inbox_not_every_pending_instan
 #[tokio::test]
 async fn reading_an_instances_events_does_not_walk_the_other_pending_instances() {
     use ratchet_core::Timestamp;
-    use ratchet_store::{IfExists, NewInstance};
     let Some(url) = database_url() else {
         return;
     };
@@ -957,17 +978,9 @@ async fn reading_an_instances_events_does_not_walk_the_other_pending_instances()
             now.0 + 1
         )
     };
-    let start = |id: String| NewInstance {
-        id,
-        name: "wf".into(),
-        input: serde_json::json!(null),
-        parent: None,
-        if_exists: IfExists::default(),
-        trace: None,
-    };
     // The session plans the read now, on an inbox of 100 analysed events, and keeps that plan
     // (one that finds the few instances' events by time is cheapest at that size).
-    let few = (0..100).map(|i| start(format!("few-{i}"))).collect();
+    let few = (0..100).map(|i| wf_start(format!("few-{i}"))).collect();
     store.instance_create(few, None, now).await.unwrap();
     client
         .batch_execute(&format!("ANALYZE {schema}.inbox"))
@@ -976,7 +989,7 @@ async fn reading_an_instances_events_does_not_walk_the_other_pending_instances()
     client.query(&read("none"), &[]).await.unwrap();
     for batch in 0..4 {
         let starts = (0..5_000)
-            .map(|i| start(format!("i-{batch}-{i}")))
+            .map(|i| wf_start(format!("i-{batch}-{i}")))
             .collect();
         store.instance_create(starts, None, now).await.unwrap();
     }
@@ -1111,4 +1124,62 @@ async fn a_write_is_heard_of_only_once_it_is_done() {
         .await
         .expect("the append is heard of once done")
         .unwrap();
+}
+
+/// A claim of tasks alone commits without waiting for its flush to disk (a lease lost in a
+/// crash only runs the task again); a claim that leases an instance waits, so that no
+/// turn's fence is ever handed out twice.
+#[tokio::test]
+async fn only_a_claim_of_tasks_alone_skips_the_flush() {
+    use ratchet_core::Timestamp;
+    let Some(url) = database_url() else {
+        return;
+    };
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let schema = store.config().schema.clone();
+    let now = Timestamp(1_000_000_000_000);
+    store
+        .instance_create(vec![wf_start("i")], None, now)
+        .await
+        .unwrap();
+    let mut client = session(&url).await;
+    // The server's own default may be off (the test script's throwaway cluster): this
+    // session asks for flushes, as a production server gives by default.
+    client
+        .batch_execute("SET synchronous_commit = on")
+        .await
+        .unwrap();
+    let claim = |limit: i32| claim_sql(&schema, now, "w", limit, Some(("q", "job")));
+    // How many instances a statement's transaction leased, and what it commits with.
+    let mut commits_with = async |sql: String| -> (i64, String) {
+        let tx = client.transaction().await.unwrap();
+        tx.batch_execute(&sql).await.unwrap();
+        let leased: i64 = tx
+            .query_one(
+                &format!("SELECT count(*) FROM {schema}.instances WHERE lease_owner = 'w'"),
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        let setting: String = tx
+            .query_one("SHOW synchronous_commit", &[])
+            .await
+            .unwrap()
+            .get(0);
+        tx.rollback().await.unwrap();
+        (leased, setting)
+    };
+    assert_eq!(
+        commits_with(claim(0)).await,
+        (0, "off".to_string()),
+        "tasks alone"
+    );
+    assert_eq!(
+        commits_with(claim(10)).await,
+        (1, "on".to_string()),
+        "an instance leased"
+    );
 }

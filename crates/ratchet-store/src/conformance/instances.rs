@@ -819,3 +819,55 @@ pub async fn payloads_round_trip_exactly(store: &dyn Store) {
         matches!(&history[1].event, HistoryEvent::ExecutionStarted { input: i, .. } if *i == input)
     );
 }
+
+/// Waiters hear of an instance once its finishing turn committed, and never of a finish that
+/// a stale turn tried (it was refused, the instance still runs).
+pub async fn finishes_are_heard_once_committed_and_refused_ones_never(store: &dyn Store) {
+    let Some(mut wakeups) = store.wakeups() else {
+        return;
+    };
+    // A listener that just connected may announce a resync first; take what is heard until
+    // the instance we wait for, skipping those.
+    async fn heard(wakeups: &mut crate::Wakeups, wait: Duration) -> Option<String> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            match tokio::time::timeout_at(deadline, wakeups.finished.recv()).await {
+                Ok(Ok(Some(id))) => return Some(id),
+                Ok(Ok(None)) | Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {}
+                Ok(Err(_)) | Err(_) => return None,
+            }
+        }
+    }
+    let finish = async |claimed: &ClaimedInstance| {
+        store
+            .commit(batch(vec![turn(claimed, InstanceStatus::Completed)]))
+            .await
+            .unwrap()
+    };
+    start(store, "a").await;
+    finish(&claim(store, "p", T0).await.remove(0)).await;
+    assert_eq!(
+        heard(&mut wakeups, Duration::from_secs(10))
+            .await
+            .as_deref(),
+        Some("a")
+    );
+
+    start(store, "b").await;
+    let stale = claim(store, "p1", T0).await.remove(0);
+    let later = T0.plus(Duration::from_secs(31));
+    let live = claim(store, "p2", later).await.remove(0);
+    assert_eq!(finish(&stale).await.turns[0], TurnResult::Stale);
+    assert_eq!(
+        heard(&mut wakeups, Duration::from_millis(500)).await,
+        None,
+        "a refused finish is not announced"
+    );
+    finish(&live).await;
+    assert_eq!(
+        heard(&mut wakeups, Duration::from_secs(10))
+            .await
+            .as_deref(),
+        Some("b")
+    );
+}

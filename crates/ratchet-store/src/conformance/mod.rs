@@ -45,7 +45,8 @@ macro_rules! conformance_suite {
     (@list @$kind:ident $make:expr) => {
         $crate::conformance_suite!(@$kind $make;
             create_and_claim, create_if_exists, a_restart_fences_off_the_earlier_life, create_leased, commit_turn_appends_history,
-            stale_turn_is_refused_alone, eager_task_lease_respects_capacity, completion_delivers_and_locks,
+            stale_turn_is_refused_alone, finishes_are_heard_once_committed_and_refused_ones_never,
+            eager_task_lease_respects_capacity, completion_delivers_and_locks,
             stale_completion_is_refused_alone, retry_reschedules_task, timers_become_visible_at_their_time,
             signals_buffer_in_order_and_dedup, cancel_and_terminate, continue_as_new_starts_next_execution, history_pages_by_position,
             child_result_reaches_parent, claim_respects_versions_and_leases, list_filters_and_history,
