@@ -447,12 +447,14 @@ async fn long_tasks_keep_their_lease(store: Arc<dyn Store>) {
 
 async fn shutdown_returns_the_prefetch_buffer(store: Arc<dyn Store>) {
     // Long leases and a long grace: only the shutdown's early release frees the buffer soon.
+    // The running task ends when the test releases it, so the grace never has to expire.
     let config = RuntimeConfig {
         lease: Duration::from_secs(120),
         heartbeat: Duration::from_secs(30),
-        shutdown_grace: Duration::from_secs(5),
+        shutdown_grace: Duration::from_secs(120),
         ..fast()
     };
+    let release = Arc::new(tokio::sync::Semaphore::new(0));
     let r1 = Arc::new(
         Ratchet::builder()
             .store(store.clone())
@@ -464,9 +466,15 @@ async fn shutdown_returns_the_prefetch_buffer(store: Arc<dyn Store>) {
                     prefetch: 3,
                 },
             )
-            .task("block", |_ctx: TaskContext, _: ()| async move {
-                tokio::time::sleep(Duration::from_secs(3600)).await;
-                Ok::<u32, TaskError>(0)
+            .task("block", {
+                let release = release.clone();
+                move |_ctx: TaskContext, _: ()| {
+                    let release = release.clone();
+                    async move {
+                        let _ = release.acquire().await;
+                        Ok::<u32, TaskError>(0)
+                    }
+                }
             })
             .start()
             .await
@@ -498,8 +506,8 @@ async fn shutdown_returns_the_prefetch_buffer(store: Arc<dyn Store>) {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // One runs, three wait in the buffer. Shutting down waits up to 5 s for the running one,
-    // but gives the buffer back first.
+    // One runs, three wait in the buffer. Shutting down waits for the running one, but gives
+    // the buffer back first.
     let stopping = tokio::spawn({
         let r1 = r1.clone();
         async move { r1.shutdown().await }
@@ -511,7 +519,11 @@ async fn shutdown_returns_the_prefetch_buffer(store: Arc<dyn Store>) {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(!stopping.is_finished());
+    assert!(
+        !stopping.is_finished(),
+        "shutdown did not wait for the running task"
+    );
+    release.add_permits(1);
     stopping.await.unwrap();
 }
 
