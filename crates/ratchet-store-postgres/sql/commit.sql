@@ -11,7 +11,10 @@ SELECT * FROM ratchet.commit_batch(
 -- name: commit_notify
 -- Sent right after `commit` on the same connection, in a transaction of its own: the
 -- notifications the commit left in the session (see commit_batch), sent now that it is done.
+-- It clears them once read (unnest reads them before the aggregate's result is projected),
+-- so a batch that fails and rolls its own back leaves nothing to send twice.
 SELECT count(pg_notify(CASE left(n, 1) WHEN 'd' THEN 'ratchet.done' ELSE 'ratchet.work' END,
-                       substr(n, 2)))
+                       substr(n, 2))),
+       set_config('ratchet.pending_notify', '', false) AS cleared
 FROM unnest(coalesce(nullif(current_setting('ratchet.pending_notify', true), ''),
                      '{}')::text[]) AS n;

@@ -303,7 +303,11 @@ pub(crate) async fn commit(c: &Conn, batch: &CommitBatch) -> Res<CommitOutcome> 
     let task_capacity = i32::try_from(batch.task_capacity).unwrap_or(i32::MAX);
     let lock_owner = batch.instance_lease.as_ref().map(|l| l.owner.clone());
     let lock_until = batch.instance_lease.as_ref().map(|l| l.until.0);
-    let notify = c.notify();
+    // Only turns and activity completions can make work others should hear of; a batch of
+    // standalone tasks' completions (most of a task queue's commits) sends no statement for
+    // notifications at all.
+    let notify = c.notify()
+        && (!batch.turns.is_empty() || batch.completions.iter().any(|c| c.owner.is_some()));
     // The notifications the commit asks for leave in the statement sent with it, after its
     // transaction (see commit_batch): one round trip still.
     let rows_back = c
