@@ -224,8 +224,9 @@ DECLARE
     v_inserted bigint[];
     v_ready boolean;
 BEGIN
-    -- Ids are drawn first, so that each outcome can name its own task.
-    SELECT coalesce(array_agg(nextval(pg_get_serial_sequence('ratchet.tasks', 'id'))), '{}')
+    -- Ids are drawn first, so that each outcome can name its own task. (The identity's
+    -- sequence by name: pg_get_serial_sequence looked it up in the catalogs on every call.)
+    SELECT coalesce(array_agg(nextval('ratchet.tasks_id_seq'::regclass)), '{}')
     INTO v_ids
     FROM generate_series(1, coalesce(array_length(e_queue, 1), 0));
     INSERT INTO ratchet.queue_priorities (queue, priority)
@@ -249,20 +250,26 @@ BEGIN
     SELECT coalesce(array_agg(inserted.id), '{}'), coalesce(bool_or(visible_at <= p_now), false)
     INTO v_inserted, v_ready
     FROM inserted;
-    -- A statement of its own, so that it sees the rows just inserted.
-    SELECT coalesce(array_agg(CASE WHEN i.id IS NULL THEN 'duplicate' ELSE 'enqueued' END
-                              ORDER BY e.n), '{}'),
-           coalesce(array_agg(CASE WHEN i.id IS NOT NULL THEN i.id
-                                   -- The holder, or if it finished meanwhile, its result.
-                                   ELSE coalesce(
-                                       (SELECT h.id FROM ratchet.tasks h
-                                        WHERE h.unique_key = e.unique_key),
-                                       (SELECT max(r.id) FROM ratchet.task_results r
-                                        WHERE r.unique_key = e.unique_key), 0) END
-                              ORDER BY e.n), '{}')
-    INTO outcome, id
-    FROM unnest(v_ids, e_unique_key) WITH ORDINALITY AS e(task, unique_key, n)
-    LEFT JOIN unnest(v_inserted) AS i(id) ON i.id = e.task;
+    -- Every task enqueued (no unique key was held): each outcome names the id drawn for it.
+    IF cardinality(v_inserted) = cardinality(v_ids) THEN
+        outcome := array_fill('enqueued'::text, ARRAY[cardinality(v_ids)]);
+        id := v_ids;
+    ELSE
+        -- A statement of its own, so that it sees the rows just inserted.
+        SELECT coalesce(array_agg(CASE WHEN i.id IS NULL THEN 'duplicate' ELSE 'enqueued' END
+                                  ORDER BY e.n), '{}'),
+               coalesce(array_agg(CASE WHEN i.id IS NOT NULL THEN i.id
+                                       -- The holder, or if it finished meanwhile, its result.
+                                       ELSE coalesce(
+                                           (SELECT h.id FROM ratchet.tasks h
+                                            WHERE h.unique_key = e.unique_key),
+                                           (SELECT max(r.id) FROM ratchet.task_results r
+                                            WHERE r.unique_key = e.unique_key), 0) END
+                                  ORDER BY e.n), '{}')
+        INTO outcome, id
+        FROM unnest(v_ids, e_unique_key) WITH ORDINALITY AS e(task, unique_key, n)
+        LEFT JOIN unnest(v_inserted) AS i(id) ON i.id = e.task;
+    END IF;
     IF p_notify AND v_ready THEN
         PERFORM pg_notify('ratchet.work', p_now::text);
     END IF;
