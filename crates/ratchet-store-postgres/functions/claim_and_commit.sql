@@ -218,8 +218,8 @@ SET jit = off
 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     -- Each turn's instance and execution, by position: what the other rows point at.
-    v_instances text[] := ARRAY(SELECT t.instance FROM unnest(p_turns) AS t);
-    v_executions integer[] := ARRAY(SELECT t.execution FROM unnest(p_turns) AS t);
+    v_instances text[] := '{}';
+    v_executions integer[] := '{}';
     v_touched text[];
     v_finished text[] := '{}';
     v_continued text[] := '{}';
@@ -239,6 +239,13 @@ BEGIN
     l_id := '{}'; l_name := '{}'; l_version := '{}'; l_execution := '{}';
     l_history_len := '{}'; l_fence := '{}'; l_incarnation := '{}';
     e_instance := '{}'; e_id := '{}'; e_event := '{}';
+
+    -- (Each is a statement: a batch of task completions alone, most of a task queue's
+    -- commits, skips what it has no rows for.)
+    IF cardinality(p_turns) > 0 THEN
+        v_instances := ARRAY(SELECT t.instance FROM unnest(p_turns) AS t);
+        v_executions := ARRAY(SELECT t.execution FROM unnest(p_turns) AS t);
+    END IF;
 
     -- Lock every instance the batch touches, in id order: its turns' instances, the
     -- instances its completions reach, those it may lock, and the parents its turns report to.
@@ -531,7 +538,9 @@ DECLARE
     v_tasks bigint[] := ARRAY(SELECT c.task FROM unnest(p_completions) AS c);
     v_rescheduled boolean;
     v_standalone boolean;
+    v_activities boolean;
 BEGIN
+    woken := '{}';
     PERFORM 1 FROM ratchet.tasks WHERE id = ANY (v_tasks) ORDER BY id FOR NO KEY UPDATE;
     WITH verdict AS (
         SELECT c.ordinality AS n, c.instance, c.outcome,
@@ -545,8 +554,9 @@ BEGIN
     SELECT coalesce(array_agg(v.ok ORDER BY v.n), '{}'),
            coalesce(bool_or(v.ok AND v.outcome IN ('Retry', 'Snooze')), false),
            coalesce(bool_or(v.ok AND v.instance IS NULL
-                            AND v.outcome IN ('Completed', 'Failed', 'Cancelled')), false)
-    INTO completion_ok, v_rescheduled, v_standalone
+                            AND v.outcome IN ('Completed', 'Failed', 'Cancelled')), false),
+           coalesce(bool_or(v.ok AND v.instance IS NOT NULL), false)
+    INTO completion_ok, v_rescheduled, v_standalone, v_activities
     FROM verdict v;
 
     IF v_rescheduled THEN
@@ -569,20 +579,22 @@ BEGIN
           AND c.outcome IN ('Completed', 'Failed', 'Cancelled');
     END IF;
 
-    DELETE FROM ratchet.tasks t
-    WHERE t.id = ANY (ARRAY(SELECT c.task FROM unnest(p_completions) WITH ORDINALITY AS c
-                            WHERE completion_ok[c.ordinality] AND c.instance IS NOT NULL
-                              AND c.event IS NOT NULL));
-    WITH inserted AS (
-        INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
-        SELECT c.instance, c.kind, c.event, 0
-        FROM unnest(p_completions) WITH ORDINALITY AS c
-        JOIN ratchet.instances i ON i.id = c.instance AND i.execution = c.execution
-             AND i.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated')
-        WHERE completion_ok[c.ordinality] AND c.event IS NOT NULL
-        ORDER BY c.ordinality
-        RETURNING instance)
-    SELECT coalesce(array_agg(instance), '{}') INTO woken FROM inserted;
+    IF v_activities THEN
+        DELETE FROM ratchet.tasks t
+        WHERE t.id = ANY (ARRAY(SELECT c.task FROM unnest(p_completions) WITH ORDINALITY AS c
+                                WHERE completion_ok[c.ordinality] AND c.instance IS NOT NULL
+                                  AND c.event IS NOT NULL));
+        WITH inserted AS (
+            INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
+            SELECT c.instance, c.kind, c.event, 0
+            FROM unnest(p_completions) WITH ORDINALITY AS c
+            JOIN ratchet.instances i ON i.id = c.instance AND i.execution = c.execution
+                 AND i.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated')
+            WHERE completion_ok[c.ordinality] AND c.event IS NOT NULL
+            ORDER BY c.ordinality
+            RETURNING instance)
+        SELECT coalesce(array_agg(instance), '{}') INTO woken FROM inserted;
+    END IF;
 END $$;
 
 -- Eager dispatch: those of the committer's cached instances that now have visible events,
