@@ -455,6 +455,7 @@ async fn shutdown_returns_the_prefetch_buffer(store: Arc<dyn Store>) {
         ..fast()
     };
     let release = Arc::new(tokio::sync::Semaphore::new(0));
+    let began = Arc::new(tokio::sync::Semaphore::new(0));
     let r1 = Arc::new(
         Ratchet::builder()
             .store(store.clone())
@@ -467,10 +468,11 @@ async fn shutdown_returns_the_prefetch_buffer(store: Arc<dyn Store>) {
                 },
             )
             .task("block", {
-                let release = release.clone();
+                let (release, began) = (release.clone(), began.clone());
                 move |_ctx: TaskContext, _: ()| {
-                    let release = release.clone();
+                    let (release, began) = (release.clone(), began.clone());
                     async move {
+                        began.add_permits(1);
                         let _ = release.acquire().await;
                         Ok::<u32, TaskError>(0)
                     }
@@ -506,6 +508,13 @@ async fn shutdown_returns_the_prefetch_buffer(store: Arc<dyn Store>) {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // Leased is not yet running: a shutdown before the first task began would give all four
+    // back and have nothing to wait for.
+    tokio::time::timeout(WAIT, began.acquire())
+        .await
+        .expect("no task began")
+        .unwrap()
+        .forget();
     // One runs, three wait in the buffer. Shutting down waits for the running one, but gives
     // the buffer back first.
     let stopping = tokio::spawn({
