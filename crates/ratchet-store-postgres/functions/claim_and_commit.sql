@@ -240,8 +240,8 @@ BEGIN
     l_history_len := '{}'; l_fence := '{}'; l_incarnation := '{}';
     e_instance := '{}'; e_id := '{}'; e_event := '{}';
 
-    -- (Each is a statement: a batch of task completions alone, most of a task queue's
-    -- commits, skips what it has no rows for.)
+    -- Listing the turns' instances takes a statement each; a batch of task completions
+    -- alone (most of a task queue's commits) has none to list.
     IF cardinality(p_turns) > 0 THEN
         v_instances := ARRAY(SELECT t.instance FROM unnest(p_turns) AS t);
         v_executions := ARRAY(SELECT t.execution FROM unnest(p_turns) AS t);

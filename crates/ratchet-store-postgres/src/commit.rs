@@ -307,7 +307,7 @@ pub(crate) async fn commit(c: &Conn, batch: &CommitBatch) -> Res<CommitOutcome> 
     // standalone tasks' completions (most of a task queue's commits) sends no statement for
     // notifications at all.
     let notify = c.notify()
-        && (!batch.turns.is_empty() || batch.completions.iter().any(|c| c.owner.is_some()));
+        && (!batch.turns.is_empty() || batch.completions.iter().any(|done| done.owner.is_some()));
     // The notifications the commit asks for leave in the statement sent with it, after its
     // transaction (see commit_batch): one round trip still.
     let rows_back = c
