@@ -146,8 +146,9 @@ BEGIN
                     CONTINUE;
                 END IF;
             END IF;
+            -- Visible at once (see instance_cancel).
             INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
-            VALUES (s_instance[i], 'SignalReceived', s_event[i], p_now);
+            VALUES (s_instance[i], 'SignalReceived', s_event[i], 0);
             outcome := outcome || 'raised'::text; status := status || v_status;
             v_raised := true;
         END IF;
@@ -172,8 +173,11 @@ BEGIN
     ELSIF status IN ('Completed', 'Failed', 'Cancelled', 'Terminated') THEN
         outcome := 'finished';
     ELSE
+        -- Visible at once, not from p_now: that is this caller's estimate of the database's
+        -- clock, and a runtime whose estimate is a few milliseconds behind would otherwise
+        -- see the events written before it (the start) but not this one.
         INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
-        VALUES (p_id, 'CancelRequested', p_event, p_now);
+        VALUES (p_id, 'CancelRequested', p_event, 0);
         outcome := 'done';
         IF p_notify THEN
             PERFORM pg_notify('ratchet.work', '');
@@ -222,7 +226,7 @@ BEGIN
     SELECT v_parent, 'SubOrchestrationFailed',
            json_build_object('type', 'SubOrchestrationFailed', 'seq', v_parent_seq,
                              'error', p_error::json)::text,
-           p_now
+           0
     FROM ratchet.instances p
     WHERE p.id = v_parent AND p.execution = v_parent_execution
       AND p.status IN ('Pending', 'Running', 'ContinuedAsNew');

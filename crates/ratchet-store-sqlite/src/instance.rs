@@ -244,7 +244,7 @@ pub(crate) fn claim(tx: &Transaction<'_>, claim: &InstanceClaim) -> Result<Insta
     })
 }
 
-pub(crate) fn signal(tx: &Transaction<'_>, s: &NewSignal, now: Timestamp) -> Result<SignalOutcome> {
+pub(crate) fn signal(tx: &Transaction<'_>, s: &NewSignal) -> Result<SignalOutcome> {
     match current_status(tx, &s.instance)? {
         None => return Ok(SignalOutcome::NotFound),
         Some(st) if st.is_finished() => return Ok(SignalOutcome::Finished(st)),
@@ -269,18 +269,14 @@ pub(crate) fn signal(tx: &Transaction<'_>, s: &NewSignal, now: Timestamp) -> Res
         &NewInboxEvent {
             instance: s.instance.clone(),
             event,
-            visible_at: now,
+            // Visible at once (see `cancel`).
+            visible_at: Timestamp(0),
         },
     )?;
     Ok(SignalOutcome::Raised)
 }
 
-pub(crate) fn cancel(
-    tx: &Transaction<'_>,
-    id: &str,
-    reason: &str,
-    now: Timestamp,
-) -> Result<StopOutcome> {
+pub(crate) fn cancel(tx: &Transaction<'_>, id: &str, reason: &str) -> Result<StopOutcome> {
     match current_status(tx, id)? {
         None => Ok(StopOutcome::NotFound),
         Some(st) if st.is_finished() => Ok(StopOutcome::Finished(st)),
@@ -293,7 +289,10 @@ pub(crate) fn cancel(
                 &NewInboxEvent {
                     instance: id.to_string(),
                     event,
-                    visible_at: now,
+                    // Visible at once, not from `now`: that is the caller's estimate of the
+                    // database's clock, and a runtime whose estimate is a little behind would
+                    // otherwise see the start written before it but not this.
+                    visible_at: Timestamp(0),
                 },
             )?;
             Ok(StopOutcome::Done)

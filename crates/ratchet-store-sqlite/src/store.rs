@@ -479,15 +479,10 @@ impl Store for SqliteStore {
     async fn signal_raise(
         &self,
         signals: Vec<NewSignal>,
-        now: Timestamp,
+        _now: Timestamp,
     ) -> Result<Vec<SignalOutcome>> {
         let out: Vec<SignalOutcome> = self
-            .write(move |tx| {
-                signals
-                    .iter()
-                    .map(|s| instance::signal(tx, s, now))
-                    .collect()
-            })
+            .write(move |tx| signals.iter().map(|s| instance::signal(tx, s)).collect())
             .await?;
         if out.contains(&SignalOutcome::Raised) {
             self.wakeups.work_ready();
@@ -495,10 +490,15 @@ impl Store for SqliteStore {
         Ok(out)
     }
 
-    async fn instance_cancel(&self, id: &str, reason: &str, now: Timestamp) -> Result<StopOutcome> {
+    async fn instance_cancel(
+        &self,
+        id: &str,
+        reason: &str,
+        _now: Timestamp,
+    ) -> Result<StopOutcome> {
         let (id, reason) = (id.to_string(), reason.to_string());
         let out = self
-            .write(move |tx| instance::cancel(tx, &id, &reason, now))
+            .write(move |tx| instance::cancel(tx, &id, &reason))
             .await?;
         if out == StopOutcome::Done {
             self.wakeups.work_ready();

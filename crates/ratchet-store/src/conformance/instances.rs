@@ -475,6 +475,42 @@ pub async fn cancel_and_terminate(store: &dyn Store) {
     );
 }
 
+/// A cancel or a signal is visible as soon as it is committed, whatever time its caller
+/// wrote it at: a caller's `now` is its estimate of the database's clock, and a claimer whose
+/// estimate is behind must not see the start without the cancel that followed it.
+pub async fn cancels_and_signals_are_visible_at_once(store: &dyn Store) {
+    start(store, "a").await;
+    let ahead = T0.plus(Duration::from_secs(5));
+    assert_eq!(
+        store
+            .instance_cancel("a", "changed my mind", ahead)
+            .await
+            .unwrap(),
+        StopOutcome::Done
+    );
+    let sig = NewSignal {
+        instance: "a".into(),
+        name: "go".into(),
+        payload: json!(1),
+        dedup_id: None,
+    };
+    assert_eq!(
+        store.signal_raise(vec![sig], ahead).await.unwrap(),
+        vec![SignalOutcome::Raised]
+    );
+    let c = claim(store, "p", T0).await;
+    let events: Vec<&HistoryEvent> = c[0].events.iter().map(|e| &e.event).collect();
+    assert_eq!(events.len(), 3, "{events:?}");
+    assert!(matches!(events[0], HistoryEvent::ExecutionStarted { .. }));
+    assert_eq!(
+        events[1],
+        &HistoryEvent::CancelRequested {
+            reason: "changed my mind".into()
+        }
+    );
+    assert!(matches!(events[2], HistoryEvent::SignalReceived { .. }));
+}
+
 pub async fn claim_respects_versions_and_leases(store: &dyn Store) {
     start(store, "a").await;
     store

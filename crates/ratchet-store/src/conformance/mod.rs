@@ -48,7 +48,7 @@ macro_rules! conformance_suite {
             stale_turn_is_refused_alone, finishes_are_heard_once_committed_and_refused_ones_never,
             eager_task_lease_respects_capacity, completion_delivers_and_locks,
             stale_completion_is_refused_alone, retry_reschedules_task, timers_become_visible_at_their_time,
-            signals_buffer_in_order_and_dedup, cancel_and_terminate, continue_as_new_starts_next_execution, history_pages_by_position,
+            signals_buffer_in_order_and_dedup, cancel_and_terminate, cancels_and_signals_are_visible_at_once, continue_as_new_starts_next_execution, history_pages_by_position,
             child_result_reaches_parent, claim_respects_versions_and_leases, list_filters_and_history,
             heartbeat_and_release, purge_removes_finished, list_pages_by_keyset,
             list_filters_combine_by_id_prefix_and_page_by_keyset, task_lists_page_by_keyset,
