@@ -117,7 +117,7 @@ END $$;
 -- Raises signals into their instances' inboxes. Outcome per item: 'raised', 'duplicate',
 -- 'not_found' or 'finished' (with the status).
 CREATE FUNCTION ratchet.signal_raise(
-    p_now bigint, p_notify boolean, s_instance text[], s_dedup text[], s_event text[],
+    p_notify boolean, s_instance text[], s_dedup text[], s_event text[],
     OUT outcome text[], OUT status text[])
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
@@ -146,7 +146,7 @@ BEGIN
                     CONTINUE;
                 END IF;
             END IF;
-            -- Visible at once (see instance_cancel).
+            -- Visible once committed (see instance_cancel).
             INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
             VALUES (s_instance[i], 'SignalReceived', s_event[i], 0);
             outcome := outcome || 'raised'::text; status := status || v_status;
@@ -160,7 +160,7 @@ END $$;
 
 -- Asks an instance to cancel: a CancelRequested event its next turn sees.
 CREATE FUNCTION ratchet.instance_cancel(
-    p_id text, p_event text, p_now bigint, p_notify boolean, OUT outcome text, OUT status text)
+    p_id text, p_event text, p_notify boolean, OUT outcome text, OUT status text)
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
@@ -173,9 +173,9 @@ BEGIN
     ELSIF status IN ('Completed', 'Failed', 'Cancelled', 'Terminated') THEN
         outcome := 'finished';
     ELSE
-        -- Visible at once, not from p_now: that is this caller's estimate of the database's
-        -- clock, and a runtime whose estimate is a few milliseconds behind would otherwise
-        -- see the events written before it (the start) but not this one.
+        -- Visible once committed, at no time of the caller's: that would be its estimate of
+        -- the database's clock, and a runtime whose estimate lagged by a few milliseconds
+        -- would see the events written before it (the start) but not this one.
         INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
         VALUES (p_id, 'CancelRequested', p_event, 0);
         outcome := 'done';

@@ -15,7 +15,7 @@ SELECT * FROM ratchet.claim(
 
 -- name: instance_cancel
 SELECT outcome, status FROM ratchet.instance_cancel(
-    p_id => $1, p_event => $2, p_now => $3, p_notify => $4);
+    p_id => $1, p_event => $2, p_notify => $3);
 
 -- name: instance_terminate
 SELECT outcome, status FROM ratchet.instance_terminate(
@@ -63,4 +63,4 @@ SELECT count(*) AS purged FROM gone;
 
 -- name: signal_raise
 SELECT outcome, status FROM ratchet.signal_raise(
-    p_now => $1, p_notify => $2, s_instance => $3, s_dedup => $4, s_event => $5);
+    p_notify => $1, s_instance => $2, s_dedup => $3, s_event => $4);

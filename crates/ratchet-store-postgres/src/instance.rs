@@ -273,11 +273,7 @@ pub(crate) fn events_by_instance(
     Ok(grouped)
 }
 
-pub(crate) async fn signal(
-    c: &Conn,
-    signals: &[NewSignal],
-    now: Timestamp,
-) -> Res<Vec<SignalOutcome>> {
+pub(crate) async fn signal(c: &Conn, signals: &[NewSignal]) -> Res<Vec<SignalOutcome>> {
     let instances: Vec<String> = signals.iter().map(|s| s.instance.clone()).collect();
     let dedup: Vec<Option<String>> = signals.iter().map(|s| s.dedup_id.clone()).collect();
     let events: Vec<String> = signals
@@ -289,7 +285,7 @@ pub(crate) async fn signal(
             })
         })
         .collect();
-    let params = [p(&now.0), p(&false), p(&instances), p(&dedup), p(&events)];
+    let params = [p(&false), p(&instances), p(&dedup), p(&events)];
     let rows = c
         .then_notify(true, ReadyFrom::NoTasks, "signal_raise", &params)
         .await?;
@@ -324,15 +320,12 @@ fn stop_outcome(row: &tokio_postgres::Row, what: &str) -> Res<StopOutcome> {
     })
 }
 
-pub(crate) async fn cancel(c: &Conn, id: &str, reason: &str, now: Timestamp) -> Res<StopOutcome> {
+pub(crate) async fn cancel(c: &Conn, id: &str, reason: &str) -> Res<StopOutcome> {
     let event = to_json(&HistoryEvent::CancelRequested {
         reason: reason.to_string(),
     });
     let row = c
-        .one(
-            "instance_cancel",
-            &[p(&id), p(&event), p(&now.0), p(&c.notify())],
-        )
+        .one("instance_cancel", &[p(&id), p(&event), p(&c.notify())])
         .await?;
     stop_outcome(&row, "instance_cancel")
 }

@@ -686,21 +686,17 @@ impl Store for PostgresStore {
         .await
     }
 
-    async fn signal_raise(
-        &self,
-        signals: Vec<NewSignal>,
-        now: Timestamp,
-    ) -> Result<Vec<SignalOutcome>> {
+    async fn signal_raise(&self, signals: Vec<NewSignal>) -> Result<Vec<SignalOutcome>> {
         let signals = &signals;
         self.call(1, |c| {
-            Box::pin(async move { instance::signal(&c, signals, now).await })
+            Box::pin(async move { instance::signal(&c, signals).await })
         })
         .await
     }
 
-    async fn instance_cancel(&self, id: &str, reason: &str, now: Timestamp) -> Result<StopOutcome> {
+    async fn instance_cancel(&self, id: &str, reason: &str) -> Result<StopOutcome> {
         self.call(1, |c| {
-            Box::pin(async move { instance::cancel(&c, id, reason, now).await })
+            Box::pin(async move { instance::cancel(&c, id, reason).await })
         })
         .await
     }

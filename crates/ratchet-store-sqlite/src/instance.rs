@@ -269,7 +269,7 @@ pub(crate) fn signal(tx: &Transaction<'_>, s: &NewSignal) -> Result<SignalOutcom
         &NewInboxEvent {
             instance: s.instance.clone(),
             event,
-            // Visible at once (see `cancel`).
+            // Visible once committed (see `Store::signal_raise`).
             visible_at: Timestamp(0),
         },
     )?;
@@ -289,9 +289,7 @@ pub(crate) fn cancel(tx: &Transaction<'_>, id: &str, reason: &str) -> Result<Sto
                 &NewInboxEvent {
                     instance: id.to_string(),
                     event,
-                    // Visible at once, not from `now`: that is the caller's estimate of the
-                    // database's clock, and a runtime whose estimate is a little behind would
-                    // otherwise see the start written before it but not this.
+                    // Visible once committed (see `Store::signal_raise`).
                     visible_at: Timestamp(0),
                 },
             )?;

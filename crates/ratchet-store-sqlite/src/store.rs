@@ -476,11 +476,7 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    async fn signal_raise(
-        &self,
-        signals: Vec<NewSignal>,
-        _now: Timestamp,
-    ) -> Result<Vec<SignalOutcome>> {
+    async fn signal_raise(&self, signals: Vec<NewSignal>) -> Result<Vec<SignalOutcome>> {
         let out: Vec<SignalOutcome> = self
             .write(move |tx| signals.iter().map(|s| instance::signal(tx, s)).collect())
             .await?;
@@ -490,12 +486,7 @@ impl Store for SqliteStore {
         Ok(out)
     }
 
-    async fn instance_cancel(
-        &self,
-        id: &str,
-        reason: &str,
-        _now: Timestamp,
-    ) -> Result<StopOutcome> {
+    async fn instance_cancel(&self, id: &str, reason: &str) -> Result<StopOutcome> {
         let (id, reason) = (id.to_string(), reason.to_string());
         let out = self
             .write(move |tx| instance::cancel(tx, &id, &reason))

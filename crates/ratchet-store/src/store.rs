@@ -333,21 +333,22 @@ pub trait Store: Send + Sync + 'static {
 
     /// Raises signals, buffered in each instance's inbox in order. One round trip.
     ///
+    /// A signal, like a cancel, carries no time: it is visible once committed. (A caller's time
+    /// is only its estimate of the database's clock; a claimer whose estimate lagged would see
+    /// the events written before it without it.)
+    ///
     /// # Errors
     ///
     /// Database failures; per-signal outcomes otherwise.
-    async fn signal_raise(
-        &self,
-        signals: Vec<NewSignal>,
-        now: Timestamp,
-    ) -> Result<Vec<SignalOutcome>>;
+    async fn signal_raise(&self, signals: Vec<NewSignal>) -> Result<Vec<SignalOutcome>>;
 
-    /// Asks an instance to cancel: the code sees it on its next turn. One round trip.
+    /// Asks an instance to cancel: the code sees it on its next turn (the first turn that
+    /// begins after this returns). One round trip.
     ///
     /// # Errors
     ///
     /// Database failures.
-    async fn instance_cancel(&self, id: &str, reason: &str, now: Timestamp) -> Result<StopOutcome>;
+    async fn instance_cancel(&self, id: &str, reason: &str) -> Result<StopOutcome>;
 
     /// Stops an instance at once: status Terminated, pending work dropped, leases fenced
     /// off, the parent told. One round trip.

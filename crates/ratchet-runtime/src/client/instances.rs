@@ -259,10 +259,7 @@ impl Client {
     /// [`Error::NotFound`], [`Error::Finished`], or a store error.
     pub async fn cancel(&self, id: &str, reason: &str) -> Result<()> {
         validate_id(id)?;
-        let outcome = self
-            .store
-            .instance_cancel(id, reason, self.calls.now().await)
-            .await?;
+        let outcome = self.store.instance_cancel(id, reason).await?;
         self.stop_result(id, outcome)?;
         self.wake_local();
         Ok(())

@@ -183,13 +183,10 @@ impl Calls {
                 }
             },
         );
-        let (s, c) = (store.clone(), clock.clone());
+        let s = store.clone();
         let signals = Batcher::spawn(MAX_MERGED, move |items: Vec<NewSignal>| {
-            let (store, clock) = (s.clone(), c.clone());
-            async move {
-                let now = clock.now_synced(store.as_ref()).await;
-                store.signal_raise(items, now).await
-            }
+            let store = s.clone();
+            async move { store.signal_raise(items).await }
         });
         let (s, c) = (store.clone(), clock.clone());
         let enqueues = Batcher::spawn(MAX_MERGED, move |items: Vec<NewTask>| {
@@ -247,10 +244,7 @@ impl Calls {
     pub(crate) async fn signal(&self, signal: NewSignal) -> Result<Option<SignalOutcome>> {
         let outcomes = match &self.signals {
             Some(b) => b.submit(vec![signal]).await?,
-            None => {
-                let now = self.now().await;
-                self.store.signal_raise(vec![signal], now).await?
-            }
+            None => self.store.signal_raise(vec![signal]).await?,
         };
         Ok(outcomes.into_iter().next())
     }

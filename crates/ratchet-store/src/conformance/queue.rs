@@ -527,15 +527,12 @@ pub async fn live_owners_keep_their_expired_leases(store: &dyn Store) {
         .await
         .unwrap();
     store
-        .signal_raise(
-            vec![crate::NewSignal {
-                instance: "i".into(),
-                name: "s".into(),
-                payload: json!(1),
-                dedup_id: None,
-            }],
-            T0,
-        )
+        .signal_raise(vec![crate::NewSignal {
+            instance: "i".into(),
+            name: "s".into(),
+            payload: json!(1),
+            dedup_id: None,
+        }])
         .await
         .unwrap();
     assert!(claim(store, "p2", later).await.is_empty(), "p1 is alive");

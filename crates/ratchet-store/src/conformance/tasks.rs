@@ -209,15 +209,12 @@ pub async fn heartbeat_and_release(store: &dyn Store) {
     );
     // Instance leases can be released too, with task leases in the same round trip.
     store
-        .signal_raise(
-            vec![crate::NewSignal {
-                instance: "a".into(),
-                name: "s".into(),
-                payload: json!(1),
-                dedup_id: None,
-            }],
-            mid,
-        )
+        .signal_raise(vec![crate::NewSignal {
+            instance: "a".into(),
+            name: "s".into(),
+            payload: json!(1),
+            dedup_id: None,
+        }])
         .await
         .unwrap();
     let c = claim(store, "p", mid).await.remove(0);
@@ -247,15 +244,12 @@ pub async fn heartbeat_and_release(store: &dyn Store) {
 pub async fn one_claim_takes_instances_and_tasks(store: &dyn Store) {
     scheduled(store, 2).await;
     store
-        .signal_raise(
-            vec![crate::NewSignal {
-                instance: "a".into(),
-                name: "s".into(),
-                payload: json!(1),
-                dedup_id: None,
-            }],
-            T0,
-        )
+        .signal_raise(vec![crate::NewSignal {
+            instance: "a".into(),
+            name: "s".into(),
+            payload: json!(1),
+            dedup_id: None,
+        }])
         .await
         .unwrap();
     let before = store.stats();

@@ -59,15 +59,12 @@ pub async fn throughput_counts_by_bucket(store: &dyn Store) {
     // In minute 1: c completes; a task completes and another dies; an activity completes (not
     // counted: it belongs to its orchestration).
     store
-        .signal_raise(
-            vec![crate::NewSignal {
-                instance: "c".into(),
-                name: "go".into(),
-                payload: json!(0),
-                dedup_id: None,
-            }],
-            at(1, 0),
-        )
+        .signal_raise(vec![crate::NewSignal {
+            instance: "c".into(),
+            name: "go".into(),
+            payload: json!(0),
+            dedup_id: None,
+        }])
         .await
         .unwrap();
     let c = claim(store, "p", at(1, 5)).await;
