@@ -48,6 +48,8 @@ struct Follow {
     sent: Option<String>,
     /// Whether the last look saw the whole history (no more waiting to be read).
     caught_up: bool,
+    /// Whether an earlier look saw the instance finished.
+    finished: bool,
     done: bool,
 }
 
@@ -100,6 +102,7 @@ async fn stream(
         after,
         sent: None,
         caught_up: false,
+        finished: false,
         done: false,
     };
     let messages = stream::unfold(follow, |mut f| async move {
@@ -155,11 +158,18 @@ async fn look(f: &mut Follow) -> Vec<Event> {
         messages.push(Event::default().event("instance").data(view.clone()));
         f.sent = Some(view);
     }
-    // The history was read before the instance: once it shows finished, a look that read
-    // the history to its end has sent everything.
+    // The history is read before the instance, so the look that first sees it finished may
+    // have read the history before its last turn committed. The next look's history comes
+    // after that, so it is complete: that look, read to the end, ends the stream. (It follows
+    // at once, without the pause between looks.)
     if finished && f.caught_up {
-        f.done = true;
-        messages.push(Event::default().event("end").data("{}"));
+        if f.finished {
+            f.done = true;
+            messages.push(Event::default().event("end").data("{}"));
+        } else {
+            f.finished = true;
+            f.caught_up = false;
+        }
     }
     messages
 }
