@@ -264,15 +264,7 @@ pub(crate) fn signal(tx: &Transaction<'_>, s: &NewSignal) -> Result<SignalOutcom
         name: s.name.clone(),
         payload: s.payload.clone(),
     };
-    inbox_insert(
-        tx,
-        &NewInboxEvent {
-            instance: s.instance.clone(),
-            event,
-            // Visible once committed (see `Store::signal_raise`).
-            visible_at: Timestamp(0),
-        },
-    )?;
+    inbox_insert(tx, &NewInboxEvent::immediate(s.instance.clone(), event))?;
     Ok(SignalOutcome::Raised)
 }
 
@@ -284,15 +276,7 @@ pub(crate) fn cancel(tx: &Transaction<'_>, id: &str, reason: &str) -> Result<Sto
             let event = HistoryEvent::CancelRequested {
                 reason: reason.to_string(),
             };
-            inbox_insert(
-                tx,
-                &NewInboxEvent {
-                    instance: id.to_string(),
-                    event,
-                    // Visible once committed (see `Store::signal_raise`).
-                    visible_at: Timestamp(0),
-                },
-            )?;
+            inbox_insert(tx, &NewInboxEvent::immediate(id, event))?;
             Ok(StopOutcome::Done)
         }
     }

@@ -26,6 +26,19 @@ pub struct NewInboxEvent {
     pub visible_at: Timestamp,
 }
 
+impl NewInboxEvent {
+    /// An event visible once committed: a result, a signal, a cancel. Not stamped with the
+    /// writer's `now`, which is only its estimate of the database's clock: a claimer whose
+    /// estimate lagged would see the events written before this one without it.
+    pub fn immediate(instance: impl Into<String>, event: HistoryEvent) -> Self {
+        Self {
+            instance: instance.into(),
+            event,
+            visible_at: Timestamp(0),
+        }
+    }
+}
+
 /// Everything one orchestration turn changes, committed atomically or not at all.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TurnCommit {
@@ -189,9 +202,5 @@ pub fn parent_event(parent: &ParentRef, result: Result<Value, ErrorInfo>) -> New
             error,
         },
     };
-    NewInboxEvent {
-        instance: parent.instance.clone(),
-        event,
-        visible_at: Timestamp(0),
-    }
+    NewInboxEvent::immediate(parent.instance.clone(), event)
 }

@@ -49,7 +49,7 @@ struct Follow {
     /// Whether the last look saw the whole history (no more waiting to be read).
     caught_up: bool,
     /// Whether an earlier look saw the instance finished.
-    finished: bool,
+    seen_finished: bool,
     done: bool,
 }
 
@@ -102,7 +102,7 @@ async fn stream(
         after,
         sent: None,
         caught_up: false,
-        finished: false,
+        seen_finished: false,
         done: false,
     };
     let messages = stream::unfold(follow, |mut f| async move {
@@ -163,11 +163,11 @@ async fn look(f: &mut Follow) -> Vec<Event> {
     // after that, so it is complete: that look, read to the end, ends the stream. (It follows
     // at once, without the pause between looks.)
     if finished && f.caught_up {
-        if f.finished {
+        if f.seen_finished {
             f.done = true;
             messages.push(Event::default().event("end").data("{}"));
         } else {
-            f.finished = true;
+            f.seen_finished = true;
             f.caught_up = false;
         }
     }

@@ -69,14 +69,7 @@ pub(crate) fn complete(
                 .optional()
                 .map_err(db_err)?;
             if active == Some(i64::from(owner.execution)) {
-                inbox_insert(
-                    tx,
-                    &NewInboxEvent {
-                        instance: owner.instance.clone(),
-                        event,
-                        visible_at: Timestamp(0),
-                    },
-                )?;
+                inbox_insert(tx, &NewInboxEvent::immediate(owner.instance.clone(), event))?;
             }
         }
         (None, TaskResult::Completed(output)) => {
