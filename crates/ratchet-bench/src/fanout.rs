@@ -44,6 +44,10 @@ pub(crate) struct FanoutArgs {
     /// DSL in YAML: a `fork` of the activities, then a jq `add`) run by the interpreter.
     #[arg(long, value_enum, default_value = "rust")]
     workflow: Written,
+    /// Run each turn only after the results it reads are committed (no fed turns), to
+    /// compare.
+    #[arg(long)]
+    no_fed_turns: bool,
 }
 
 /// How the fan-out orchestration is written.
@@ -134,6 +138,7 @@ async fn start_worker(store: Arc<dyn Store>, args: &FanoutArgs) -> anyhow::Resul
         store,
         args.in_flight,
         args.activities,
+        !args.no_fed_turns,
         move |b| match workflow {
             Some(w) => b.workflow(w, 1),
             None => b,
@@ -148,11 +153,13 @@ pub(crate) async fn fan_out_worker(
     store: Arc<dyn Store>,
     in_flight: usize,
     activities: u32,
+    fed_turns: bool,
     more: impl FnOnce(ratchet::Builder) -> ratchet::Builder,
 ) -> anyhow::Result<Ratchet> {
     let room = in_flight.max(1);
     let config = RuntimeConfig {
         max_activities: (room * activities as usize * 2).max(256),
+        fed_turns,
         ..orchestration_config(room)
     };
     let builder = Ratchet::builder()

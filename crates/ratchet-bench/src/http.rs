@@ -58,7 +58,7 @@ pub(crate) async fn run(
         activity_ms: args.activity_ms,
     };
     let in_flight = args.clients * args.batch.max(1);
-    let ratchet = fan_out_worker(store.clone(), in_flight, args.activities, |b| {
+    let ratchet = fan_out_worker(store.clone(), in_flight, args.activities, true, |b| {
         b.orchestration("bench_noop", noop)
     })
     .await?;

@@ -6,11 +6,15 @@ use std::sync::{Mutex, MutexGuard};
 
 use lru::LruCache;
 use ratchet_core::{Execution, ParentRef};
-use ratchet_store::{ClaimedInstance, Incarnation};
+use ratchet_store::{ClaimedInstance, Fence, Incarnation};
 
 /// A live execution kept between turns.
 pub(crate) struct Cached {
     pub(crate) exec: Execution,
+    /// The orchestration's name.
+    pub(crate) name: String,
+    /// The fence of the lease its last turn ran under.
+    pub(crate) fence: Fence,
     pub(crate) incarnation: Incarnation,
     pub(crate) execution: u32,
     pub(crate) version: u32,
@@ -46,6 +50,11 @@ impl StickyCache {
                 && c.execution == claimed.execution
                 && c.exec.history_len() == claimed.history_len as usize
         })
+    }
+
+    /// Takes the entry of `id`, whatever it is.
+    pub(crate) fn take(&self, id: &str) -> Option<Cached> {
+        self.lock().pop(id)
     }
 
     /// Keeps `cached` for the next turn of `id`.

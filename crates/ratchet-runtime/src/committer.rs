@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
 use crate::runtime::Shared;
+use crate::turn::{FedResult, Pending};
 
 /// Where a turn's outcome goes back to its runner.
 type TurnReply = oneshot::Sender<Result<TurnResult, Arc<StoreError>>>;
@@ -245,11 +246,64 @@ fn push(
     }
 }
 
+/// The next turns of instances cached here, run on the results of their activities in
+/// `completions`, to commit with them: an instance none of whose activities still runs here,
+/// and that has no turn of its own in the batch.
+fn fed_turns(
+    shared: &Arc<Shared>,
+    turns: &[(Box<TurnCommit>, TurnReply)],
+    completions: &[(TaskCompletion, Option<String>)],
+) -> Vec<(TurnCommit, Pending)> {
+    if shared.lifecycle.is_closing() || !shared.config.fed_turns {
+        return Vec::new();
+    }
+    // Each instance's results, in the batch's order.
+    let mut results: Vec<(&str, Vec<FedResult>)> = Vec::new();
+    for (at, (c, _)) in completions.iter().enumerate() {
+        let (Some(owner), Some(event), Ok(at)) = (&c.owner, c.event(), u32::try_from(at)) else {
+            continue;
+        };
+        let instance = owner.instance.as_str();
+        let result = FedResult {
+            at,
+            execution: owner.execution,
+            event,
+        };
+        match results.iter_mut().find(|(i, _)| *i == instance) {
+            Some((_, of)) => of.push(result),
+            None => results.push((instance, vec![result])),
+        }
+    }
+    results
+        .into_iter()
+        .filter(|(instance, _)| {
+            !turns.iter().any(|(t, _)| t.instance == *instance)
+                && !shared.capacity.running.activity_of(instance)
+        })
+        .filter_map(|(instance, of)| crate::turn::fed(shared, instance, of))
+        .collect()
+}
+
 async fn flush(
     shared: &Arc<Shared>,
-    turns: Vec<(Box<TurnCommit>, TurnReply)>,
+    mut turns: Vec<(Box<TurnCommit>, TurnReply)>,
     completions: &[(TaskCompletion, Option<String>)],
 ) -> Result<(), Arc<StoreError>> {
+    // Turns fed by this batch's results join it; each acts on its answer on its own task.
+    for (commit, pending) in fed_turns(shared, &turns, completions) {
+        let (reply, answer) = oneshot::channel();
+        turns.push((Box::new(commit), reply));
+        let guard = shared.begin_work();
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let _guard = guard;
+            let answer = answer
+                .await
+                .unwrap_or_else(|_| Err(Arc::new(StoreError::Closed)));
+            pending.after(&shared, answer).await;
+        });
+    }
+    crate::metrics::turns_fed(turns.iter().filter(|(t, _)| !t.fed.is_empty()).count());
     let now = shared.now();
     let until = now.plus(shared.config.lease);
     let lease = Lease {

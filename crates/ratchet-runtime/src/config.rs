@@ -47,6 +47,11 @@ pub struct RuntimeConfig {
     /// How long a group commit holding an activity completion waits for that activity's
     /// siblings still running here, so that a fan-out's results share one commit.
     pub commit_linger: Duration,
+    /// Whether an orchestration's next turn may run on the results of its activities that
+    /// finished here before they are committed, and commit with them: one commit on its path
+    /// instead of two. The store refuses such a turn if anything claimed the instance since its
+    /// last turn, and the results then wait in its inbox as usual.
+    pub fed_turns: bool,
     /// Per-instance limits.
     pub limits: Limits,
     /// Largest payload (input, output, signal) in bytes.
@@ -88,6 +93,7 @@ impl Default for RuntimeConfig {
             commit_batch: 512,
             commit_concurrency: 12,
             commit_linger: Duration::from_millis(2),
+            fed_turns: true,
             limits: Limits::default(),
             max_payload_bytes: 1 << 20,
             shutdown_grace: Duration::from_secs(10),

@@ -18,6 +18,13 @@ pub(crate) fn turn_refused() {
     metrics::counter!("ratchet_stale_writes_total", "kind" => "turn").increment(1);
 }
 
+/// Turns that run on results not yet committed joined a group commit.
+pub(crate) fn turns_fed(count: usize) {
+    if count > 0 {
+        metrics::counter!("ratchet_turns_fed_total").increment(count as u64);
+    }
+}
+
 /// A group commit ended.
 pub(crate) fn commit(turns: usize, completions: usize, took: Duration, ok: bool) {
     let result = if ok { "ok" } else { "error" };

@@ -6,8 +6,8 @@ use ratchet_core::{
     ErrorInfo, Execution, HistoryEvent, OrchestrationError, ParentRef, Timestamp, Turn, TurnOutcome,
 };
 use ratchet_store::{
-    parent_event, ClaimedInstance, ContinueAsNew, IfExists, InstanceStatus, LeaseRelease,
-    NewInboxEvent, NewInstance, NewTask, TaskOwner, TurnCommit, TurnResult,
+    parent_event, ClaimedInstance, ContinueAsNew, Fence, IfExists, InstanceStatus, LeaseRelease,
+    NewInboxEvent, NewInstance, NewTask, StoreError, TaskOwner, TurnCommit, TurnResult,
 };
 use serde_json::Value;
 use tracing::Instrument as _;
@@ -56,6 +56,69 @@ async fn run(shared: &Arc<Shared>, claimed: ClaimedInstance) {
             return;
         }
     };
+    let (commit, span) = execute(shared, &claimed, &mut cached, inbound, replay_error, now);
+    let pending = Pending::before(shared, &claimed, cached, &commit);
+    let answer = shared.committer.turn(commit).instrument(span.clone()).await;
+    pending.after(shared, answer).instrument(span).await;
+}
+
+/// An activity's result on its way to the group commit, that a turn may run on.
+pub(crate) struct FedResult {
+    /// Its completion's position among the group commit's.
+    pub(crate) at: u32,
+    /// The execution of the activity's orchestration.
+    pub(crate) execution: u32,
+    /// What the orchestration reads.
+    pub(crate) event: HistoryEvent,
+}
+
+/// Runs the next turn of `instance`, cached here, on the results of its activities that
+/// finished in this process and are about to be committed, so that the results and the turn
+/// they wake commit together: one commit on the orchestration's path instead of
+/// two. The turn holds no lease: it carries its previous turn's fence, which the store finds
+/// unchanged only if nothing claimed the instance since, and it is refused unless every
+/// result is delivered to it in the same commit. Says what to commit, and what to do with
+/// the answer; `None` when the instance is not cached here for the results' execution.
+pub(crate) fn fed(
+    shared: &Arc<Shared>,
+    instance: &str,
+    results: Vec<FedResult>,
+) -> Option<(TurnCommit, Pending)> {
+    let mut cached = shared.cache.take(instance)?;
+    if results.iter().any(|r| r.execution != cached.execution) {
+        shared.cache.put(instance.to_string(), cached);
+        return None;
+    }
+    let claimed = ClaimedInstance {
+        id: instance.to_string(),
+        name: cached.name.clone(),
+        version: Some(cached.version),
+        execution: cached.execution,
+        history_len: u32::try_from(cached.exec.history_len()).unwrap_or(u32::MAX),
+        fence: cached.fence,
+        incarnation: cached.incarnation,
+        events: Vec::new(),
+    };
+    let (positions, inbound): (Vec<u32>, Vec<HistoryEvent>) =
+        results.into_iter().map(|r| (r.at, r.event)).unzip();
+    let now = shared.now();
+    let (mut commit, _span) = execute(shared, &claimed, &mut cached, inbound, None, now);
+    commit.fed = positions;
+    let mut pending = Pending::before(shared, &claimed, cached, &commit);
+    // Its fence is not a lease of this process's to give back.
+    pending.release = None;
+    Some((commit, pending))
+}
+
+/// Runs a turn on `inbound` and makes its commit (with the span it ran in).
+fn execute(
+    shared: &Arc<Shared>,
+    claimed: &ClaimedInstance,
+    cached: &mut Cached,
+    inbound: Vec<HistoryEvent>,
+    replay_error: Option<ErrorInfo>,
+    now: Timestamp,
+) -> (TurnCommit, tracing::Span) {
     let span = tracing::info_span!("ratchet.turn", instance = %claimed.id,
         orchestration = %claimed.name, execution = claimed.execution, events = inbound.len());
     crate::trace::join(&span, cached.trace.as_deref());
@@ -68,11 +131,9 @@ async fn run(shared: &Arc<Shared>, claimed: ClaimedInstance) {
         None => cached.exec.turn(now, inbound),
     });
     crate::metrics::turn(&claimed.name, started.elapsed());
-    let mut commit = build_commit(shared, &claimed, &cached, turn, inbound_len, now);
+    let mut commit = build_commit(shared, claimed, cached, turn, inbound_len, now);
     carry_trace(&mut commit, carried, cached.trace.as_ref());
-    commit_turn(shared, claimed, cached, commit)
-        .instrument(span)
-        .await;
+    (commit, span)
 }
 
 /// Work a turn starts joins its trace: activities through their task's metadata (which a
@@ -92,61 +153,98 @@ fn carry_trace(commit: &mut TurnCommit, carried: Option<String>, own: Option<&St
     }
 }
 
-async fn commit_turn(
-    shared: &Arc<Shared>,
-    claimed: ClaimedInstance,
-    cached: Cached,
-    commit: TurnCommit,
-) {
-    let outcome = outcome_of(&claimed.id, &commit);
-    let running = !commit.status.is_finished() && commit.continue_as_new.is_none();
-    // Cache before committing, so a turn that the same group commit locks for us finds it.
-    if running {
-        shared.cache.put(claimed.id.clone(), cached);
-    } else {
-        shared.cache.forget(&claimed.id);
+/// A turn on its way to the group commit: what to do once its answer comes.
+pub(crate) struct Pending {
+    instance: String,
+    outcome: Option<InstanceOutcome>,
+    first_timer: Option<Timestamp>,
+    wakes_others: bool,
+    /// The lease to give back if the commit fails.
+    release: Option<Fence>,
+}
+
+impl Pending {
+    /// Caches the execution for its next turn, before the commit: a turn that the same group
+    /// commit locks for this process finds it.
+    fn before(
+        shared: &Arc<Shared>,
+        claimed: &ClaimedInstance,
+        mut cached: Cached,
+        commit: &TurnCommit,
+    ) -> Self {
+        let running = !commit.status.is_finished() && commit.continue_as_new.is_none();
+        if running {
+            cached.fence = claimed.fence;
+            shared.cache.put(claimed.id.clone(), cached);
+        } else {
+            shared.cache.forget(&claimed.id);
+        }
+        Self {
+            instance: claimed.id.clone(),
+            outcome: outcome_of(&claimed.id, commit),
+            first_timer: commit
+                .inbox
+                .iter()
+                .filter(|e| e.instance == claimed.id)
+                .map(|e| e.visible_at)
+                .min(),
+            // Children and a parent's result are work for whoever claims it, this process
+            // included.
+            wakes_others: !commit.children.is_empty()
+                || commit.inbox.iter().any(|e| e.instance != claimed.id)
+                || commit.tasks.iter().any(|t| t.owner.is_none()),
+            release: Some(claimed.fence),
+        }
     }
-    let first_timer = commit
-        .inbox
-        .iter()
-        .filter(|e| e.instance == claimed.id)
-        .map(|e| e.visible_at)
-        .min();
-    // Children and a parent's result are work for whoever claims it, this process included.
-    let wakes_others = !commit.children.is_empty()
-        || commit.inbox.iter().any(|e| e.instance != claimed.id)
-        || commit.tasks.iter().any(|t| t.owner.is_none());
-    match shared.committer.turn(commit).await {
-        Ok(TurnResult::Committed { tasks }) => {
-            if let Some(at) = first_timer {
-                shared.wake.timer_committed(at);
+
+    /// Acts on the commit's answer: runs the activities leased with it, wakes whoever has work.
+    pub(crate) async fn after(
+        self,
+        shared: &Arc<Shared>,
+        answer: Result<TurnResult, Arc<StoreError>>,
+    ) {
+        match answer {
+            Ok(TurnResult::Committed { tasks }) => {
+                if let Some(at) = self.first_timer {
+                    shared.wake.timer_committed(at);
+                }
+                for task in tasks {
+                    worker::spawn(shared.clone(), task);
+                }
+                if self.wakes_others {
+                    shared.wake.work.notify_one();
+                }
+                if let Some(outcome) = self.outcome {
+                    shared.hub.publish(&outcome);
+                }
             }
-            for task in tasks {
-                worker::spawn(shared.clone(), task);
+            Ok(_) => {
+                crate::metrics::turn_refused();
+                tracing::debug!(instance = %self.instance, "turn refused: the lease was lost");
+                shared.cache.forget(&self.instance);
+                // A fed turn's results may wait in the inbox now: claim them.
+                if self.release.is_none() {
+                    shared.wake.work.notify_one();
+                }
             }
-            if wakes_others {
-                shared.wake.work.notify_one();
+            Err(e) => {
+                tracing::warn!(instance = %self.instance, error = %e, "turn commit failed; the instance will be retried");
+                shared.cache.forget(&self.instance);
+                if let Some(fence) = self.release {
+                    release_lease(shared, &self.instance, fence).await;
+                }
             }
-            if let Some(outcome) = outcome {
-                shared.hub.publish(&outcome);
-            }
-        }
-        Ok(_) => {
-            crate::metrics::turn_refused();
-            tracing::debug!(instance = %claimed.id, "turn refused: the lease was lost");
-            shared.cache.forget(&claimed.id);
-        }
-        Err(e) => {
-            tracing::warn!(instance = %claimed.id, error = %e, "turn commit failed; the instance will be retried");
-            shared.cache.forget(&claimed.id);
-            release(shared, &claimed).await;
         }
     }
 }
 
 async fn release(shared: &Arc<Shared>, claimed: &ClaimedInstance) {
+    release_lease(shared, &claimed.id, claimed.fence).await;
+}
+
+async fn release_lease(shared: &Arc<Shared>, instance: &str, fence: Fence) {
     let release = LeaseRelease {
-        instances: vec![(claimed.id.clone(), claimed.fence)],
+        instances: vec![(instance.to_string(), fence)],
         tasks: Vec::new(),
         now: shared.now(),
     };
@@ -204,6 +302,8 @@ async fn prepare(
             (
                 Cached {
                     exec,
+                    name: claimed.name.clone(),
+                    fence: claimed.fence,
                     incarnation: claimed.incarnation,
                     execution: claimed.execution,
                     version,
@@ -357,6 +457,7 @@ fn build_commit(
         execution: claimed.execution,
         version: Some(cached.version),
         consumed: claimed.events.iter().map(|e| e.id).collect(),
+        fed: Vec::new(),
         history_start: claimed.history_len,
         history: Vec::new(),
         status: InstanceStatus::Running,

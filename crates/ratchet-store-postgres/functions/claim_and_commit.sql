@@ -166,11 +166,13 @@ END $$;
 -- A turn: what it checks (its lease, the life of the id, the execution and history length it
 -- was claimed at), the instance it leaves, the inbox rows it consumed and the history it
 -- appends (one JSON array of events, from position history_start). next_input is the next
--- execution's input when the turn continues as new.
+-- execution's input when the turn continues as new. fed: the 1-based positions of the
+-- batch's completions whose results the turn ran on before they reached the inbox; it also
+-- consumes the rows they deliver, and commits only if each of them delivers one.
 CREATE TYPE ratchet.commit_turn AS (
     instance text, fence bigint, incarnation bigint, execution integer, version integer,
     history_start integer, history_count integer, status text, output text, error text,
-    custom_status text, next_input text, consumed bigint[], history text);
+    custom_status text, next_input text, consumed bigint[], history text, fed integer[]);
 
 -- A task a turn creates (`turn`: its 1-based position in the batch): an activity, with its
 -- step, or a standalone task the turn enqueues.
@@ -225,6 +227,7 @@ DECLARE
     v_continued text[] := '{}';
     v_woken text[] := '{}';
     v_more_woken text[];
+    v_delivered bigint[] := '{}';
     v_unleased_tasks boolean := false;
     v_new_children boolean := false;
 BEGIN
@@ -262,9 +265,21 @@ BEGIN
         FOR NO KEY UPDATE;
     END IF;
 
+    -- Completions first: a turn they fed consumes the inbox rows they deliver.
+    IF cardinality(p_completions) > 0 THEN
+        SELECT * INTO completion_ok, v_woken, v_delivered
+        FROM ratchet.commit_completions(p_now, p_completions);
+    END IF;
     IF cardinality(p_turns) > 0 THEN
         SELECT * INTO turn_ok, v_finished, v_continued
-        FROM ratchet.commit_turns(p_now, p_turns, v_instances);
+        FROM ratchet.commit_turns(p_now, p_turns, v_instances, p_completions, v_delivered);
+        -- What fed turns consumed is no one else's work.
+        IF cardinality(v_delivered) > 0 THEN
+            v_woken := ARRAY(SELECT w FROM unnest(v_woken) AS w
+                             WHERE w <> ALL (ARRAY(
+                                 SELECT t.instance FROM unnest(p_turns) WITH ORDINALITY AS t
+                                 WHERE turn_ok[t.ordinality] AND cardinality(t.fed) > 0)));
+        END IF;
     END IF;
     IF cardinality(p_tasks) > 0 THEN
         SELECT * INTO task_instance, task_seq, task_id, task_fence, v_unleased_tasks
@@ -274,14 +289,10 @@ BEGIN
     END IF;
     IF cardinality(p_timers) + cardinality(p_parent_events) + cardinality(p_children)
        + cardinality(v_continued) > 0 THEN
-        SELECT * INTO v_woken, v_new_children
+        SELECT * INTO v_more_woken, v_new_children
         FROM ratchet.commit_events(p_now, p_turns, v_instances, v_executions, turn_ok,
                                    v_finished, v_continued, p_timers, p_parent_events,
                                    p_children, p_next_events);
-    END IF;
-    IF cardinality(p_completions) > 0 THEN
-        SELECT * INTO completion_ok, v_more_woken
-        FROM ratchet.commit_completions(p_now, p_completions);
         v_woken := v_woken || v_more_woken;
     END IF;
     -- Eager dispatch: the committer's cached instances that now have events come back leased.
@@ -308,10 +319,13 @@ END $$;
 
 -- The turns: each commits when its lease is still the live one (fence) of the same life of
 -- the id (incarnation), no other turn was written since it was claimed (execution, history
--- length), the instance still runs, and it is the first turn of its instance in the batch.
--- Says which committed, and which of those finished their instance or continue as new.
+-- length), the instance still runs, it is the first turn of its instance in the batch, and
+-- each completion that fed it delivered its result to it (p_delivered: each completion's
+-- inbox row, by position). Says which committed, and which of those finished their instance
+-- or continue as new.
 CREATE FUNCTION ratchet.commit_turns(
     p_now bigint, p_turns ratchet.commit_turn[], p_instances text[],
+    p_completions ratchet.commit_completion[], p_delivered bigint[],
     OUT turn_ok boolean[], OUT finished text[], OUT continued text[])
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp AS $$
@@ -326,7 +340,11 @@ BEGIN
                           AND i.execution = t.execution
                           AND i.history_len = t.history_start
                           AND i.status IN ('Pending', 'Running', 'ContinuedAsNew')
-                          AND t.ordinality = min(t.ordinality) OVER (PARTITION BY t.instance),
+                          AND t.ordinality = min(t.ordinality) OVER (PARTITION BY t.instance)
+                          AND (cardinality(t.fed) = 0 OR (
+                              SELECT bool_and(p_delivered[f] IS NOT NULL
+                                              AND p_completions[f].instance = t.instance)
+                              FROM unnest(t.fed) AS f)),
                           false) AS ok
           FROM unnest(p_turns) WITH ORDINALITY AS t
           LEFT JOIN ratchet.instances i ON i.id = t.instance AND i.id = ANY (p_instances)) s;
@@ -338,6 +356,10 @@ BEGIN
                                   WHERE turn_ok[t.ordinality]))
       AND b.id = ANY (ARRAY(SELECT c.id
                             FROM unnest(p_turns) WITH ORDINALITY AS t, unnest(t.consumed) AS c(id)
+                            WHERE turn_ok[t.ordinality]
+                            UNION ALL
+                            SELECT p_delivered[f]
+                            FROM unnest(p_turns) WITH ORDINALITY AS t, unnest(t.fed) AS f
                             WHERE turn_ok[t.ordinality]));
 
     INSERT INTO ratchet.history (instance, execution, seq, events)
@@ -528,10 +550,11 @@ END $$;
 -- claimable at its backoff time; a snooze, the same attempt at its time; either moves the
 -- fence on. A standalone task's final outcome moves it to its results; an activity's leaves
 -- the table and reaches its orchestration, if that still runs the execution. Says which
--- were applied, and which instances have new events.
+-- were applied, which instances have new events, and the inbox row each completion's result
+-- went to (by position; NULL for none).
 CREATE FUNCTION ratchet.commit_completions(
     p_now bigint, p_completions ratchet.commit_completion[],
-    OUT completion_ok boolean[], OUT woken text[])
+    OUT completion_ok boolean[], OUT woken text[], OUT delivered bigint[])
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -542,7 +565,7 @@ DECLARE
     v_standalone boolean;
     v_activities boolean;
 BEGIN
-    woken := '{}';
+    woken := '{}'; delivered := '{}';
     -- The rows are locked in id order, and where each is kept: the delete below goes straight
     -- to them (a TID scan). Found by id there, it could be planned, with statistics taken
     -- while the table was nearly empty, as a walk of the whole tasks_ready index, whose
@@ -595,16 +618,23 @@ BEGIN
                                     FROM unnest(p_completions) WITH ORDINALITY AS c
                                     WHERE completion_ok[c.ordinality] AND c.instance IS NOT NULL
                                       AND c.event IS NOT NULL))));
-        WITH inserted AS (
-            INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
-            SELECT c.instance, c.kind, c.event, 0
+        -- Each row's id is drawn first, so that each completion knows its row.
+        WITH result AS MATERIALIZED (
+            SELECT c.ordinality AS n, c.instance, c.kind, c.event,
+                   nextval('ratchet.inbox_id_seq') AS id
             FROM unnest(p_completions) WITH ORDINALITY AS c
             JOIN ratchet.instances i ON i.id = c.instance AND i.execution = c.execution
                  AND i.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated')
             WHERE completion_ok[c.ordinality] AND c.event IS NOT NULL
             ORDER BY c.ordinality
-            RETURNING instance)
-        SELECT coalesce(array_agg(instance), '{}') INTO woken FROM inserted;
+        ), inserted AS (
+            INSERT INTO ratchet.inbox (id, instance, kind, event, visible_at)
+            OVERRIDING SYSTEM VALUE
+            SELECT r.id, r.instance, r.kind, r.event, 0 FROM result r ORDER BY r.id)
+        SELECT coalesce(array_agg(r.instance), '{}'),
+               ARRAY(SELECT d.id FROM generate_series(1, cardinality(p_completions)) AS g(n)
+                     LEFT JOIN result d ON d.n = g.n ORDER BY g.n)
+        INTO woken, delivered FROM result r;
     END IF;
 END $$;
 

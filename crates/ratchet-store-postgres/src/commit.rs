@@ -35,6 +35,8 @@ struct TurnRow {
     next_input: Option<String>,
     consumed: Vec<i64>,
     history: Option<String>,
+    /// 1-based positions in the batch's completions.
+    fed: Vec<i32>,
 }
 
 /// A task a turn creates, as `ratchet.commit_task`; `turn` is the turn's 1-based position.
@@ -201,6 +203,11 @@ impl Rows {
                 next_input: t.continue_as_new.as_ref().map(|c| to_json(&c.input)),
                 consumed: t.consumed.clone(),
                 history: (!t.history.is_empty()).then(|| to_json(&t.history)),
+                fed: t
+                    .fed
+                    .iter()
+                    .map(|&f| i32::try_from(f.saturating_add(1)).unwrap_or(i32::MAX))
+                    .collect(),
             });
             for task in &t.tasks {
                 r.tasks.push(TaskRow {

@@ -10,23 +10,28 @@ use crate::instance::{self, deliver_to_parent, inbox_insert};
 use crate::store::sql;
 use crate::task;
 
-/// Writes a whole [`CommitBatch`] in the caller's transaction, item by item.
+/// Writes a whole [`CommitBatch`] in the caller's transaction, item by item: completions
+/// first, so that a turn they fed consumes the inbox rows they deliver.
 pub(crate) fn commit(tx: &Transaction<'_>, batch: CommitBatch) -> Result<CommitOutcome> {
     let mut out = CommitOutcome::default();
+    let mut delivered = Vec::with_capacity(batch.completions.len());
+    for completion in &batch.completions {
+        let (result, inbox_row) = task::complete(tx, completion, batch.now)?;
+        out.completions.push(result);
+        let instance = completion.owner.as_ref().map(|o| o.instance.as_str());
+        delivered.push(instance.zip(inbox_row));
+    }
     let mut capacity = batch.task_capacity;
     for turn in &batch.turns {
         let result = commit_turn(
             tx,
             turn,
+            &delivered,
             batch.task_lease.as_ref(),
             &mut capacity,
             batch.now,
         )?;
         out.turns.push(result);
-    }
-    for completion in &batch.completions {
-        out.completions
-            .push(task::complete(tx, completion, batch.now)?);
     }
     if let Some(lease) = &batch.instance_lease {
         for id in &batch.lock_instances {
@@ -41,6 +46,7 @@ pub(crate) fn commit(tx: &Transaction<'_>, batch: CommitBatch) -> Result<CommitO
 fn commit_turn(
     tx: &Transaction<'_>,
     t: &TurnCommit,
+    delivered: &[Option<(&str, i64)>],
     task_lease: Option<&Lease>,
     capacity: &mut u32,
     now: Timestamp,
@@ -73,9 +79,17 @@ fn commit_turn(
     {
         return Ok(TurnResult::Stale);
     }
+    // A turn fed by this batch's completions consumes the rows they delivered, all of them.
+    let mut consumed = t.consumed.clone();
+    for &position in &t.fed {
+        match delivered.get(position as usize).copied().flatten() {
+            Some((instance, row)) if instance == t.instance => consumed.push(row),
+            _ => return Ok(TurnResult::Stale),
+        }
+    }
     tx.prepare_cached(sql("inbox_consume"))
         .map_err(db_err)?
-        .execute(params![t.instance, to_json(&t.consumed)])
+        .execute(params![t.instance, to_json(&consumed)])
         .map_err(db_err)?;
     {
         let mut insert = tx.prepare_cached(sql("history_insert")).map_err(db_err)?;

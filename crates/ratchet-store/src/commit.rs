@@ -44,7 +44,9 @@ impl NewInboxEvent {
 pub struct TurnCommit {
     /// The instance.
     pub instance: String,
-    /// The fence of the lease the turn ran under; a stale one refuses the whole turn.
+    /// The fence of the lease the turn ran under; a stale one refuses the whole turn. (A turn
+    /// `fed` by completions ran under no lease: its fence is its previous turn's, and still
+    /// matches only if nothing claimed the instance since.)
     pub fence: Fence,
     /// The life of the id the turn ran (from the claim): a turn of another life is stale.
     pub incarnation: Incarnation,
@@ -54,6 +56,12 @@ pub struct TurnCommit {
     pub version: Option<u32>,
     /// Inbox rows the turn consumed.
     pub consumed: Vec<i64>,
+    /// Positions in the batch's `completions` whose events the turn consumed before they
+    /// reached the inbox: it ran on the results of activities that finished in the
+    /// committer's process. The turn commits only if each of them is applied and delivered
+    /// to it in this batch (their inbox rows are then consumed at once); otherwise it is
+    /// refused and the results stay in the inbox for a turn that reads them there.
+    pub fed: Vec<u32>,
     /// Position of the first appended event (the history length before the turn).
     pub history_start: u32,
     /// Events to append.

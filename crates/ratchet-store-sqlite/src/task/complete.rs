@@ -13,12 +13,14 @@ use crate::convert::{db_err, to_json, u32_of};
 use crate::instance::inbox_insert;
 use crate::store::sql;
 
-/// Applies one completion if its fence, step and attempt still match the row.
+/// Applies one completion if its fence, step and attempt still match the row. Says whether it
+/// was applied and, for an activity's result, the inbox row that delivered it to its
+/// orchestration.
 pub(crate) fn complete(
     tx: &Transaction<'_>,
     c: &TaskCompletion,
     now: Timestamp,
-) -> Result<CompletionResult> {
+) -> Result<(CompletionResult, Option<i64>)> {
     type Row = (Option<String>, Option<i64>, Option<i64>, i64);
     let row: Option<Row> = tx
         .prepare_cached(sql("task_for_completion"))
@@ -29,7 +31,7 @@ pub(crate) fn complete(
         .optional()
         .map_err(db_err)?;
     let Some((instance, execution, seq, attempt)) = row else {
-        return Ok(CompletionResult::Stale);
+        return Ok((CompletionResult::Stale, None));
     };
     // The fence identifies the claim; a completion that names another step or attempt than
     // the row is not this claim's.
@@ -42,8 +44,9 @@ pub(crate) fn complete(
         }
     };
     if !same_owner || u32_of(attempt) != c.attempt {
-        return Ok(CompletionResult::Stale);
+        return Ok((CompletionResult::Stale, None));
     }
+    let mut delivered = None;
     match (&c.owner, &c.result) {
         (_, TaskResult::Retry { error, at }) => {
             tx.prepare_cached(sql("task_retry"))
@@ -69,7 +72,10 @@ pub(crate) fn complete(
                 .optional()
                 .map_err(db_err)?;
             if active == Some(i64::from(owner.execution)) {
-                inbox_insert(tx, &NewInboxEvent::immediate(owner.instance.clone(), event))?;
+                delivered = Some(inbox_insert(
+                    tx,
+                    &NewInboxEvent::immediate(owner.instance.clone(), event),
+                )?);
             }
         }
         (None, TaskResult::Completed(output)) => {
@@ -83,7 +89,7 @@ pub(crate) fn complete(
         }
         (None, _) => return Err(StoreError::Invalid("unknown task result".into())),
     }
-    Ok(CompletionResult::Applied)
+    Ok((CompletionResult::Applied, delivered))
 }
 
 fn delete(tx: &Connection, id: TaskId) -> Result<()> {

@@ -111,6 +111,102 @@ pub async fn completion_delivers_and_locks(store: &dyn Store) {
     );
 }
 
+/// A turn that ran on results still on their way (`fed`): it commits with them, consuming
+/// their inbox rows at once, only when each of them is applied and the instance was not
+/// claimed since its last turn; otherwise the results wait in the inbox.
+pub async fn turns_fed_by_completions_commit_with_them(store: &dyn Store) {
+    start(store, "a").await;
+    let c = claim(store, "p", T0).await.remove(0);
+    let mut t = turn(&c, InstanceStatus::Running);
+    t.tasks = (0..2).map(|seq| activity("a", seq)).collect();
+    let mut history_len = c.history_len + u32::try_from(t.history.len()).unwrap();
+    store.commit(batch(vec![t])).await.unwrap();
+    let tasks = task_claim(store, "p", T0).await;
+    assert_eq!(tasks.len(), 2);
+    let result = |seq: u32| HistoryEvent::ActivityCompleted {
+        seq,
+        output: json!(seq),
+    };
+    let fed_turn = |fence: crate::Fence, history_start: u32, seqs: &[u32], fed: Vec<u32>| {
+        let mut history = vec![HistoryEvent::TurnStarted { at: T0 }];
+        history.extend(seqs.iter().map(|&s| result(s)));
+        TurnCommit {
+            fence,
+            history_start,
+            history,
+            consumed: Vec::new(),
+            fed,
+            ..turn(&c, InstanceStatus::Running)
+        }
+    };
+
+    // A stale completion refuses the turn it fed.
+    let mut stale = TaskCompletion::of(&tasks[0], TaskResult::Completed(json!(0)));
+    stale.fence = crate::Fence(stale.fence.0 + 100);
+    let mut b = batch(vec![fed_turn(c.fence, history_len, &[0], vec![0])]);
+    b.completions = vec![stale];
+    let r = store.commit(b).await.unwrap();
+    assert_eq!(r.completions, vec![CompletionResult::Stale]);
+    assert_eq!(r.turns, vec![TurnResult::Stale]);
+    assert!(
+        claim(store, "q", T0).await.is_empty(),
+        "nothing was written"
+    );
+
+    // An instance claimed since (its fence moved on) refuses it too; the result waits in the
+    // inbox for the claimer.
+    let mut b = batch(vec![fed_turn(
+        crate::Fence(c.fence.0 + 1),
+        history_len,
+        &[0],
+        vec![0],
+    )]);
+    b.completions = vec![TaskCompletion::of(
+        &tasks[0],
+        TaskResult::Completed(json!(0)),
+    )];
+    let r = store.commit(b).await.unwrap();
+    assert_eq!(r.completions, vec![CompletionResult::Applied]);
+    assert_eq!(r.turns, vec![TurnResult::Stale]);
+    let again = claim(store, "p", T0).await.remove(0);
+    assert_eq!(
+        again.history_len, history_len,
+        "the refused turn wrote no history"
+    );
+    assert_eq!(again.events.len(), 1);
+    assert_eq!(again.events[0].event, result(0));
+    let t = turn(&again, InstanceStatus::Running);
+    history_len += u32::try_from(t.history.len()).unwrap();
+    store.commit(batch(vec![t])).await.unwrap();
+
+    // A position that is not a completion of the batch refuses it.
+    let lone = batch(vec![fed_turn(again.fence, history_len, &[1], vec![0])]);
+    assert_eq!(
+        store.commit(lone).await.unwrap().turns,
+        vec![TurnResult::Stale]
+    );
+
+    // Applied and unclaimed: the turn commits with the result, which never waits in the inbox.
+    let mut b = batch(vec![fed_turn(again.fence, history_len, &[1], vec![0])]);
+    b.completions = vec![TaskCompletion::of(
+        &tasks[1],
+        TaskResult::Completed(json!(1)),
+    )];
+    let r = store.commit(b).await.unwrap();
+    assert_eq!(r.completions, vec![CompletionResult::Applied]);
+    assert!(
+        matches!(r.turns[..], [TurnResult::Committed { .. }]),
+        "{r:?}"
+    );
+    assert!(
+        claim(store, "q", T0).await.is_empty(),
+        "the turn consumed the result it ran on"
+    );
+    let history = store.history_read("a", Some(0)).await.unwrap();
+    assert_eq!(history.len(), history_len as usize + 2);
+    assert_eq!(history[history_len as usize + 1].event, result(1));
+}
+
 pub async fn stale_completion_is_refused_alone(store: &dyn Store) {
     scheduled(store, 2).await;
     let first = task_claim(store, "p1", T0).await;

@@ -444,8 +444,47 @@ async fn wait_times_out(store: Arc<dyn Store>) {
     r.shutdown().await;
 }
 
+/// An activity that finishes in the process caching its orchestration commits together with
+/// the turn it wakes. `pipeline` (two activities in turn) then costs four commits: the start,
+/// the first turn, and each result with the turn after it; without fed turns, six.
+async fn results_commit_with_the_turn_they_wake(store: Arc<dyn Store>) {
+    for (fed_turns, expected) in [(true, 4), (false, 6)] {
+        let config = ratchet::RuntimeConfig {
+            fed_turns,
+            // Nothing of the runtime's own commits while a run is counted.
+            poll_interval: Duration::from_secs(60),
+            heartbeat: Duration::from_secs(5),
+            lease: Duration::from_secs(30),
+            ..crate::harness::fast()
+        };
+        let r = ratchet::Ratchet::builder()
+            .store(store.clone())
+            .config(config)
+            .orchestration("pipeline", pipeline)
+            .activity("double", double)
+            .start()
+            .await
+            .unwrap();
+        // The least of three runs: a commit of the runtime's own may still land in one.
+        let mut fewest = u64::MAX;
+        for _ in 0..3 {
+            let before = r.stats().commits;
+            let h = r.client().start("pipeline", 5).await.unwrap();
+            let out: i64 = h.wait(WAIT).await.unwrap().into_result().unwrap();
+            assert_eq!(out, 21);
+            fewest = fewest.min(r.stats().commits - before);
+        }
+        assert_eq!(
+            fewest, expected,
+            "commits per run with fed_turns = {fed_turns}"
+        );
+        r.shutdown().await;
+    }
+}
+
 crate::on_every_backend!(
     activities_run_in_order_and_complete_once,
+    results_commit_with_the_turn_they_wake,
     fan_out_joins_all,
     race_takes_the_first,
     flaky_then_fine,
