@@ -2,7 +2,7 @@
 //! instances in one store round trip, with a few flushes in flight at most: whatever gathers
 //! while they travel leaves in the next.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -258,7 +258,8 @@ fn fed_turns(
         return Vec::new();
     }
     // Each instance's results, in the batch's order.
-    let mut results: Vec<(&str, Vec<FedResult>)> = Vec::new();
+    let mut order: Vec<&str> = Vec::new();
+    let mut results: HashMap<&str, Vec<FedResult>> = HashMap::new();
     for (at, (c, _)) in completions.iter().enumerate() {
         let (Some(owner), Some(event), Ok(at)) = (&c.owner, c.event(), u32::try_from(at)) else {
             continue;
@@ -269,18 +270,24 @@ fn fed_turns(
             execution: owner.execution,
             event,
         };
-        match results.iter_mut().find(|(i, _)| *i == instance) {
-            Some((_, of)) => of.push(result),
-            None => results.push((instance, vec![result])),
-        }
+        results
+            .entry(instance)
+            .or_insert_with(|| {
+                order.push(instance);
+                Vec::new()
+            })
+            .push(result);
     }
-    results
+    let with_turn: HashSet<&str> = turns.iter().map(|(t, _)| t.instance.as_str()).collect();
+    order
         .into_iter()
-        .filter(|(instance, _)| {
-            !turns.iter().any(|(t, _)| t.instance == *instance)
-                && !shared.capacity.running.activity_of(instance)
+        .filter(|instance| {
+            !with_turn.contains(instance) && !shared.capacity.running.activity_of(instance)
         })
-        .filter_map(|(instance, of)| crate::turn::fed(shared, instance, of))
+        .filter_map(|instance| {
+            let of = results.remove(instance)?;
+            crate::turn::fed(shared, instance, of)
+        })
         .collect()
 }
 

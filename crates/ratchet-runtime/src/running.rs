@@ -19,14 +19,65 @@ struct Held {
     cancel: watch::Sender<bool>,
 }
 
-/// The attempts held here, by task id.
+/// The attempts held here, by task id, with how many each queue and each instance has: the
+/// committer and the dispatcher ask for those counts on every batch, and thousands may be held.
+#[derive(Default)]
+struct Holdings {
+    by_id: HashMap<TaskId, Held>,
+    per_queue: HashMap<String, usize>,
+    per_instance: HashMap<String, usize>,
+}
+
+impl Holdings {
+    fn insert(&mut self, id: TaskId, held: Held) {
+        *self.per_queue.entry(held.queue.clone()).or_default() += 1;
+        if let Some(instance) = &held.instance {
+            *self.per_instance.entry(instance.clone()).or_default() += 1;
+        }
+        if let Some(old) = self.by_id.insert(id, held) {
+            self.forget(&old);
+        }
+    }
+
+    fn remove(&mut self, id: &TaskId) -> Option<Held> {
+        let held = self.by_id.remove(id)?;
+        self.forget(&held);
+        Some(held)
+    }
+
+    /// Takes `held` out of the counts.
+    fn forget(&mut self, held: &Held) {
+        let down = |counts: &mut HashMap<String, usize>, key: &str| {
+            if let Some(n) = counts.get_mut(key) {
+                *n -= 1;
+                if *n == 0 {
+                    counts.remove(key);
+                }
+            }
+        };
+        down(&mut self.per_queue, &held.queue);
+        if let Some(instance) = &held.instance {
+            down(&mut self.per_instance, instance);
+        }
+    }
+
+    fn get(&self, id: &TaskId) -> Option<&Held> {
+        self.by_id.get(id)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&TaskId, &Held)> {
+        self.by_id.iter()
+    }
+}
+
+/// The attempts held here.
 #[derive(Default)]
 pub(crate) struct Running {
-    held: Mutex<HashMap<TaskId, Held>>,
+    held: Mutex<Holdings>,
 }
 
 impl Running {
-    fn lock(&self) -> MutexGuard<'_, HashMap<TaskId, Held>> {
+    fn lock(&self) -> MutexGuard<'_, Holdings> {
         self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -48,7 +99,7 @@ impl Running {
 
     /// Marks an attempt started; false when it is no longer held (its lease was lost).
     pub(crate) fn start(&self, id: TaskId) -> bool {
-        match self.lock().get_mut(&id) {
+        match self.lock().by_id.get_mut(&id) {
             Some(held) => {
                 held.started = true;
                 true
@@ -104,7 +155,7 @@ impl Running {
 
     /// Attempts held for `queue`, started or waiting.
     pub(crate) fn in_queue(&self, queue: &str) -> usize {
-        self.lock().values().filter(|h| h.queue == queue).count()
+        self.lock().per_queue.get(queue).copied().unwrap_or(0)
     }
 
     /// Activity attempts held here.
@@ -114,8 +165,55 @@ impl Running {
 
     /// Whether an activity of `instance` is still held here.
     pub(crate) fn activity_of(&self, instance: &str) -> bool {
-        self.lock()
-            .values()
-            .any(|h| h.instance.as_deref() == Some(instance))
+        self.lock().per_instance.contains_key(instance)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ratchet_store::TaskOwner;
+
+    use super::*;
+
+    fn task(id: i64, instance: Option<&str>) -> ClaimedTask {
+        ClaimedTask {
+            id: TaskId(id),
+            fence: Fence(1),
+            queue: if instance.is_some() {
+                ACTIVITY_QUEUE.into()
+            } else {
+                "q".into()
+            },
+            name: "t".into(),
+            input: serde_json::Value::Null,
+            options: Default::default(),
+            owner: instance.map(|i| TaskOwner {
+                instance: i.into(),
+                execution: 0,
+                seq: 0,
+            }),
+            attempt: 1,
+            metadata: None,
+        }
+    }
+
+    #[test]
+    fn counts_follow_every_way_an_attempt_leaves() {
+        let running = Running::default();
+        let _a1 = running.hold(&task(1, Some("a")));
+        let _a2 = running.hold(&task(2, Some("a")));
+        let _b = running.hold(&task(3, Some("b")));
+        let _q = running.hold(&task(4, None));
+        assert_eq!((running.activities(), running.in_queue("q")), (3, 1));
+        assert!(running.release(TaskId(1)));
+        assert!(running.activity_of("a"), "its sibling is still held");
+        assert_eq!(running.lost(&[(TaskId(2), Fence(1))]), vec![TaskId(2)]);
+        assert!(!running.activity_of("a"));
+        assert!(running.start(TaskId(3)));
+        assert_eq!(running.take_unstarted(), vec![(TaskId(4), Fence(1))]);
+        assert_eq!((running.activities(), running.in_queue("q")), (1, 0));
+        assert!(running.activity_of("b") && !running.release(TaskId(4)));
+        assert!(running.release(TaskId(3)) && !running.activity_of("b"));
+        assert_eq!(running.activities(), 0);
     }
 }
