@@ -25,12 +25,21 @@ pub(crate) fn sender_for(path: &Path) -> WakeupSender {
 /// What of a group commit can wake others, taken before the batch is handed to the
 /// database.
 pub(crate) struct CommitShape {
-    /// Per turn: its instance, whether it finishes, its activities, whether it makes work for
-    /// others whatever its outcome (children, enqueued tasks, a parent's result), whether it
-    /// continues as new.
-    turns: Vec<(String, bool, usize, bool, bool)>,
+    turns: Vec<TurnShape>,
     /// Per completion: the activity's instance.
     completions: Vec<Option<String>>,
+}
+
+/// What a turn's commit may leave for others.
+struct TurnShape {
+    instance: String,
+    finishes: bool,
+    activities: usize,
+    /// Work for others whatever its outcome: children, enqueued tasks, a parent's result.
+    for_others: bool,
+    continues: bool,
+    /// It ran on results of this batch's completions, so they leave no work once it commits.
+    fed: bool,
 }
 
 impl CommitShape {
@@ -39,16 +48,15 @@ impl CommitShape {
             turns: batch
                 .turns
                 .iter()
-                .map(|t| {
-                    (
-                        t.instance.clone(),
-                        t.status.is_finished(),
-                        t.tasks.iter().filter(|k| k.owner.is_some()).count(),
-                        !t.children.is_empty()
-                            || t.tasks.iter().any(|k| k.owner.is_none())
-                            || t.inbox.iter().any(|e| e.instance != t.instance),
-                        t.continue_as_new.is_some(),
-                    )
+                .map(|t| TurnShape {
+                    instance: t.instance.clone(),
+                    finishes: t.status.is_finished(),
+                    activities: t.tasks.iter().filter(|k| k.owner.is_some()).count(),
+                    for_others: !t.children.is_empty()
+                        || t.tasks.iter().any(|k| k.owner.is_none())
+                        || t.inbox.iter().any(|e| e.instance != t.instance),
+                    continues: t.continue_as_new.is_some(),
+                    fed: !t.fed.is_empty(),
                 })
                 .collect(),
             completions: batch
@@ -61,26 +69,28 @@ impl CommitShape {
 
     /// Tells waiters which instances finished, and workers whether the commit left work that
     /// the committer did not take itself (tasks past its capacity, children, a parent's
-    /// result, a completion for an instance it did not lock, an enqueued task).
+    /// result, a completion for an instance it did not lock nor feed a turn, an enqueued
+    /// task).
     pub(crate) fn wake(self, sender: &WakeupSender, outcome: &CommitOutcome) {
-        let locked: HashSet<&str> = outcome.locked.iter().map(|c| c.id.as_str()).collect();
+        let mut taken: HashSet<String> = outcome.locked.iter().map(|c| c.id.clone()).collect();
         let mut work = false;
-        for ((instance, finished, activities, others, continued), result) in
-            self.turns.into_iter().zip(&outcome.turns)
-        {
+        for (turn, result) in self.turns.into_iter().zip(&outcome.turns) {
             let TurnResult::Committed { tasks } = result else {
                 continue;
             };
-            work |= others
-                || tasks.len() < activities
-                || (continued && !locked.contains(instance.as_str()));
-            if finished {
-                sender.finished(instance);
+            work |= turn.for_others
+                || tasks.len() < turn.activities
+                || (turn.continues && !taken.contains(&turn.instance));
+            if turn.finishes {
+                sender.finished(turn.instance.clone());
+            }
+            if turn.fed {
+                taken.insert(turn.instance);
             }
         }
         for (instance, result) in self.completions.iter().zip(&outcome.completions) {
             if let (Some(instance), CompletionResult::Applied) = (instance, result) {
-                work |= !locked.contains(instance.as_str());
+                work |= !taken.contains(instance);
             }
         }
         if work {
