@@ -1244,6 +1244,7 @@ async fn metrics(server: &Server) {
     };
     for name in [
         "ratchet_turns_total",
+        "ratchet_turns_fed_total",
         "ratchet_turn_seconds",
         "ratchet_commits_total",
         "ratchet_commit_seconds",

@@ -57,9 +57,13 @@ async fn run(shared: &Arc<Shared>, claimed: ClaimedInstance) {
         }
     };
     let (commit, span) = execute(shared, &claimed, &mut cached, inbound, replay_error, now);
-    let pending = Pending::before(shared, &claimed, cached, &commit);
-    let answer = shared.committer.turn(commit).instrument(span.clone()).await;
-    pending.after(shared, answer).instrument(span).await;
+    let pending = Pending::before(shared, &claimed, cached, &commit, span, false);
+    let answer = shared
+        .committer
+        .turn(commit)
+        .instrument(pending.span.clone())
+        .await;
+    pending.after(shared, answer).await;
 }
 
 /// An activity's result on its way to the group commit, that a turn may run on.
@@ -102,11 +106,9 @@ pub(crate) fn fed(
     let (positions, inbound): (Vec<u32>, Vec<HistoryEvent>) =
         results.into_iter().map(|r| (r.at, r.event)).unzip();
     let now = shared.now();
-    let (mut commit, _span) = execute(shared, &claimed, &mut cached, inbound, None, now);
+    let (mut commit, span) = execute(shared, &claimed, &mut cached, inbound, None, now);
     commit.fed = positions;
-    let mut pending = Pending::before(shared, &claimed, cached, &commit);
-    // Its fence is not a lease of this process's to give back.
-    pending.release = None;
+    let pending = Pending::before(shared, &claimed, cached, &commit, span, true);
     Some((commit, pending))
 }
 
@@ -159,8 +161,10 @@ pub(crate) struct Pending {
     outcome: Option<InstanceOutcome>,
     first_timer: Option<Timestamp>,
     wakes_others: bool,
-    /// The lease to give back if the commit fails.
-    release: Option<Fence>,
+    /// The lease it ran under, to give back if the commit fails; a fed turn ran under none.
+    lease: Option<Fence>,
+    /// The span it ran in.
+    span: tracing::Span,
 }
 
 impl Pending {
@@ -171,6 +175,8 @@ impl Pending {
         claimed: &ClaimedInstance,
         mut cached: Cached,
         commit: &TurnCommit,
+        span: tracing::Span,
+        fed: bool,
     ) -> Self {
         let running = !commit.status.is_finished() && commit.continue_as_new.is_none();
         if running {
@@ -193,7 +199,8 @@ impl Pending {
             wakes_others: !commit.children.is_empty()
                 || commit.inbox.iter().any(|e| e.instance != claimed.id)
                 || commit.tasks.iter().any(|t| t.owner.is_none()),
-            release: Some(claimed.fence),
+            lease: (!fed).then_some(claimed.fence),
+            span,
         }
     }
 
@@ -203,6 +210,11 @@ impl Pending {
         shared: &Arc<Shared>,
         answer: Result<TurnResult, Arc<StoreError>>,
     ) {
+        let span = self.span.clone();
+        self.act(shared, answer).instrument(span).await;
+    }
+
+    async fn act(self, shared: &Arc<Shared>, answer: Result<TurnResult, Arc<StoreError>>) {
         match answer {
             Ok(TurnResult::Committed { tasks }) => {
                 if let Some(at) = self.first_timer {
@@ -220,17 +232,20 @@ impl Pending {
             }
             Ok(_) => {
                 crate::metrics::turn_refused();
-                tracing::debug!(instance = %self.instance, "turn refused: the lease was lost");
                 shared.cache.forget(&self.instance);
-                // A fed turn's results may wait in the inbox now: claim them.
-                if self.release.is_none() {
+                if self.lease.is_some() {
+                    tracing::debug!(instance = %self.instance, "turn refused: the lease was lost");
+                } else {
+                    // Its results may wait in the inbox now: claim them.
+                    tracing::debug!(instance = %self.instance,
+                        "fed turn refused: the instance was claimed since, or a result was refused");
                     shared.wake.work.notify_one();
                 }
             }
             Err(e) => {
                 tracing::warn!(instance = %self.instance, error = %e, "turn commit failed; the instance will be retried");
                 shared.cache.forget(&self.instance);
-                if let Some(fence) = self.release {
+                if let Some(fence) = self.lease {
                     release_lease(shared, &self.instance, fence).await;
                 }
             }
