@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ratchet_store::{
-    CommitBatch, CompletionResult, Lease, StoreError, TaskCompletion, TaskResult, TurnCommit,
-    TurnResult,
+    CommitBatch, CommitStart, CompletionResult, CreateOutcome, Lease, StoreError, TaskCompletion,
+    TaskResult, TurnCommit, TurnResult,
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
@@ -16,11 +16,34 @@ use tokio::task::JoinSet;
 use crate::runtime::Shared;
 use crate::turn::{FedResult, Pending};
 
+/// What a group commit answers for a turn: its outcome, and its start's when it ran on one.
+pub(crate) struct TurnAnswer {
+    turn: TurnResult,
+    start: Option<CreateOutcome>,
+}
+
 /// Where a turn's outcome goes back to its runner.
-type TurnReply = oneshot::Sender<Result<TurnResult, Arc<StoreError>>>;
+type TurnReply = oneshot::Sender<Result<TurnAnswer, Arc<StoreError>>>;
+
+/// A turn to commit, with the start of its instance when it is the first turn and ran before
+/// the start was written.
+pub(crate) struct TurnItem {
+    commit: TurnCommit,
+    start: Option<CommitStart>,
+}
+
+impl std::ops::Deref for TurnItem {
+    type Target = TurnCommit;
+
+    fn deref(&self) -> &TurnCommit {
+        &self.commit
+    }
+}
+
+type Turns = Vec<(Box<TurnItem>, TurnReply)>;
 
 pub(crate) enum CommitItem {
-    Turn(Box<TurnCommit>, TurnReply),
+    Turn(Box<TurnItem>, TurnReply),
     Completion(TaskCompletion, Option<String>),
     Stop,
 }
@@ -39,9 +62,34 @@ impl Committer {
 
     /// Commits a turn with the next group commit and returns its outcome.
     pub(crate) async fn turn(&self, commit: TurnCommit) -> Result<TurnResult, Arc<StoreError>> {
+        Ok(self.send(commit, None).await?.turn)
+    }
+
+    /// Creates an instance and commits the first turn that already ran on its start, with the
+    /// next group commit, and returns both outcomes.
+    pub(crate) async fn start(
+        &self,
+        start: CommitStart,
+        commit: TurnCommit,
+    ) -> Result<(CreateOutcome, TurnResult), Arc<StoreError>> {
+        let answer = self.send(commit, Some(start)).await?;
+        let created = answer
+            .start
+            .ok_or_else(|| Arc::new(StoreError::Invalid("the store answered no start".into())))?;
+        Ok((created, answer.turn))
+    }
+
+    async fn send(
+        &self,
+        commit: TurnCommit,
+        start: Option<CommitStart>,
+    ) -> Result<TurnAnswer, Arc<StoreError>> {
         let (reply, rx) = oneshot::channel();
         self.tx
-            .send(CommitItem::Turn(Box::new(commit), reply))
+            .send(CommitItem::Turn(
+                Box::new(TurnItem { commit, start }),
+                reply,
+            ))
             .map_err(|_| Arc::new(StoreError::Closed))?;
         rx.await.map_err(|_| Arc::new(StoreError::Closed))?
     }
@@ -79,7 +127,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
     // one after the other in the database anyway, the second holding its other locks
     // while it waits.
     let mut busy: HashMap<String, usize> = HashMap::new();
-    let mut held_turns: Vec<(Box<TurnCommit>, TurnReply)> = Vec::new();
+    let mut held_turns: Turns = Vec::new();
     let mut held_completions: Completions = Vec::new();
     let mut retry: Completions = Vec::new();
     let mut backoff = Duration::from_millis(50);
@@ -233,12 +281,7 @@ fn ended(
 /// Completions with the instance of their activity, if any.
 type Completions = Vec<(TaskCompletion, Option<String>)>;
 
-fn push(
-    item: CommitItem,
-    turns: &mut Vec<(Box<TurnCommit>, TurnReply)>,
-    completions: &mut Completions,
-    stopping: &mut bool,
-) {
+fn push(item: CommitItem, turns: &mut Turns, completions: &mut Completions, stopping: &mut bool) {
     match item {
         CommitItem::Turn(t, reply) => turns.push((t, reply)),
         CommitItem::Completion(c, instance) => completions.push((c, instance)),
@@ -251,7 +294,7 @@ fn push(
 /// and that has no turn of its own in the batch.
 fn fed_turns(
     shared: &Arc<Shared>,
-    turns: &[(Box<TurnCommit>, TurnReply)],
+    turns: &[(Box<TurnItem>, TurnReply)],
     completions: &[(TaskCompletion, Option<String>)],
 ) -> Vec<(TurnCommit, Pending)> {
     if shared.lifecycle.is_closing() || !shared.config.fed_turns {
@@ -293,20 +336,27 @@ fn fed_turns(
 
 async fn flush(
     shared: &Arc<Shared>,
-    mut turns: Vec<(Box<TurnCommit>, TurnReply)>,
+    mut turns: Turns,
     completions: &[(TaskCompletion, Option<String>)],
 ) -> Result<(), Arc<StoreError>> {
     // Turns fed by this batch's results join it; each acts on its answer on its own task.
     for (commit, pending) in fed_turns(shared, &turns, completions) {
         let (reply, answer) = oneshot::channel();
-        turns.push((Box::new(commit), reply));
+        turns.push((
+            Box::new(TurnItem {
+                commit,
+                start: None,
+            }),
+            reply,
+        ));
         let guard = shared.begin_work();
         let shared = shared.clone();
         tokio::spawn(async move {
             let _guard = guard;
             let answer = answer
                 .await
-                .unwrap_or_else(|_| Err(Arc::new(StoreError::Closed)));
+                .unwrap_or_else(|_| Err(Arc::new(StoreError::Closed)))
+                .map(|a| a.turn);
             pending.after(&shared, answer).await;
         });
     }
@@ -342,9 +392,22 @@ async fn flush(
         ids.dedup();
         ids
     };
-    let (turn_items, replies): (Vec<TurnCommit>, Vec<_>) =
-        turns.into_iter().map(|(t, r)| (*t, r)).unzip();
+    // A first turn that ran on its start points at it among the batch's starts.
+    let mut starts = Vec::new();
+    let (turn_items, replies): (Vec<TurnCommit>, Vec<_>) = turns
+        .into_iter()
+        .map(|(item, reply)| {
+            let TurnItem { mut commit, start } = *item;
+            if let Some(start) = start {
+                commit.started = u32::try_from(starts.len()).ok();
+                starts.push(start);
+            }
+            let started = commit.started;
+            (commit, (reply, started))
+        })
+        .unzip();
     let batch = CommitBatch {
+        starts,
         turns: turn_items,
         completions: completions.iter().map(|(c, _)| c.clone()).collect(),
         task_lease: (!shared.lifecycle.is_closing()).then(|| lease.clone()),
@@ -366,14 +429,15 @@ async fn flush(
         Ok(outcome) => outcome,
         Err(e) => {
             let e = Arc::new(e);
-            for reply in replies {
+            for (reply, _) in replies {
                 let _ = reply.send(Err(e.clone()));
             }
             return Err(e);
         }
     };
-    for (reply, result) in replies.into_iter().zip(outcome.turns) {
-        let _ = reply.send(Ok(result));
+    for ((reply, started), turn) in replies.into_iter().zip(outcome.turns) {
+        let start = started.and_then(|k| outcome.starts.get(k as usize).cloned());
+        let _ = reply.send(Ok(TurnAnswer { turn, start }));
     }
     // A retry is due at its backoff time: the dispatcher wakes for it then, not at its poll.
     for ((c, _), result) in completions.iter().zip(&outcome.completions) {

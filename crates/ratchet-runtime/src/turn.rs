@@ -6,8 +6,9 @@ use ratchet_core::{
     ErrorInfo, Execution, HistoryEvent, OrchestrationError, ParentRef, Timestamp, Turn, TurnOutcome,
 };
 use ratchet_store::{
-    parent_event, ClaimedInstance, ContinueAsNew, Fence, IfExists, InstanceStatus, LeaseRelease,
-    NewInboxEvent, NewInstance, NewTask, StoreError, TaskOwner, TurnCommit, TurnResult,
+    parent_event, ClaimedInstance, CommitStart, ContinueAsNew, CreateOutcome, Fence, IfExists,
+    Incarnation, InstanceStatus, LeaseRelease, NewInboxEvent, NewInstance, NewTask, StoreError,
+    TaskOwner, TurnCommit, TurnResult,
 };
 use serde_json::Value;
 use tracing::Instrument as _;
@@ -112,6 +113,75 @@ pub(crate) fn fed(
     Some((commit, pending))
 }
 
+/// Starts `new` with its first turn run here before anything is written, and commits both in
+/// the next group commit: one commit on the orchestration's path instead of two. The turn
+/// draws the instance's incarnation itself (its code may use it). If the id is taken, the
+/// start's outcome says so and the turn is refused. `None` when the orchestration is not
+/// registered here.
+pub(crate) async fn start_with_first_turn(
+    shared: &Arc<Shared>,
+    new: NewInstance,
+) -> Option<Result<CreateOutcome, Arc<StoreError>>> {
+    let (version, entry) = shared.registry.orchestration_entry(&new.name, None)?;
+    // Positive, as the stores draw it.
+    let incarnation = Incarnation((uuid::Uuid::new_v4().as_u64_pair().0 >> 1) as i64);
+    let claimed = ClaimedInstance {
+        id: new.id.clone(),
+        name: new.name.clone(),
+        version: None,
+        execution: 0,
+        history_len: 0,
+        fence: Fence(0),
+        incarnation,
+        events: Vec::new(),
+    };
+    let mut cached = Cached {
+        exec: Execution::new(
+            entry.run.clone(),
+            &new.id,
+            incarnation.0,
+            0,
+            shared.config.limits,
+        ),
+        name: new.name.clone(),
+        fence: Fence(0),
+        incarnation,
+        execution: 0,
+        version,
+        parent: None,
+        trace: new.trace.clone(),
+    };
+    let inbound = vec![HistoryEvent::ExecutionStarted {
+        name: new.name.clone(),
+        version,
+        input: new.input.clone(),
+        parent: None,
+        trace: new.trace.clone(),
+    }];
+    let now = shared.now();
+    let (commit, span) = execute(shared, &claimed, &mut cached, inbound, None, now);
+    let pending = Pending::before_start(&claimed, cached, &commit, span);
+    let start = CommitStart {
+        instance: new,
+        incarnation,
+    };
+    let answer = shared
+        .committer
+        .start(start, commit)
+        .instrument(pending.span.clone())
+        .await;
+    Some(match answer {
+        Ok((created, turn)) => {
+            pending.after(shared, Ok(turn)).await;
+            Ok(created)
+        }
+        Err(e) => {
+            pending.after(shared, Err(e.clone())).await;
+            Err(e)
+        }
+    })
+}
+
 /// Runs a turn on `inbound` and makes its commit (with the span it ran in).
 fn execute(
     shared: &Arc<Shared>,
@@ -165,6 +235,9 @@ pub(crate) struct Pending {
     lease: Option<Fence>,
     /// The span it ran in.
     span: tracing::Span,
+    /// For a first turn that ran on its start: its execution (while it still runs), cached
+    /// once the commit created the instance.
+    first: Option<Option<Cached>>,
 }
 
 impl Pending {
@@ -185,6 +258,29 @@ impl Pending {
         } else {
             shared.cache.forget(&claimed.id);
         }
+        Self::of(claimed, commit, span, (!fed).then_some(claimed.fence))
+    }
+
+    /// For a first turn that ran on its start: its execution is cached once the commit created
+    /// the instance (until then the id may be another instance's, cached here).
+    fn before_start(
+        claimed: &ClaimedInstance,
+        cached: Cached,
+        commit: &TurnCommit,
+        span: tracing::Span,
+    ) -> Self {
+        let running = !commit.status.is_finished() && commit.continue_as_new.is_none();
+        let mut pending = Self::of(claimed, commit, span, None);
+        pending.first = Some(running.then_some(cached));
+        pending
+    }
+
+    fn of(
+        claimed: &ClaimedInstance,
+        commit: &TurnCommit,
+        span: tracing::Span,
+        lease: Option<Fence>,
+    ) -> Self {
         Self {
             instance: claimed.id.clone(),
             outcome: outcome_of(&claimed.id, commit),
@@ -199,8 +295,9 @@ impl Pending {
             wakes_others: !commit.children.is_empty()
                 || commit.inbox.iter().any(|e| e.instance != claimed.id)
                 || commit.tasks.iter().any(|t| t.owner.is_none()),
-            lease: (!fed).then_some(claimed.fence),
+            lease,
             span,
+            first: None,
         }
     }
 
@@ -215,8 +312,12 @@ impl Pending {
     }
 
     async fn act(self, shared: &Arc<Shared>, answer: Result<TurnResult, Arc<StoreError>>) {
+        let first = self.first.is_some();
         match answer {
             Ok(TurnResult::Committed { tasks }) => {
+                if let Some(Some(cached)) = self.first {
+                    shared.cache.put(self.instance.clone(), cached);
+                }
                 if let Some(at) = self.first_timer {
                     shared.wake.timer_committed(at);
                 }
@@ -230,6 +331,11 @@ impl Pending {
                     shared.hub.publish(&outcome);
                 }
             }
+            Ok(_) if first => {
+                // The id was taken (the start says so), or the instance is there for whoever
+                // claims it.
+                shared.wake.work.notify_one();
+            }
             Ok(_) => {
                 crate::metrics::turn_refused();
                 shared.cache.forget(&self.instance);
@@ -241,6 +347,9 @@ impl Pending {
                         "fed turn refused: the instance was claimed since, or a result was refused");
                     shared.wake.work.notify_one();
                 }
+            }
+            Err(e) if first => {
+                tracing::debug!(instance = %self.instance, error = %e, "start failed");
             }
             Err(e) => {
                 tracing::warn!(instance = %self.instance, error = %e, "turn commit failed; the instance will be retried");
@@ -473,6 +582,7 @@ fn build_commit(
         version: Some(cached.version),
         consumed: claimed.events.iter().map(|e| e.id).collect(),
         fed: Vec::new(),
+        started: None,
         history_start: claimed.history_len,
         history: Vec::new(),
         status: InstanceStatus::Running,

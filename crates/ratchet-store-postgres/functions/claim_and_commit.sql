@@ -166,13 +166,21 @@ END $$;
 -- A turn: what it checks (its lease, the life of the id, the execution and history length it
 -- was claimed at), the instance it leaves, the inbox rows it consumed and the history it
 -- appends (one JSON array of events, from position history_start). next_input is the next
--- execution's input when the turn continues as new. fed: the 1-based positions of the
+-- execution's input when the turn continues as new. started: the position of the start of
+-- this batch a first turn ran on; it consumes the start's opening event, and is checked
+-- against the fence the create gave. fed: the 1-based positions of the
 -- batch's completions whose results the turn ran on before they reached the inbox; it also
 -- consumes the rows they deliver, and commits only if each of them delivers one.
 CREATE TYPE ratchet.commit_turn AS (
     instance text, fence bigint, incarnation bigint, execution integer, version integer,
     history_start integer, history_count integer, status text, output text, error text,
-    custom_status text, next_input text, consumed bigint[], history text, fed integer[]);
+    custom_status text, next_input text, consumed bigint[], history text, fed integer[],
+    started integer);
+
+-- A top-level instance the batch creates first, for a turn of the batch that ran on its start
+-- (`started` in commit_turn: its 1-based position), with the life the caller drew for it.
+CREATE TYPE ratchet.commit_start AS (
+    id text, name text, input text, if_exists text, started text, incarnation bigint);
 
 -- A task a turn creates (`turn`: its 1-based position in the batch): an activity, with its
 -- step, or a standalone task the turn enqueues.
@@ -207,6 +215,8 @@ CREATE FUNCTION ratchet.commit_batch(
     -- its cached instances (p_lock) that now have events locked for it
     p_task_owner text, p_task_until bigint, p_task_capacity integer,
     p_lock text[], p_lock_owner text, p_lock_until bigint,
+    p_starts ratchet.commit_start[],
+    OUT start_outcome text[], OUT start_status text[],
     OUT turn_ok boolean[], OUT completion_ok boolean[],
     OUT task_instance text[], OUT task_seq integer[], OUT task_id bigint[],
     OUT task_fence bigint[],
@@ -228,6 +238,8 @@ DECLARE
     v_woken text[] := '{}';
     v_more_woken text[];
     v_delivered bigint[] := '{}';
+    v_start_inbox bigint[] := '{}';
+    v_start_fence bigint[] := '{}';
     v_unleased_tasks boolean := false;
     v_new_children boolean := false;
 BEGIN
@@ -237,11 +249,26 @@ BEGIN
     IF cardinality(p_turns) + cardinality(p_completions) > 32 THEN
         PERFORM set_config('plan_cache_mode', 'force_custom_plan', true);
     END IF;
-    turn_ok := '{}'; completion_ok := '{}';
+    start_outcome := '{}'; start_status := '{}'; turn_ok := '{}'; completion_ok := '{}';
     task_instance := '{}'; task_seq := '{}'; task_id := '{}'; task_fence := '{}';
     l_id := '{}'; l_name := '{}'; l_version := '{}'; l_execution := '{}';
     l_history_len := '{}'; l_fence := '{}'; l_incarnation := '{}';
     e_instance := '{}'; e_id := '{}'; e_event := '{}';
+
+    -- Starts first, unleased: the turns that ran on them consume their opening events.
+    IF cardinality(p_starts) > 0 THEN
+        SELECT c.outcome, c.status, c.inbox_id, c.fence
+        INTO start_outcome, start_status, v_start_inbox, v_start_fence
+        FROM ratchet.instance_create(
+            p_now, false, NULL, NULL,
+            ARRAY(SELECT s.id FROM unnest(p_starts) AS s),
+            ARRAY(SELECT s.name FROM unnest(p_starts) AS s),
+            ARRAY(SELECT s.input FROM unnest(p_starts) AS s),
+            '{}', '{}', '{}', '{}',
+            ARRAY(SELECT s.if_exists FROM unnest(p_starts) AS s),
+            ARRAY(SELECT s.started FROM unnest(p_starts) AS s),
+            ARRAY(SELECT s.incarnation FROM unnest(p_starts) AS s)) AS c;
+    END IF;
 
     -- Listing the turns' instances takes a statement each; a batch of task completions
     -- alone (most of a task queue's commits) has none to list.
@@ -272,7 +299,8 @@ BEGIN
     END IF;
     IF cardinality(p_turns) > 0 THEN
         SELECT * INTO turn_ok, v_finished, v_continued
-        FROM ratchet.commit_turns(p_now, p_turns, v_instances, p_completions, v_delivered);
+        FROM ratchet.commit_turns(p_now, p_turns, v_instances, p_completions, v_delivered,
+                                  p_starts, v_start_inbox, v_start_fence);
         -- What fed turns consumed is no one else's work.
         IF cardinality(v_delivered) > 0 THEN
             v_woken := ARRAY(SELECT w FROM unnest(v_woken) AS w
@@ -321,11 +349,14 @@ END $$;
 -- the id (incarnation), no other turn was written since it was claimed (execution, history
 -- length), the instance still runs, it is the first turn of its instance in the batch, and
 -- each completion that fed it delivered its result to it (p_delivered: each completion's
--- inbox row, by position). Says which committed, and which of those finished their instance
--- or continue as new.
+-- inbox row, by position). A first turn that ran on a start of the batch commits only if the
+-- start created its instance (p_start_inbox and p_start_fence: the opening row and the
+-- fence of each start's instance, by position), under that fence. Says which committed, and
+-- which of those finished their instance or continue as new.
 CREATE FUNCTION ratchet.commit_turns(
     p_now bigint, p_turns ratchet.commit_turn[], p_instances text[],
     p_completions ratchet.commit_completion[], p_delivered bigint[],
+    p_starts ratchet.commit_start[], p_start_inbox bigint[], p_start_fence bigint[],
     OUT turn_ok boolean[], OUT finished text[], OUT continued text[])
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp AS $$
@@ -336,11 +367,15 @@ BEGIN
            coalesce(array_agg(s.instance) FILTER (WHERE s.ok AND s.next_input IS NOT NULL), '{}')
     INTO turn_ok, finished, continued
     FROM (SELECT t.ordinality AS n, t.instance, t.status, t.next_input,
-                 coalesce(i.fence = t.fence AND i.incarnation = t.incarnation
+                 coalesce(i.fence = CASE WHEN t.started IS NULL THEN t.fence
+                                         ELSE p_start_fence[t.started] END
+                          AND i.incarnation = t.incarnation
                           AND i.execution = t.execution
                           AND i.history_len = t.history_start
                           AND i.status IN ('Pending', 'Running', 'ContinuedAsNew')
                           AND t.ordinality = min(t.ordinality) OVER (PARTITION BY t.instance)
+                          AND (t.started IS NULL OR (p_start_inbox[t.started] IS NOT NULL
+                                                     AND p_starts[t.started].id = t.instance))
                           AND (cardinality(t.fed) = 0 OR (
                               SELECT bool_and(p_delivered[f] IS NOT NULL
                                               AND p_completions[f].instance = t.instance)
@@ -360,7 +395,11 @@ BEGIN
                             UNION ALL
                             SELECT p_delivered[f]
                             FROM unnest(p_turns) WITH ORDINALITY AS t, unnest(t.fed) AS f
-                            WHERE turn_ok[t.ordinality]));
+                            WHERE turn_ok[t.ordinality]
+                            UNION ALL
+                            SELECT p_start_inbox[t.started]
+                            FROM unnest(p_turns) WITH ORDINALITY AS t
+                            WHERE turn_ok[t.ordinality] AND t.started IS NOT NULL));
 
     INSERT INTO ratchet.history (instance, execution, seq, events)
     SELECT t.instance, t.execution, t.history_start, t.history

@@ -26,10 +26,13 @@ $$;
 
 -- Creates instances, each with its ExecutionStarted inbox row; with p_owner they come back
 -- leased. Outcome per item: 'created', 'existing' (UseExisting) or 'exists' (refused).
+-- n_incarnation: the life of each id when the caller drew it (a first turn ran on the start
+-- before it was written), drawn here otherwise.
 CREATE FUNCTION ratchet.instance_create(
     p_now bigint, p_notify boolean, p_owner text, p_until bigint,
     n_id text[], n_name text[], n_input text[], n_parent text[], n_parent_instance text[],
     n_parent_execution integer[], n_parent_seq integer[], n_if_exists text[], n_started text[],
+    n_incarnation bigint[] DEFAULT '{}',
     OUT outcome text[], OUT status text[], OUT inbox_id bigint[], OUT fence bigint[],
     OUT incarnation bigint[])
 LANGUAGE plpgsql
@@ -66,9 +69,10 @@ BEGIN
         v_new_fence := coalesce(v_fence + 1, CASE WHEN p_owner IS NULL THEN 0 ELSE 1 END);
         INSERT INTO ratchet.instances (id, name, status, execution, input, parent,
             parent_instance, parent_execution, parent_seq, lease_owner, lease_until, fence,
-            created_at, updated_at)
+            created_at, updated_at, incarnation)
         VALUES (n_id[i], n_name[i], 'Pending', 0, n_input[i], n_parent[i], n_parent_instance[i],
-            n_parent_execution[i], n_parent_seq[i], p_owner, p_until, v_new_fence, p_now, p_now)
+            n_parent_execution[i], n_parent_seq[i], p_owner, p_until, v_new_fence, p_now, p_now,
+            coalesce(n_incarnation[i], (random() * 9.0e18)::bigint))
         ON CONFLICT (id) DO NOTHING
         RETURNING instances.incarnation INTO v_incarnation;
         IF NOT FOUND THEN

@@ -6,7 +6,7 @@ SELECT * FROM ratchet.commit_batch(
     p_turns => $3, p_tasks => $4, p_timers => $5, p_parent_events => $6, p_children => $7,
     p_next_events => $8, p_completions => $9,
     p_task_owner => $10, p_task_until => $11, p_task_capacity => $12,
-    p_lock => $13, p_lock_owner => $14, p_lock_until => $15);
+    p_lock => $13, p_lock_owner => $14, p_lock_until => $15, p_starts => $16);
 
 -- name: commit_notify
 -- Sent right after `commit` on the same connection, in a transaction of its own: the

@@ -8,12 +8,12 @@ use postgres_types::{Field, Kind, ToSql, Type};
 use ratchet_core::ParentRef;
 use ratchet_store::{
     child_exists_event, ClaimedInstance, ClaimedTask, CommitBatch, CommitOutcome, CompletionResult,
-    Fence, Incarnation, StoreError, TaskId, TaskResult, TurnResult,
+    CreateOutcome, Fence, Incarnation, StoreError, TaskId, TaskResult, TurnResult,
 };
 use tokio_postgres::SimpleQueryMessage;
 
-use crate::convert::{col, i32_of, to_json, u32_of, Failure, Res};
-use crate::instance::{events_by_instance, started_event};
+use crate::convert::{col, i32_of, status, to_json, u32_of, Failure, Res};
+use crate::instance::{events_by_instance, if_exists_name, started_event};
 use crate::param::{p, Param};
 use crate::store::{one_row, Conn};
 
@@ -37,6 +37,20 @@ struct TurnRow {
     history: Option<String>,
     /// 1-based positions in the batch's completions.
     fed: Vec<i32>,
+    /// 1-based position in the batch's starts.
+    started: Option<i32>,
+}
+
+/// An instance the batch creates for a turn that ran on its start, as `ratchet.commit_start`.
+#[derive(Debug, ToSql)]
+#[postgres(name = "commit_start")]
+struct StartRow {
+    id: String,
+    name: String,
+    input: String,
+    if_exists: &'static str,
+    started: String,
+    incarnation: i64,
 }
 
 /// A task a turn creates, as `ratchet.commit_task`; `turn` is the turn's 1-based position.
@@ -108,6 +122,7 @@ pub(crate) struct CommitTypes {
     events: Type,
     children: Type,
     completions: Type,
+    starts: Type,
 }
 
 impl CommitTypes {
@@ -167,6 +182,7 @@ impl CommitTypes {
             events: array_of("commit_event")?,
             children: array_of("commit_child")?,
             completions: array_of("commit_completion")?,
+            starts: array_of("commit_start")?,
         })
     }
 }
@@ -181,6 +197,7 @@ struct Rows {
     children: Vec<ChildRow>,
     next_events: Vec<EventRow>,
     completions: Vec<CompletionRow>,
+    starts: Vec<StartRow>,
 }
 
 impl Rows {
@@ -208,6 +225,9 @@ impl Rows {
                     .iter()
                     .map(|&f| i32::try_from(f.saturating_add(1)).unwrap_or(i32::MAX))
                     .collect(),
+                started: t
+                    .started
+                    .map(|s| i32::try_from(s.saturating_add(1)).unwrap_or(i32::MAX)),
             });
             for task in &t.tasks {
                 r.tasks.push(TaskRow {
@@ -267,6 +287,16 @@ impl Rows {
                 }
             }
         }
+        for s in &batch.starts {
+            r.starts.push(StartRow {
+                id: s.instance.id.clone(),
+                name: s.instance.name.clone(),
+                input: to_json(&s.instance.input),
+                if_exists: if_exists_name(s.instance.if_exists),
+                started: to_json(&started_event(&s.instance)),
+                incarnation: s.incarnation.0,
+            });
+        }
         for c in &batch.completions {
             let event = c.event();
             let (outcome, output, error, at) = match &c.result {
@@ -303,6 +333,11 @@ fn rows<'a, T: ToSql + Sync>(rows: &'a Vec<T>, ty: &Type) -> Param<'a> {
 }
 
 pub(crate) async fn commit(c: &Conn, batch: &CommitBatch) -> Res<CommitOutcome> {
+    if batch.starts.iter().any(|s| s.instance.parent.is_some()) {
+        return Err(Failure::Store(StoreError::Invalid(
+            "a group commit creates top-level instances only".into(),
+        )));
+    }
     let r = Rows::of(batch);
     let types = c.commit_types().await?;
     let task_owner = batch.task_lease.as_ref().map(|l| l.owner.clone());
@@ -339,6 +374,7 @@ pub(crate) async fn commit(c: &Conn, batch: &CommitBatch) -> Res<CommitOutcome> 
                 p(&batch.lock_instances),
                 p(&lock_owner),
                 p(&lock_until),
+                rows(&r.starts, &types.starts),
             ],
         )
         .await?;
@@ -346,6 +382,26 @@ pub(crate) async fn commit(c: &Conn, batch: &CommitBatch) -> Res<CommitOutcome> 
 }
 
 fn outcome(batch: &CommitBatch, row: &tokio_postgres::Row) -> Res<CommitOutcome> {
+    let start_outcome: Vec<String> = col(row, "start_outcome")?;
+    let start_status: Vec<Option<String>> = col(row, "start_status")?;
+    let starts = (0..batch.starts.len())
+        .map(|i| {
+            let existing = || -> Res<_> {
+                let text = start_status.get(i).cloned().flatten().unwrap_or_default();
+                Ok(status(&text)?)
+            };
+            Ok(match start_outcome.get(i).map(String::as_str) {
+                Some("created") => CreateOutcome::Created(None),
+                Some("existing") => CreateOutcome::Existing(existing()?),
+                Some("exists") => CreateOutcome::AlreadyExists(existing()?),
+                other => {
+                    return Err(Failure::Store(StoreError::Corrupt(format!(
+                        "commit_batch answered {other:?} for a start"
+                    ))))
+                }
+            })
+        })
+        .collect::<Res<Vec<_>>>()?;
     let turn_ok: Vec<bool> = col(row, "turn_ok")?;
     let completion_ok: Vec<bool> = col(row, "completion_ok")?;
     // Scheduled activities leased to the committer, by instance and step.
@@ -424,6 +480,7 @@ fn outcome(batch: &CommitBatch, row: &tokio_postgres::Row) -> Res<CommitOutcome>
         })
         .collect();
     Ok(CommitOutcome {
+        starts,
         turns,
         completions,
         locked,

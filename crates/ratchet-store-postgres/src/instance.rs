@@ -15,7 +15,7 @@ use crate::convert::{
 use crate::param::{p, Param};
 use crate::store::{one_row, Conn, ReadyFrom};
 
-fn if_exists_name(policy: IfExists) -> &'static str {
+pub(crate) fn if_exists_name(policy: IfExists) -> &'static str {
     match policy {
         IfExists::UseExisting => "UseExisting",
         IfExists::RestartIfFinished => "RestartIfFinished",

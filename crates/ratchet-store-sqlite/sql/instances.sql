@@ -6,10 +6,12 @@ DELETE FROM instances WHERE id = ?1;
 
 -- name: instance_insert
 -- A restarted id (?8: its last fence) keeps counting fences, so no lease of its old life is
--- valid again; its incarnation is drawn anew.
-INSERT INTO instances (id, name, status, execution, input, parent, created_at, updated_at, lease_owner, lease_until, fence)
+-- valid again; its incarnation is drawn anew, unless the caller drew it (?9: a first turn ran
+-- before the start was written).
+INSERT INTO instances (id, name, status, execution, input, parent, created_at, updated_at, lease_owner, lease_until, fence, incarnation)
 VALUES (?1, ?2, 'Pending', 0, ?3, ?4, ?5, ?5, ?6, ?7,
-        CASE WHEN ?8 IS NOT NULL THEN ?8 + 1 WHEN ?6 IS NULL THEN 0 ELSE 1 END)
+        CASE WHEN ?8 IS NOT NULL THEN ?8 + 1 WHEN ?6 IS NULL THEN 0 ELSE 1 END,
+        coalesce(?9, random()))
 RETURNING fence, incarnation;
 
 -- name: instance_claimable

@@ -1,6 +1,6 @@
 use ratchet_core::{HistoryEvent, ParentRef, Timestamp};
 use ratchet_store::{
-    CommitBatch, CommitOutcome, CreateOutcome, Lease, NewInboxEvent, Result, StoreError,
+    CommitBatch, CommitOutcome, CreateOutcome, Fence, Lease, NewInboxEvent, Result, StoreError,
     TurnCommit, TurnResult,
 };
 use rusqlite::{params, OptionalExtension, Transaction};
@@ -10,10 +10,28 @@ use crate::instance::{self, deliver_to_parent, inbox_insert};
 use crate::store::sql;
 use crate::task;
 
-/// Writes a whole [`CommitBatch`] in the caller's transaction, item by item: completions
-/// first, so that a turn they fed consumes the inbox rows they deliver.
+/// Writes a whole [`CommitBatch`] in the caller's transaction, item by item: starts and
+/// completions first, so that a turn they fed consumes the inbox rows they deliver.
 pub(crate) fn commit(tx: &Transaction<'_>, batch: CommitBatch) -> Result<CommitOutcome> {
+    if batch.starts.iter().any(|s| s.instance.parent.is_some()) {
+        return Err(StoreError::Invalid(
+            "a group commit creates top-level instances only".into(),
+        ));
+    }
     let mut out = CommitOutcome::default();
+    // Each start's instance, fence and opening inbox row, when it created one.
+    let mut created = Vec::with_capacity(batch.starts.len());
+    for start in &batch.starts {
+        let (outcome, written) = instance::create_as(
+            tx,
+            &start.instance,
+            None,
+            batch.now,
+            Some(start.incarnation),
+        )?;
+        out.starts.push(outcome);
+        created.push(written.map(|w| (start.instance.id.as_str(), w)));
+    }
     let mut delivered = Vec::with_capacity(batch.completions.len());
     for completion in &batch.completions {
         let (result, inbox_row) = task::complete(tx, completion, batch.now)?;
@@ -26,6 +44,7 @@ pub(crate) fn commit(tx: &Transaction<'_>, batch: CommitBatch) -> Result<CommitO
         let result = commit_turn(
             tx,
             turn,
+            &created,
             &delivered,
             batch.task_lease.as_ref(),
             &mut capacity,
@@ -46,6 +65,7 @@ pub(crate) fn commit(tx: &Transaction<'_>, batch: CommitBatch) -> Result<CommitO
 fn commit_turn(
     tx: &Transaction<'_>,
     t: &TurnCommit,
+    created: &[Option<(&str, (Fence, i64))>],
     delivered: &[Option<(&str, i64)>],
     task_lease: Option<&Lease>,
     capacity: &mut u32,
@@ -69,9 +89,22 @@ fn commit_turn(
     let Some((fence, current, execution, history_len, parent, incarnation)) = row else {
         return Ok(TurnResult::Stale);
     };
+    // A first turn that ran on a start of this batch: its instance must be the one the start
+    // created, under the fence it was given; it consumes the opening event.
+    let mut consumed = t.consumed.clone();
+    let mut expected_fence = t.fence.0;
+    if let Some(position) = t.started {
+        match created.get(position as usize).copied().flatten() {
+            Some((instance, (created_fence, opening))) if instance == t.instance => {
+                expected_fence = created_fence.0;
+                consumed.push(opening);
+            }
+            _ => return Ok(TurnResult::Stale),
+        }
+    }
     // The fence proves the lease was not taken over; the incarnation, that the id was not
     // started afresh; the execution and history length, that no other turn was written since.
-    if fence != t.fence.0
+    if fence != expected_fence
         || incarnation != t.incarnation.0
         || status(&current)?.is_finished()
         || u32_of(execution) != t.execution
@@ -80,7 +113,6 @@ fn commit_turn(
         return Ok(TurnResult::Stale);
     }
     // A turn fed by this batch's completions consumes the rows they delivered, all of them.
-    let mut consumed = t.consumed.clone();
     for &position in &t.fed {
         match delivered.get(position as usize).copied().flatten() {
             Some((instance, row)) if instance == t.instance => consumed.push(row),

@@ -46,15 +46,27 @@ pub(crate) fn create(
     lease: Option<&Lease>,
     now: Timestamp,
 ) -> Result<CreateOutcome> {
+    Ok(create_as(tx, new, lease, now, None)?.0)
+}
+
+/// [`create`], with the incarnation the caller drew when it has one. A created instance comes
+/// with its fence and the id of its opening inbox row.
+pub(crate) fn create_as(
+    tx: &Transaction<'_>,
+    new: &NewInstance,
+    lease: Option<&Lease>,
+    now: Timestamp,
+    incarnation: Option<ratchet_store::Incarnation>,
+) -> Result<(CreateOutcome, Option<(ratchet_store::Fence, i64)>)> {
     let mut last_fence = None;
     if let Some((existing, fence)) = status_and_fence(tx, &new.id)? {
         match new.if_exists {
-            IfExists::UseExisting => return Ok(CreateOutcome::Existing(existing)),
+            IfExists::UseExisting => return Ok((CreateOutcome::Existing(existing), None)),
             IfExists::RestartIfFinished if existing.is_finished() => {
                 erase(tx, &new.id)?;
                 last_fence = Some(fence);
             }
-            _ => return Ok(CreateOutcome::AlreadyExists(existing)),
+            _ => return Ok((CreateOutcome::AlreadyExists(existing), None)),
         }
     }
     let parent = new.parent.as_ref().map(to_json);
@@ -71,6 +83,7 @@ pub(crate) fn create(
                 lease.map(|l| l.owner.as_str()),
                 lease.map(|l| l.until.0),
                 last_fence,
+                incarnation.map(|i| i.0),
             ],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
@@ -90,7 +103,7 @@ pub(crate) fn create(
             visible_at: now,
         },
     )?;
-    Ok(CreateOutcome::Created(lease.map(|_| ClaimedInstance {
+    let created = CreateOutcome::Created(lease.map(|_| ClaimedInstance {
         id: new.id.clone(),
         name: new.name.clone(),
         version: None,
@@ -102,7 +115,8 @@ pub(crate) fn create(
             id: inbox_id,
             event: started,
         }],
-    })))
+    }));
+    Ok((created, Some((ratchet_store::Fence(fence), inbox_id))))
 }
 
 pub(crate) fn inbox_insert(tx: &Connection, e: &NewInboxEvent) -> Result<i64> {

@@ -6,7 +6,9 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
-use ratchet_store::{CommitBatch, CommitOutcome, CompletionResult, TurnResult, WakeupSender};
+use ratchet_store::{
+    CommitBatch, CommitOutcome, CompletionResult, CreateOutcome, TurnResult, WakeupSender,
+};
 
 /// The sender shared by every store of this process on the file at `path`.
 pub(crate) fn sender_for(path: &Path) -> WakeupSender {
@@ -26,6 +28,8 @@ pub(crate) fn sender_for(path: &Path) -> WakeupSender {
 /// database.
 pub(crate) struct CommitShape {
     turns: Vec<TurnShape>,
+    /// Per start: its instance.
+    starts: Vec<String>,
     /// Per completion: the activity's instance.
     completions: Vec<Option<String>>,
 }
@@ -38,7 +42,8 @@ struct TurnShape {
     /// Work for others whatever its outcome: children, enqueued tasks, a parent's result.
     for_others: bool,
     continues: bool,
-    /// It ran on results of this batch's completions, so they leave no work once it commits.
+    /// It ran on results of this batch's completions, or on its start, so they leave no work
+    /// once it commits.
     fed: bool,
 }
 
@@ -56,9 +61,10 @@ impl CommitShape {
                         || t.tasks.iter().any(|k| k.owner.is_none())
                         || t.inbox.iter().any(|e| e.instance != t.instance),
                     continues: t.continue_as_new.is_some(),
-                    fed: !t.fed.is_empty(),
+                    fed: !t.fed.is_empty() || t.started.is_some(),
                 })
                 .collect(),
+            starts: batch.starts.iter().map(|s| s.instance.id.clone()).collect(),
             completions: batch
                 .completions
                 .iter()
@@ -92,6 +98,9 @@ impl CommitShape {
             if let (Some(instance), CompletionResult::Applied) = (instance, result) {
                 work |= !taken.contains(instance);
             }
+        }
+        for (instance, result) in self.starts.iter().zip(&outcome.starts) {
+            work |= matches!(result, CreateOutcome::Created(_)) && !taken.contains(instance);
         }
         if work {
             sender.work_ready();

@@ -2,8 +2,8 @@ use ratchet_core::{ErrorInfo, HistoryEvent, ParentRef, Timestamp};
 use serde_json::Value;
 
 use crate::{
-    ClaimedInstance, ClaimedTask, Fence, Incarnation, InstanceStatus, NewInstance, NewTask,
-    TaskCompletion,
+    ClaimedInstance, ClaimedTask, CreateOutcome, Fence, Incarnation, InstanceStatus, NewInstance,
+    NewTask, TaskCompletion,
 };
 
 /// A lease to take: who takes it and until when.
@@ -62,6 +62,11 @@ pub struct TurnCommit {
     /// to it in this batch (their inbox rows are then consumed at once); otherwise it is
     /// refused and the results stay in the inbox for a turn that reads them there.
     pub fed: Vec<u32>,
+    /// The position in the batch's `starts` of the start this first turn ran on, before its
+    /// instance was written. The turn commits only if that start created its instance (it
+    /// then consumes the start's opening event, and is checked against the fence the create
+    /// gave the instance instead of its own `fence`).
+    pub started: Option<u32>,
     /// Position of the first appended event (the history length before the turn).
     pub history_start: u32,
     /// Events to append.
@@ -139,9 +144,21 @@ pub enum CompletionResult {
     Stale,
 }
 
+/// An instance created by a group commit, whose first turn already ran in the same batch: the
+/// caller ran it on the start before anything was written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CommitStart {
+    /// The instance, created as [`crate::Store::instance_create`] would, unleased.
+    pub instance: NewInstance,
+    /// Its life, drawn by the caller: the first turn's code already saw it.
+    pub incarnation: Incarnation,
+}
+
 /// A group commit: turn commits and task completions of many instances in one round trip.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CommitBatch {
+    /// Instances to create first, for turns of this batch that ran on their starts.
+    pub starts: Vec<CommitStart>,
     /// Turns to commit.
     pub turns: Vec<TurnCommit>,
     /// Task attempts to complete.
@@ -163,6 +180,8 @@ pub struct CommitBatch {
 /// The per-item outcome of a [`CommitBatch`], in the same order.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CommitOutcome {
+    /// One per start (`Created` carries no lease).
+    pub starts: Vec<CreateOutcome>,
     /// One per turn.
     pub turns: Vec<TurnResult>,
     /// One per completion.

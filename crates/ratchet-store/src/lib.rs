@@ -36,8 +36,8 @@ mod workflow;
 pub mod conformance;
 
 pub use commit::{
-    child_exists_event, parent_event, CommitBatch, CommitOutcome, CompletionResult, ContinueAsNew,
-    Lease, NewInboxEvent, TurnCommit, TurnResult,
+    child_exists_event, parent_event, CommitBatch, CommitOutcome, CommitStart, CompletionResult,
+    ContinueAsNew, Lease, NewInboxEvent, TurnCommit, TurnResult,
 };
 pub use error::{Result, StoreError};
 pub use event::{

@@ -163,8 +163,24 @@ impl Client {
                 None => crate::trace::of(&tracing::Span::current()),
             },
         };
-        let outcome = self.calls.create(new, lease).await?;
+        // A runtime here runs the first turn at once and commits it with the start.
+        let eager = match &self.local {
+            Some(shared) if runnable_here && shared.config.fed_turns => {
+                crate::turn::start_with_first_turn(shared, new.clone()).await
+            }
+            _ => None,
+        };
+        let ran_first_turn = eager.is_some();
+        let outcome = match eager {
+            Some(created) => Some(created.map_err(|e| {
+                std::sync::Arc::try_unwrap(e)
+                    .map(Error::Store)
+                    .unwrap_or_else(|e| crate::batcher::SharedStoreError(e).into())
+            })?),
+            None => self.calls.create(new, lease).await?,
+        };
         match outcome {
+            Some(CreateOutcome::Created(_)) if ran_first_turn => {}
             Some(CreateOutcome::Created(claimed)) => {
                 if let (Some(shared), Some(claimed)) = (&self.local, claimed) {
                     shared.run_turn(claimed);

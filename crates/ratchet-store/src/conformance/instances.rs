@@ -158,6 +158,98 @@ pub async fn create_leased(store: &dyn Store) {
     );
 }
 
+/// A first turn that ran on its start before anything was written commits in the same batch
+/// as the start that creates its instance, consuming the opening event; it is refused when
+/// the start did not create the instance, which then loses nothing.
+pub async fn turns_that_ran_on_their_start_commit_with_it(store: &dyn Store) {
+    let opened = |id: &str, incarnation: i64, if_exists: IfExists| {
+        let instance = NewInstance {
+            if_exists,
+            ..new_instance(id, "wf")
+        };
+        let claimed = ClaimedInstance {
+            id: id.into(),
+            name: "wf".into(),
+            version: None,
+            execution: 0,
+            history_len: 0,
+            fence: crate::Fence(7),
+            incarnation: crate::Incarnation(incarnation),
+            events: Vec::new(),
+        };
+        let mut t = turn(&claimed, InstanceStatus::Running);
+        t.history.push(HistoryEvent::ExecutionStarted {
+            name: "wf".into(),
+            version: 1,
+            input: json!({ "n": 1 }),
+            parent: None,
+            trace: None,
+        });
+        t.tasks = vec![activity(id, 0)];
+        t.started = Some(0);
+        let mut b = batch(vec![t]);
+        b.starts = vec![crate::CommitStart {
+            instance,
+            incarnation: crate::Incarnation(incarnation),
+        }];
+        b.task_lease = Some(lease("p", T0.plus(Duration::from_secs(30))));
+        b.task_capacity = 10;
+        b
+    };
+
+    let r = store.commit(opened("a", 42, IfExists::Fail)).await.unwrap();
+    assert_eq!(r.starts, vec![CreateOutcome::Created(None)]);
+    let TurnResult::Committed { tasks } = &r.turns[0] else {
+        panic!("{r:?}")
+    };
+    assert_eq!(tasks.len(), 1, "its activity comes back leased");
+    assert!(
+        claim(store, "q", T0).await.is_empty(),
+        "the turn consumed the opening event"
+    );
+    let history = store.history_read("a", Some(0)).await.unwrap();
+    assert_eq!(history.len(), 2);
+    assert!(matches!(
+        history[1].event,
+        HistoryEvent::ExecutionStarted { .. }
+    ));
+    let rec = store.instance_get("a").await.unwrap().unwrap();
+    assert_eq!(rec.status, InstanceStatus::Running);
+    assert_eq!(rec.version, Some(1));
+
+    // The id is taken: the start is refused or finds it, and the turn never commits.
+    for (policy, outcome) in [
+        (
+            IfExists::Fail,
+            CreateOutcome::AlreadyExists(InstanceStatus::Running),
+        ),
+        (
+            IfExists::UseExisting,
+            CreateOutcome::Existing(InstanceStatus::Running),
+        ),
+    ] {
+        let r = store.commit(opened("a", 43, policy)).await.unwrap();
+        assert_eq!(r.starts, vec![outcome]);
+        assert_eq!(r.turns, vec![TurnResult::Stale]);
+    }
+    assert_eq!(store.history_read("a", Some(0)).await.unwrap().len(), 2);
+
+    // A turn of another life than the one its start drew is refused; the created instance
+    // keeps its opening event for whoever claims it.
+    let mut b = opened("b", 44, IfExists::Fail);
+    b.turns[0].incarnation = crate::Incarnation(45);
+    let r = store.commit(b).await.unwrap();
+    assert_eq!(r.starts, vec![CreateOutcome::Created(None)]);
+    assert_eq!(r.turns, vec![TurnResult::Stale]);
+    let claimed = claim(store, "q", T0).await;
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].incarnation, crate::Incarnation(44));
+    assert!(matches!(
+        claimed[0].events[0].event,
+        HistoryEvent::ExecutionStarted { .. }
+    ));
+}
+
 pub async fn commit_turn_appends_history(store: &dyn Store) {
     start(store, "a").await;
     let c = claim(store, "p", T0).await.remove(0);

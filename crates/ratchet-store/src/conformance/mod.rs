@@ -44,7 +44,7 @@ use crate::{
 macro_rules! conformance_suite {
     (@list @$kind:ident $make:expr) => {
         $crate::conformance_suite!(@$kind $make;
-            create_and_claim, create_if_exists, a_restart_fences_off_the_earlier_life, create_leased, commit_turn_appends_history,
+            create_and_claim, create_if_exists, a_restart_fences_off_the_earlier_life, create_leased, turns_that_ran_on_their_start_commit_with_it, commit_turn_appends_history,
             stale_turn_is_refused_alone, finishes_are_heard_once_committed_and_refused_ones_never,
             eager_task_lease_respects_capacity, completion_delivers_and_locks,
             stale_completion_is_refused_alone, turns_fed_by_completions_commit_with_them, retry_reschedules_task, timers_become_visible_at_their_time,
@@ -169,6 +169,7 @@ pub(crate) fn turn(claimed: &ClaimedInstance, status: InstanceStatus) -> TurnCom
         version: Some(1),
         consumed: claimed.events.iter().map(|e| e.id).collect(),
         fed: Vec::new(),
+        started: None,
         history_start: claimed.history_len,
         history,
         status,

@@ -253,6 +253,7 @@ async fn a_crash_looping_task_spends_its_attempts(store: &Arc<dyn Store>) {
         version: Some(1),
         consumed: claimed.events.iter().map(|e| e.id).collect(),
         fed: Vec::new(),
+        started: None,
         history_start: 0,
         history: vec![
             HistoryEvent::TurnStarted { at: now },
