@@ -130,6 +130,9 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
     let mut held_turns: Turns = Vec::new();
     let mut held_completions: Completions = Vec::new();
     let mut retry: Completions = Vec::new();
+    // Instances whose completions wait for their siblings, since when.
+    let mut lingering: HashMap<String, tokio::time::Instant> = HashMap::new();
+    let linger = shared.config.commit_linger;
     let mut backoff = Duration::from_millis(50);
     let mut stopping = false;
     loop {
@@ -172,22 +175,27 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
                 Err(_) => break,
             }
         }
-        // Activities a turn scheduled together tend to finish together: a completion whose
-        // siblings still run here waits a moment for them, so the instance gets one commit and
-        // one turn for all of them instead of one each.
-        let linger_until = tokio::time::Instant::now() + shared.config.commit_linger;
-        while !stopping
-            && turns.len() + completions.len() < max
-            && completions.iter().any(|(_, instance)| {
-                instance
-                    .as_deref()
-                    .is_some_and(|i| shared.capacity.running.activity_of(i))
-            })
-        {
-            match tokio::time::timeout_at(linger_until, rx.recv()).await {
-                Ok(Some(item)) => push(item, &mut turns, &mut completions, &mut stopping),
-                Ok(None) => stopping = true,
-                Err(_) => break,
+        // Activities a turn scheduled together tend to finish together: the completions of an
+        // instance whose other activities still run here wait for them, up to commit_linger
+        // after the first of them came, so that it gets one commit and one turn for all of
+        // them instead of one each. The others go now, without waiting for those.
+        let mut waiting: Completions = Vec::new();
+        if !stopping {
+            let now = tokio::time::Instant::now();
+            (completions, waiting) = completions.into_iter().partition(|(_, instance)| {
+                let Some(i) = instance.as_deref() else {
+                    return true;
+                };
+                if !shared.capacity.running.activity_of(i) {
+                    return true;
+                }
+                let since = *lingering.entry(i.to_string()).or_insert(now);
+                now >= since + linger
+            });
+        }
+        for (_, instance) in &completions {
+            if let Some(i) = instance {
+                lingering.remove(i);
             }
         }
         // Items of an instance that a flush in flight holds wait for the next flush.
@@ -203,14 +211,27 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
             completions = now;
             held_completions = later;
         }
+        let held = !held_turns.is_empty() || !held_completions.is_empty();
+        held_completions.append(&mut waiting);
         if turns.is_empty() && completions.is_empty() {
-            if !held_turns.is_empty() || !held_completions.is_empty() {
-                // Only held items: wait for a flush to end and free their instances. (With
-                // none in flight, nothing holds any: a panicked flush left its marks.)
-                match flushes.join_next().await {
-                    Some(done) => ended(done, &mut busy, &mut retry, &mut backoff),
-                    None => busy.clear(),
+            // Only held or waiting items: wait for a flush to end and free their instances, for
+            // another item, or until the first waiting completion is due. (With no flush in
+            // flight, nothing holds any: a panicked flush left its marks.)
+            if flushes.is_empty() {
+                busy.clear();
+            }
+            let due = lingering.values().min().map(|since| *since + linger);
+            tokio::select! {
+                Some(done) = flushes.join_next(), if held && !flushes.is_empty() => {
+                    ended(done, &mut busy, &mut retry, &mut backoff);
                 }
+                item = rx.recv(), if due.is_some() => match item {
+                    Some(item) => push(item, &mut held_turns, &mut held_completions, &mut stopping),
+                    None => stopping = true,
+                },
+                () = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)),
+                    if due.is_some() => {}
+                else => {}
             }
             continue;
         }
