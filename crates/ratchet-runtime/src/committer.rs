@@ -361,7 +361,9 @@ async fn flush(
     completions: &[(TaskCompletion, Option<String>)],
 ) -> Result<(), Arc<StoreError>> {
     // Turns fed by this batch's results join it; each acts on its answer on its own task.
-    for (commit, pending) in fed_turns(shared, &turns, completions) {
+    let fed = fed_turns(shared, &turns, completions);
+    crate::metrics::turns_fed(fed.len());
+    for (commit, pending) in fed {
         let (reply, answer) = oneshot::channel();
         turns.push((
             Box::new(TurnItem {
@@ -381,7 +383,6 @@ async fn flush(
             pending.after(&shared, answer).await;
         });
     }
-    crate::metrics::turns_fed(turns.iter().filter(|(t, _)| !t.fed.is_empty()).count());
     let now = shared.now();
     let until = now.plus(shared.config.lease);
     let lease = Lease {

@@ -15,6 +15,7 @@ use tracing::Instrument as _;
 
 use crate::cache::Cached;
 use crate::hub::InstanceOutcome;
+use crate::registry::OrchestrationEntry;
 use crate::runtime::Shared;
 use crate::worker;
 
@@ -58,7 +59,7 @@ async fn run(shared: &Arc<Shared>, claimed: ClaimedInstance) {
         }
     };
     let (commit, span) = execute(shared, &claimed, &mut cached, inbound, replay_error, now);
-    let pending = Pending::before(shared, &claimed, cached, &commit, span, false);
+    let pending = Pending::before(shared, &claimed, cached, &commit, span, Origin::Leased);
     let answer = shared
         .committer
         .turn(commit)
@@ -109,20 +110,20 @@ pub(crate) fn fed(
     let now = shared.now();
     let (mut commit, span) = execute(shared, &claimed, &mut cached, inbound, None, now);
     commit.fed = positions;
-    let pending = Pending::before(shared, &claimed, cached, &commit, span, true);
+    let pending = Pending::before(shared, &claimed, cached, &commit, span, Origin::Fed);
     Some((commit, pending))
 }
 
 /// Starts `new` with its first turn run here before anything is written, and commits both in
 /// the next group commit: one commit on the orchestration's path instead of two. The turn
 /// draws the instance's incarnation itself (its code may use it). If the id is taken, the
-/// start's outcome says so and the turn is refused. `None` when the orchestration is not
-/// registered here.
+/// start's outcome says so and the turn is refused. `entry` is the orchestration's latest
+/// version, as a claim would run it.
 pub(crate) async fn start_with_first_turn(
     shared: &Arc<Shared>,
     new: NewInstance,
-) -> Option<Result<CreateOutcome, Arc<StoreError>>> {
-    let (version, entry) = shared.registry.orchestration_entry(&new.name, None)?;
+    (version, entry): (u32, OrchestrationEntry),
+) -> Result<CreateOutcome, Arc<StoreError>> {
     // Positive, as the stores draw it.
     let incarnation = Incarnation((uuid::Uuid::new_v4().as_u64_pair().0 >> 1) as i64);
     let claimed = ClaimedInstance {
@@ -160,7 +161,7 @@ pub(crate) async fn start_with_first_turn(
     }];
     let now = shared.now();
     let (commit, span) = execute(shared, &claimed, &mut cached, inbound, None, now);
-    let pending = Pending::before_start(&claimed, cached, &commit, span);
+    let pending = Pending::before(shared, &claimed, cached, &commit, span, Origin::Start);
     let start = CommitStart {
         instance: new,
         incarnation,
@@ -170,7 +171,7 @@ pub(crate) async fn start_with_first_turn(
         .start(start, commit)
         .instrument(pending.span.clone())
         .await;
-    Some(match answer {
+    match answer {
         Ok((created, turn)) => {
             pending.after(shared, Ok(turn)).await;
             Ok(created)
@@ -179,7 +180,7 @@ pub(crate) async fn start_with_first_turn(
             pending.after(shared, Err(e.clone())).await;
             Err(e)
         }
-    })
+    }
 }
 
 /// Runs a turn on `inbound` and makes its commit (with the span it ran in).
@@ -225,64 +226,58 @@ fn carry_trace(commit: &mut TurnCommit, carried: Option<String>, own: Option<&St
     }
 }
 
+/// How a turn came to run, which decides where its execution is cached and what a failed
+/// commit gives back.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// Under a lease of this process's: cached before the commit, so that a turn the same
+    /// group commit locks for this process finds it; the lease goes back if the commit fails.
+    Leased,
+    /// On results on their way to the commit, under no lease: cached like a leased one.
+    Fed,
+    /// On its start: cached once the commit created the instance (until then the id may be
+    /// another instance's, cached here).
+    Start,
+}
+
 /// A turn on its way to the group commit: what to do once its answer comes.
 pub(crate) struct Pending {
     instance: String,
+    origin: Origin,
+    /// The fence it ran under.
+    fence: Fence,
     outcome: Option<InstanceOutcome>,
     first_timer: Option<Timestamp>,
     wakes_others: bool,
-    /// The lease it ran under, to give back if the commit fails; a fed turn ran under none.
-    lease: Option<Fence>,
     /// The span it ran in.
     span: tracing::Span,
-    /// For a first turn that ran on its start: its execution (while it still runs), cached
-    /// once the commit created the instance.
-    first: Option<Option<Cached>>,
+    /// A start's execution while it still runs, to cache once the commit created it.
+    first: Option<Cached>,
 }
 
 impl Pending {
-    /// Caches the execution for its next turn, before the commit: a turn that the same group
-    /// commit locks for this process finds it.
     fn before(
         shared: &Arc<Shared>,
         claimed: &ClaimedInstance,
         mut cached: Cached,
         commit: &TurnCommit,
         span: tracing::Span,
-        fed: bool,
+        origin: Origin,
     ) -> Self {
         let running = !commit.status.is_finished() && commit.continue_as_new.is_none();
-        if running {
+        let mut first = None;
+        if origin == Origin::Start {
+            first = running.then_some(cached);
+        } else if running {
             cached.fence = claimed.fence;
             shared.cache.put(claimed.id.clone(), cached);
         } else {
             shared.cache.forget(&claimed.id);
         }
-        Self::of(claimed, commit, span, (!fed).then_some(claimed.fence))
-    }
-
-    /// For a first turn that ran on its start: its execution is cached once the commit created
-    /// the instance (until then the id may be another instance's, cached here).
-    fn before_start(
-        claimed: &ClaimedInstance,
-        cached: Cached,
-        commit: &TurnCommit,
-        span: tracing::Span,
-    ) -> Self {
-        let running = !commit.status.is_finished() && commit.continue_as_new.is_none();
-        let mut pending = Self::of(claimed, commit, span, None);
-        pending.first = Some(running.then_some(cached));
-        pending
-    }
-
-    fn of(
-        claimed: &ClaimedInstance,
-        commit: &TurnCommit,
-        span: tracing::Span,
-        lease: Option<Fence>,
-    ) -> Self {
         Self {
             instance: claimed.id.clone(),
+            origin,
+            fence: claimed.fence,
             outcome: outcome_of(&claimed.id, commit),
             first_timer: commit
                 .inbox
@@ -295,9 +290,8 @@ impl Pending {
             wakes_others: !commit.children.is_empty()
                 || commit.inbox.iter().any(|e| e.instance != claimed.id)
                 || commit.tasks.iter().any(|t| t.owner.is_none()),
-            lease,
             span,
-            first: None,
+            first,
         }
     }
 
@@ -312,10 +306,9 @@ impl Pending {
     }
 
     async fn act(self, shared: &Arc<Shared>, answer: Result<TurnResult, Arc<StoreError>>) {
-        let first = self.first.is_some();
-        match answer {
-            Ok(TurnResult::Committed { tasks }) => {
-                if let Some(Some(cached)) = self.first {
+        match (answer, self.origin) {
+            (Ok(TurnResult::Committed { tasks }), _) => {
+                if let Some(cached) = self.first {
                     shared.cache.put(self.instance.clone(), cached);
                 }
                 if let Some(at) = self.first_timer {
@@ -331,31 +324,32 @@ impl Pending {
                     shared.hub.publish(&outcome);
                 }
             }
-            Ok(_) if first => {
+            (Ok(_), Origin::Start) => {
                 // The id was taken (the start says so), or the instance is there for whoever
                 // claims it.
                 shared.wake.work.notify_one();
             }
-            Ok(_) => {
+            (Ok(_), Origin::Leased) => {
                 crate::metrics::turn_refused();
                 shared.cache.forget(&self.instance);
-                if self.lease.is_some() {
-                    tracing::debug!(instance = %self.instance, "turn refused: the lease was lost");
-                } else {
-                    // Its results may wait in the inbox now: claim them.
-                    tracing::debug!(instance = %self.instance,
-                        "fed turn refused: the instance was claimed since, or a result was refused");
-                    shared.wake.work.notify_one();
-                }
+                tracing::debug!(instance = %self.instance, "turn refused: the lease was lost");
             }
-            Err(e) if first => {
+            (Ok(_), Origin::Fed) => {
+                crate::metrics::turn_refused();
+                shared.cache.forget(&self.instance);
+                // Its results may wait in the inbox now: claim them.
+                tracing::debug!(instance = %self.instance,
+                    "fed turn refused: the instance was claimed since, or a result was refused");
+                shared.wake.work.notify_one();
+            }
+            (Err(e), Origin::Start) => {
                 tracing::debug!(instance = %self.instance, error = %e, "start failed");
             }
-            Err(e) => {
+            (Err(e), origin) => {
                 tracing::warn!(instance = %self.instance, error = %e, "turn commit failed; the instance will be retried");
                 shared.cache.forget(&self.instance);
-                if let Some(fence) = self.lease {
-                    release_lease(shared, &self.instance, fence).await;
+                if origin == Origin::Leased {
+                    release_lease(shared, &self.instance, self.fence).await;
                 }
             }
         }

@@ -238,6 +238,7 @@ DECLARE
     v_woken text[] := '{}';
     v_more_woken text[];
     v_delivered bigint[] := '{}';
+    v_fed text[];
     v_start_inbox bigint[] := '{}';
     v_start_fence bigint[] := '{}';
     v_unleased_tasks boolean := false;
@@ -298,15 +299,12 @@ BEGIN
         FROM ratchet.commit_completions(p_now, p_completions);
     END IF;
     IF cardinality(p_turns) > 0 THEN
-        SELECT * INTO turn_ok, v_finished, v_continued
+        SELECT * INTO turn_ok, v_finished, v_continued, v_fed
         FROM ratchet.commit_turns(p_now, p_turns, v_instances, p_completions, v_delivered,
                                   p_starts, v_start_inbox, v_start_fence);
         -- What fed turns consumed is no one else's work.
-        IF cardinality(v_delivered) > 0 THEN
-            v_woken := ARRAY(SELECT w FROM unnest(v_woken) AS w
-                             WHERE w <> ALL (ARRAY(
-                                 SELECT t.instance FROM unnest(p_turns) WITH ORDINALITY AS t
-                                 WHERE turn_ok[t.ordinality] AND cardinality(t.fed) > 0)));
+        IF cardinality(v_fed) > 0 THEN
+            v_woken := ARRAY(SELECT w FROM unnest(v_woken) AS w WHERE w <> ALL (v_fed));
         END IF;
     END IF;
     IF cardinality(p_tasks) > 0 THEN
@@ -352,21 +350,23 @@ END $$;
 -- inbox row, by position). A first turn that ran on a start of the batch commits only if the
 -- start created its instance (p_start_inbox and p_start_fence: the opening row and the
 -- fence of each start's instance, by position), under that fence. Says which committed, and
--- which of those finished their instance or continue as new.
+-- which of those finished their instance, continue as new, or were fed.
 CREATE FUNCTION ratchet.commit_turns(
     p_now bigint, p_turns ratchet.commit_turn[], p_instances text[],
     p_completions ratchet.commit_completion[], p_delivered bigint[],
     p_starts ratchet.commit_start[], p_start_inbox bigint[], p_start_fence bigint[],
-    OUT turn_ok boolean[], OUT finished text[], OUT continued text[])
+    OUT turn_ok boolean[], OUT finished text[], OUT continued text[], OUT fed_instances text[])
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     SELECT coalesce(array_agg(s.ok ORDER BY s.n), '{}'),
            coalesce(array_agg(s.instance) FILTER (
                WHERE s.ok AND s.status IN ('Completed', 'Failed', 'Cancelled', 'Terminated')), '{}'),
-           coalesce(array_agg(s.instance) FILTER (WHERE s.ok AND s.next_input IS NOT NULL), '{}')
-    INTO turn_ok, finished, continued
+           coalesce(array_agg(s.instance) FILTER (WHERE s.ok AND s.next_input IS NOT NULL), '{}'),
+           coalesce(array_agg(s.instance) FILTER (WHERE s.ok AND s.is_fed), '{}')
+    INTO turn_ok, finished, continued, fed_instances
     FROM (SELECT t.ordinality AS n, t.instance, t.status, t.next_input,
+                 cardinality(t.fed) > 0 AS is_fed,
                  coalesce(i.fence = CASE WHEN t.started IS NULL THEN t.fence
                                          ELSE p_start_fence[t.started] END
                           AND i.incarnation = t.incarnation

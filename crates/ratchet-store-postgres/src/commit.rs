@@ -8,12 +8,12 @@ use postgres_types::{Field, Kind, ToSql, Type};
 use ratchet_core::ParentRef;
 use ratchet_store::{
     child_exists_event, ClaimedInstance, ClaimedTask, CommitBatch, CommitOutcome, CompletionResult,
-    CreateOutcome, Fence, Incarnation, StoreError, TaskId, TaskResult, TurnResult,
+    Fence, Incarnation, StoreError, TaskId, TaskResult, TurnResult,
 };
 use tokio_postgres::SimpleQueryMessage;
 
-use crate::convert::{col, i32_of, status, to_json, u32_of, Failure, Res};
-use crate::instance::{events_by_instance, if_exists_name, started_event};
+use crate::convert::{col, i32_of, to_json, u32_of, Failure, Res};
+use crate::instance::{create_outcome, events_by_instance, if_exists_name, started_event};
 use crate::param::{p, Param};
 use crate::store::{one_row, Conn};
 
@@ -333,11 +333,7 @@ fn rows<'a, T: ToSql + Sync>(rows: &'a Vec<T>, ty: &Type) -> Param<'a> {
 }
 
 pub(crate) async fn commit(c: &Conn, batch: &CommitBatch) -> Res<CommitOutcome> {
-    if batch.starts.iter().any(|s| s.instance.parent.is_some()) {
-        return Err(Failure::Store(StoreError::Invalid(
-            "a group commit creates top-level instances only".into(),
-        )));
-    }
+    batch.check()?;
     let r = Rows::of(batch);
     let types = c.commit_types().await?;
     let task_owner = batch.task_lease.as_ref().map(|l| l.owner.clone());
@@ -384,22 +380,14 @@ pub(crate) async fn commit(c: &Conn, batch: &CommitBatch) -> Res<CommitOutcome> 
 fn outcome(batch: &CommitBatch, row: &tokio_postgres::Row) -> Res<CommitOutcome> {
     let start_outcome: Vec<String> = col(row, "start_outcome")?;
     let start_status: Vec<Option<String>> = col(row, "start_status")?;
+    // Created unleased: the turn that ran on the start is the lease's business.
     let starts = (0..batch.starts.len())
         .map(|i| {
-            let existing = || -> Res<_> {
-                let text = start_status.get(i).cloned().flatten().unwrap_or_default();
-                Ok(status(&text)?)
-            };
-            Ok(match start_outcome.get(i).map(String::as_str) {
-                Some("created") => CreateOutcome::Created(None),
-                Some("existing") => CreateOutcome::Existing(existing()?),
-                Some("exists") => CreateOutcome::AlreadyExists(existing()?),
-                other => {
-                    return Err(Failure::Store(StoreError::Corrupt(format!(
-                        "commit_batch answered {other:?} for a start"
-                    ))))
-                }
-            })
+            create_outcome(
+                start_outcome.get(i).map(String::as_str),
+                start_status.get(i).cloned().flatten().as_deref(),
+                || None,
+            )
         })
         .collect::<Res<Vec<_>>>()?;
     let turn_ok: Vec<bool> = col(row, "turn_ok")?;

@@ -141,41 +141,47 @@ pub(crate) fn create_outcomes(
     let incarnations: Vec<Option<i64>> = col(row, "incarnation")?;
     let mut out = Vec::with_capacity(instances.len());
     for (i, new) in instances.iter().enumerate() {
-        let existing = || -> Res<_> {
-            let text = statuses.get(i).cloned().flatten().unwrap_or_default();
-            Ok(status(&text)?)
-        };
-        let outcome = match outcomes.get(i).map(String::as_str) {
-            Some("created") => {
-                let leased = (inbox_ids.get(i), fences.get(i), incarnations.get(i));
-                CreateOutcome::Created(match (lease, leased) {
-                    (Some(_), (Some(Some(inbox)), Some(Some(fence)), Some(Some(incarnation)))) => {
-                        Some(ClaimedInstance {
-                            id: new.id.clone(),
-                            name: new.name.clone(),
-                            version: None,
-                            execution: 0,
-                            history_len: 0,
-                            fence: Fence(*fence),
-                            incarnation: Incarnation(*incarnation),
-                            events: vec![InboxEvent {
-                                id: *inbox,
-                                event: started[i].clone(),
-                            }],
-                        })
-                    }
-                    _ => None,
-                })
-            }
-            Some("existing") => CreateOutcome::Existing(existing()?),
-            Some("exists") => CreateOutcome::AlreadyExists(existing()?),
-            other => {
-                return Err(StoreError::Corrupt(format!("instance_create said {other:?}")).into())
-            }
-        };
-        out.push(outcome);
+        let leased = (inbox_ids.get(i), fences.get(i), incarnations.get(i));
+        out.push(create_outcome(
+            outcomes.get(i).map(String::as_str),
+            statuses.get(i).cloned().flatten().as_deref(),
+            || match (lease, leased) {
+                (Some(_), (Some(Some(inbox)), Some(Some(fence)), Some(Some(incarnation)))) => {
+                    Some(ClaimedInstance {
+                        id: new.id.clone(),
+                        name: new.name.clone(),
+                        version: None,
+                        execution: 0,
+                        history_len: 0,
+                        fence: Fence(*fence),
+                        incarnation: Incarnation(*incarnation),
+                        events: vec![InboxEvent {
+                            id: *inbox,
+                            event: started[i].clone(),
+                        }],
+                    })
+                }
+                _ => None,
+            },
+        )?);
     }
     Ok(out)
+}
+
+/// One instance of `instance_create`'s answer: what it said of it, the status it found, and
+/// for a created one, the lease it came with.
+pub(crate) fn create_outcome(
+    said: Option<&str>,
+    found: Option<&str>,
+    created: impl FnOnce() -> Option<ClaimedInstance>,
+) -> Res<CreateOutcome> {
+    let existing = || status(found.unwrap_or_default());
+    Ok(match said {
+        Some("created") => CreateOutcome::Created(created()),
+        Some("existing") => CreateOutcome::Existing(existing()?),
+        Some("exists") => CreateOutcome::AlreadyExists(existing()?),
+        other => return Err(StoreError::Corrupt(format!("instance_create said {other:?}")).into()),
+    })
 }
 
 pub(crate) async fn claim(c: &Conn, claim: &InstanceClaim) -> Res<InstanceClaimed> {

@@ -13,11 +13,7 @@ use crate::task;
 /// Writes a whole [`CommitBatch`] in the caller's transaction, item by item: starts and
 /// completions first, so that a turn they fed consumes the inbox rows they deliver.
 pub(crate) fn commit(tx: &Transaction<'_>, batch: CommitBatch) -> Result<CommitOutcome> {
-    if batch.starts.iter().any(|s| s.instance.parent.is_some()) {
-        return Err(StoreError::Invalid(
-            "a group commit creates top-level instances only".into(),
-        ));
-    }
+    batch.check()?;
     let mut out = CommitOutcome::default();
     // Each start's instance, fence and opening inbox row, when it created one.
     let mut created = Vec::with_capacity(batch.starts.len());

@@ -3,7 +3,7 @@ use serde_json::Value;
 
 use crate::{
     ClaimedInstance, ClaimedTask, CreateOutcome, Fence, Incarnation, InstanceStatus, NewInstance,
-    NewTask, TaskCompletion,
+    NewTask, StoreError, TaskCompletion,
 };
 
 /// A lease to take: who takes it and until when.
@@ -175,6 +175,23 @@ pub struct CommitBatch {
     pub instance_lease: Option<Lease>,
     /// The commit's time.
     pub now: Timestamp,
+}
+
+impl CommitBatch {
+    /// Refuses what no store writes: a start with a parent (a group commit creates top-level
+    /// instances; children are started by their parent's turn).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Invalid`].
+    pub fn check(&self) -> Result<(), StoreError> {
+        if self.starts.iter().any(|s| s.instance.parent.is_some()) {
+            return Err(StoreError::Invalid(
+                "a group commit creates top-level instances only".into(),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// The per-item outcome of a [`CommitBatch`], in the same order.

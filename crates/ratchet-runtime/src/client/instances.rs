@@ -164,19 +164,25 @@ impl Client {
             },
         };
         // A runtime here runs the first turn at once and commits it with the start.
-        let eager = match &self.local {
-            Some(shared) if runnable_here && shared.config.fed_turns => {
-                crate::turn::start_with_first_turn(shared, new.clone()).await
-            }
-            _ => None,
-        };
-        let ran_first_turn = eager.is_some();
-        let outcome = match eager {
-            Some(created) => Some(created.map_err(|e| {
-                std::sync::Arc::try_unwrap(e)
-                    .map(Error::Store)
-                    .unwrap_or_else(|e| crate::batcher::SharedStoreError(e).into())
-            })?),
+        let first_turn = self
+            .local
+            .as_ref()
+            .filter(|shared| runnable_here && shared.config.fed_turns)
+            .and_then(|shared| {
+                let entry = shared.registry.orchestration_entry(name, None)?;
+                Some((shared, entry))
+            });
+        let ran_first_turn = first_turn.is_some();
+        let outcome = match first_turn {
+            Some((shared, entry)) => Some(
+                crate::turn::start_with_first_turn(shared, new, entry)
+                    .await
+                    .map_err(|e| {
+                        std::sync::Arc::try_unwrap(e)
+                            .map(Error::Store)
+                            .unwrap_or_else(|e| crate::batcher::SharedStoreError(e).into())
+                    })?,
+            ),
             None => self.calls.create(new, lease).await?,
         };
         match outcome {
