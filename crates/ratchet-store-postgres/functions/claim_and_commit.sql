@@ -168,9 +168,9 @@ END $$;
 -- appends (one JSON array of events, from position history_start). next_input is the next
 -- execution's input when the turn continues as new. started: the position of the start of
 -- this batch a first turn ran on; it consumes the start's opening event, and is checked
--- against the fence the create gave. fed: the 1-based positions of the
--- batch's completions whose results the turn ran on before they reached the inbox; it also
--- consumes the rows they deliver, and commits only if each of them delivers one.
+-- against the fence the create gave. fed: the 1-based positions of the batch's completions
+-- whose results the turn ran on before they reached the inbox; it commits only if each of
+-- them is applied, and then their results never reach the inbox.
 CREATE TYPE ratchet.commit_turn AS (
     instance text, fence bigint, incarnation bigint, execution integer, version integer,
     history_start integer, history_count integer, status text, output text, error text,
@@ -237,10 +237,10 @@ DECLARE
     v_continued text[] := '{}';
     v_woken text[] := '{}';
     v_more_woken text[];
-    v_delivered bigint[] := '{}';
-    v_fed text[];
-    v_start_inbox bigint[] := '{}';
+    v_fed integer[] := '{}';
+    v_results boolean := false;
     v_start_fence bigint[] := '{}';
+    v_opened integer[] := '{}';
     v_unleased_tasks boolean := false;
     v_new_children boolean := false;
 BEGIN
@@ -259,10 +259,11 @@ BEGIN
     l_history_len := '{}'; l_fence := '{}'; l_incarnation := '{}';
     e_instance := '{}'; e_id := '{}'; e_event := '{}';
 
-    -- Starts first, unleased: the turns that ran on them consume their opening events.
+    -- Starts first, unleased, without their opening events: the turns that ran on them
+    -- commit in their place, and only the others get one (after the turns).
     IF cardinality(p_starts) > 0 THEN
-        SELECT c.outcome, c.status, c.inbox_id, c.fence
-        INTO start_outcome, start_status, v_start_inbox, v_start_fence
+        SELECT c.outcome, c.status, c.fence
+        INTO start_outcome, start_status, v_start_fence
         FROM ratchet.instance_create(
             p_now, false, NULL, NULL,
             ARRAY(SELECT s.id FROM unnest(p_starts) AS s),
@@ -271,7 +272,7 @@ BEGIN
             '{}', '{}', '{}', '{}',
             ARRAY(SELECT s.if_exists FROM unnest(p_starts) AS s),
             ARRAY(SELECT s.started FROM unnest(p_starts) AS s),
-            ARRAY(SELECT s.incarnation FROM unnest(p_starts) AS s)) AS c;
+            ARRAY(SELECT s.incarnation FROM unnest(p_starts) AS s), false) AS c;
     END IF;
 
     -- Listing the turns' instances takes a statement each; a batch of task completions
@@ -296,19 +297,32 @@ BEGIN
         FOR NO KEY UPDATE;
     END IF;
 
-    -- Completions first: a turn they fed consumes the inbox rows they deliver.
+    -- Completions first: a turn they fed commits only if each of them was applied. Their
+    -- results reach the inbox after the turns, except those a committed turn ran on: those
+    -- are in its history already, and a row written to be deleted in the same transaction
+    -- would only leave a dead entry at the head of the inbox's index for claims to walk.
     IF cardinality(p_completions) > 0 THEN
-        SELECT * INTO completion_ok, v_woken, v_delivered
+        SELECT * INTO completion_ok, v_results
         FROM ratchet.commit_completions(p_now, p_completions);
     END IF;
     IF cardinality(p_turns) > 0 THEN
-        SELECT * INTO turn_ok, v_finished, v_continued, v_fed
-        FROM ratchet.commit_turns(p_now, p_turns, v_instances, p_completions, v_delivered,
-                                  p_starts, v_start_inbox, v_start_fence);
-        -- What fed turns consumed is no one else's work.
-        IF cardinality(v_fed) > 0 THEN
-            v_woken := ARRAY(SELECT w FROM unnest(v_woken) AS w WHERE w <> ALL (v_fed));
-        END IF;
+        SELECT * INTO turn_ok, v_finished, v_continued, v_fed, v_opened
+        FROM ratchet.commit_turns(p_now, p_turns, v_instances, p_completions, completion_ok,
+                                  p_starts, start_outcome, v_start_fence);
+    END IF;
+    IF cardinality(p_starts) > cardinality(v_opened) THEN
+        -- The instances created for turns that were refused wait for a claim.
+        WITH inserted AS (
+            INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
+            SELECT s.id, 'ExecutionStarted', s.started, p_now
+            FROM unnest(p_starts) WITH ORDINALITY AS s
+            WHERE start_outcome[s.ordinality] = 'created' AND s.ordinality <> ALL (v_opened)
+            ORDER BY s.ordinality
+            RETURNING instance)
+        SELECT v_woken || coalesce(array_agg(instance), '{}') INTO v_woken FROM inserted;
+    END IF;
+    IF v_results THEN
+        v_woken := ratchet.commit_results(p_completions, completion_ok, v_fed);
     END IF;
     IF cardinality(p_tasks) > 0 THEN
         SELECT * INTO task_instance, task_seq, task_id, task_fence, v_unleased_tasks
@@ -349,27 +363,29 @@ END $$;
 -- The turns: each commits when its lease is still the live one (fence) of the same life of
 -- the id (incarnation), no other turn was written since it was claimed (execution, history
 -- length), the instance still runs, it is the first turn of its instance in the batch, and
--- each completion that fed it delivered its result to it (p_delivered: each completion's
--- inbox row, by position). A first turn that ran on a start of the batch commits only if the
--- start created its instance (p_start_inbox and p_start_fence: the opening row and the
--- fence of each start's instance, by position), under that fence. Says which committed, and
--- which of those finished their instance, continue as new, or were fed.
+-- each completion that fed it was applied (p_completion_ok, by position) and carries a result
+-- for this execution of its instance. A first turn that ran on a start of the batch commits
+-- only if the start created its instance (p_start_outcome and p_start_fence: what the
+-- create said and the fence it gave, by position), under that fence. Says which committed,
+-- which of those finished their instance or continue as new, and the positions of the
+-- completions and the starts the committed turns ran on.
 CREATE FUNCTION ratchet.commit_turns(
     p_now bigint, p_turns ratchet.commit_turn[], p_instances text[],
-    p_completions ratchet.commit_completion[], p_delivered bigint[],
-    p_starts ratchet.commit_start[], p_start_inbox bigint[], p_start_fence bigint[],
-    OUT turn_ok boolean[], OUT finished text[], OUT continued text[], OUT fed_instances text[])
+    p_completions ratchet.commit_completion[], p_completion_ok boolean[],
+    p_starts ratchet.commit_start[], p_start_outcome text[], p_start_fence bigint[],
+    OUT turn_ok boolean[], OUT finished text[], OUT continued text[], OUT fed integer[],
+    OUT opened integer[])
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_consumed bigint[];
 BEGIN
     SELECT coalesce(array_agg(s.ok ORDER BY s.n), '{}'),
            coalesce(array_agg(s.instance) FILTER (
                WHERE s.ok AND s.status IN ('Completed', 'Failed', 'Cancelled', 'Terminated')), '{}'),
-           coalesce(array_agg(s.instance) FILTER (WHERE s.ok AND s.next_input IS NOT NULL), '{}'),
-           coalesce(array_agg(s.instance) FILTER (WHERE s.ok AND s.is_fed), '{}')
-    INTO turn_ok, finished, continued, fed_instances
+           coalesce(array_agg(s.instance) FILTER (WHERE s.ok AND s.next_input IS NOT NULL), '{}')
+    INTO turn_ok, finished, continued
     FROM (SELECT t.ordinality AS n, t.instance, t.status, t.next_input,
-                 cardinality(t.fed) > 0 AS is_fed,
                  coalesce(i.fence = CASE WHEN t.started IS NULL THEN t.fence
                                          ELSE p_start_fence[t.started] END
                           AND i.incarnation = t.incarnation
@@ -377,32 +393,34 @@ BEGIN
                           AND i.history_len = t.history_start
                           AND i.status IN ('Pending', 'Running', 'ContinuedAsNew')
                           AND t.ordinality = min(t.ordinality) OVER (PARTITION BY t.instance)
-                          AND (t.started IS NULL OR (p_start_inbox[t.started] IS NOT NULL
+                          AND (t.started IS NULL OR (p_start_outcome[t.started] = 'created'
                                                      AND p_starts[t.started].id = t.instance))
                           AND (cardinality(t.fed) = 0 OR (
-                              SELECT bool_and(p_delivered[f] IS NOT NULL
-                                              AND p_completions[f].instance = t.instance)
+                              SELECT bool_and(coalesce(p_completion_ok[f], false)
+                                              AND p_completions[f].instance = t.instance
+                                              AND p_completions[f].execution = t.execution
+                                              AND p_completions[f].event IS NOT NULL)
                               FROM unnest(t.fed) AS f)),
                           false) AS ok
           FROM unnest(p_turns) WITH ORDINALITY AS t
           LEFT JOIN ratchet.instances i ON i.id = t.instance AND i.id = ANY (p_instances)) s;
+    SELECT ARRAY(SELECT f FROM unnest(p_turns) WITH ORDINALITY AS t, unnest(t.fed) AS f
+                 WHERE turn_ok[t.ordinality]),
+           ARRAY(SELECT t.started FROM unnest(p_turns) WITH ORDINALITY AS t
+                 WHERE turn_ok[t.ordinality] AND t.started IS NOT NULL),
+           ARRAY(SELECT c.id FROM unnest(p_turns) WITH ORDINALITY AS t, unnest(t.consumed) AS c(id)
+                 WHERE turn_ok[t.ordinality])
+    INTO fed, opened, v_consumed;
 
-    -- What each committed turn consumed leaves the inbox, its history is appended, and its
-    -- instance takes the state the turn left, unleased.
-    DELETE FROM ratchet.inbox b
-    WHERE b.instance = ANY (ARRAY(SELECT t.instance FROM unnest(p_turns) WITH ORDINALITY AS t
-                                  WHERE turn_ok[t.ordinality]))
-      AND b.id = ANY (ARRAY(SELECT c.id
-                            FROM unnest(p_turns) WITH ORDINALITY AS t, unnest(t.consumed) AS c(id)
-                            WHERE turn_ok[t.ordinality]
-                            UNION ALL
-                            SELECT p_delivered[f]
-                            FROM unnest(p_turns) WITH ORDINALITY AS t, unnest(t.fed) AS f
-                            WHERE turn_ok[t.ordinality]
-                            UNION ALL
-                            SELECT p_start_inbox[t.started]
-                            FROM unnest(p_turns) WITH ORDINALITY AS t
-                            WHERE turn_ok[t.ordinality] AND t.started IS NOT NULL));
+    -- What each committed turn consumed leaves the inbox (a turn that ran only on results
+    -- and starts of this batch consumed no row), its history is appended, and its instance
+    -- takes the state the turn left, unleased.
+    IF cardinality(v_consumed) > 0 THEN
+        DELETE FROM ratchet.inbox b
+        WHERE b.instance = ANY (ARRAY(SELECT t.instance FROM unnest(p_turns) WITH ORDINALITY AS t
+                                      WHERE turn_ok[t.ordinality]))
+          AND b.id = ANY (v_consumed);
+    END IF;
 
     INSERT INTO ratchet.history (instance, execution, seq, events)
     SELECT t.instance, t.execution, t.history_start, t.history
@@ -591,12 +609,11 @@ END $$;
 -- the step (or no step) and attempt it claims, once per batch. A retry makes the next attempt
 -- claimable at its backoff time; a snooze, the same attempt at its time; either moves the
 -- fence on. A standalone task's final outcome moves it to its results; an activity's leaves
--- the table and reaches its orchestration, if that still runs the execution. Says which
--- were applied, which instances have new events, and the inbox row each completion's result
--- went to (by position; NULL for none).
+-- the table (its result reaches its orchestration in commit_results). Says which were
+-- applied, and whether any of those carries a result.
 CREATE FUNCTION ratchet.commit_completions(
     p_now bigint, p_completions ratchet.commit_completion[],
-    OUT completion_ok boolean[], OUT woken text[], OUT delivered bigint[])
+    OUT completion_ok boolean[], OUT results boolean)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -605,9 +622,7 @@ DECLARE
     v_locked_rows tid[];
     v_rescheduled boolean;
     v_standalone boolean;
-    v_activities boolean;
 BEGIN
-    woken := '{}'; delivered := '{}';
     -- The rows are locked in id order, and where each is kept: the delete below goes straight
     -- to them (a TID scan). Found by id there, it could be planned, with statistics taken
     -- while the table was nearly empty, as a walk of the whole tasks_ready index, whose
@@ -616,7 +631,7 @@ BEGIN
     FROM (SELECT id, ctid FROM ratchet.tasks WHERE id = ANY (v_tasks) ORDER BY id
           FOR NO KEY UPDATE) l;
     WITH verdict AS (
-        SELECT c.ordinality AS n, c.instance, c.outcome,
+        SELECT c.ordinality AS n, c.instance, c.outcome, c.event IS NOT NULL AS has_result,
                t.id IS NOT NULL
                AND c.ordinality = min(c.ordinality) OVER (PARTITION BY c.task) AS ok
         FROM unnest(p_completions) WITH ORDINALITY AS c
@@ -628,8 +643,8 @@ BEGIN
            coalesce(bool_or(v.ok AND v.outcome IN ('Retry', 'Snooze')), false),
            coalesce(bool_or(v.ok AND v.instance IS NULL
                             AND v.outcome IN ('Completed', 'Failed', 'Cancelled')), false),
-           coalesce(bool_or(v.ok AND v.instance IS NOT NULL), false)
-    INTO completion_ok, v_rescheduled, v_standalone, v_activities
+           coalesce(bool_or(v.ok AND v.instance IS NOT NULL AND v.has_result), false)
+    INTO completion_ok, v_rescheduled, v_standalone, results
     FROM verdict v;
 
     IF v_rescheduled THEN
@@ -652,7 +667,7 @@ BEGIN
           AND c.outcome IN ('Completed', 'Failed', 'Cancelled');
     END IF;
 
-    IF v_activities THEN
+    IF results THEN
         DELETE FROM ratchet.tasks t
         WHERE t.ctid = ANY (ARRAY(
             SELECT l.place FROM unnest(v_locked_ids, v_locked_rows) AS l(id, place)
@@ -660,24 +675,29 @@ BEGIN
                                     FROM unnest(p_completions) WITH ORDINALITY AS c
                                     WHERE completion_ok[c.ordinality] AND c.instance IS NOT NULL
                                       AND c.event IS NOT NULL))));
-        -- Each row's id is drawn first, so that each completion knows its row.
-        WITH result AS MATERIALIZED (
-            SELECT c.ordinality AS n, c.instance, c.kind, c.event,
-                   nextval('ratchet.inbox_id_seq') AS id
-            FROM unnest(p_completions) WITH ORDINALITY AS c
-            JOIN ratchet.instances i ON i.id = c.instance AND i.execution = c.execution
-                 AND i.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated')
-            WHERE completion_ok[c.ordinality] AND c.event IS NOT NULL
-            ORDER BY c.ordinality
-        ), inserted AS (
-            INSERT INTO ratchet.inbox (id, instance, kind, event, visible_at)
-            OVERRIDING SYSTEM VALUE
-            SELECT r.id, r.instance, r.kind, r.event, 0 FROM result r ORDER BY r.id)
-        SELECT coalesce(array_agg(r.instance), '{}'),
-               ARRAY(SELECT d.id FROM generate_series(1, cardinality(p_completions)) AS g(n)
-                     LEFT JOIN result d ON d.n = g.n ORDER BY g.n)
-        INTO woken, delivered FROM result r;
     END IF;
+END $$;
+
+-- The results of applied activity completions, for the instances that still run the
+-- execution they belong to, except those a committed turn ran on (p_fed, by position): in
+-- the inbox, visible at once. Says which instances have new events.
+CREATE FUNCTION ratchet.commit_results(
+    p_completions ratchet.commit_completion[], p_completion_ok boolean[], p_fed integer[],
+    OUT woken text[])
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    WITH inserted AS (
+        INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
+        SELECT c.instance, c.kind, c.event, 0
+        FROM unnest(p_completions) WITH ORDINALITY AS c
+        JOIN ratchet.instances i ON i.id = c.instance AND i.execution = c.execution
+             AND i.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated')
+        WHERE p_completion_ok[c.ordinality] AND c.event IS NOT NULL
+          AND c.ordinality <> ALL (p_fed)
+        ORDER BY c.ordinality
+        RETURNING instance)
+    SELECT coalesce(array_agg(instance), '{}') INTO woken FROM inserted;
 END $$;
 
 -- Eager dispatch: those of the committer's cached instances that now have visible events,

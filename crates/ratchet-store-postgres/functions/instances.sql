@@ -27,12 +27,13 @@ $$;
 -- Creates instances, each with its ExecutionStarted inbox row; with p_owner they come back
 -- leased. Outcome per item: 'created', 'existing' (UseExisting) or 'exists' (refused).
 -- n_incarnation: the life of each id when the caller drew it (a first turn ran on the start
--- before it was written), drawn here otherwise.
+-- before it was written), drawn here otherwise. Without p_open the inbox rows are left to the
+-- caller (commit_batch writes only those its first turns did not consume).
 CREATE FUNCTION ratchet.instance_create(
     p_now bigint, p_notify boolean, p_owner text, p_until bigint,
     n_id text[], n_name text[], n_input text[], n_parent text[], n_parent_instance text[],
     n_parent_execution integer[], n_parent_seq integer[], n_if_exists text[], n_started text[],
-    n_incarnation bigint[] DEFAULT '{}',
+    n_incarnation bigint[] DEFAULT '{}', p_open boolean DEFAULT true,
     OUT outcome text[], OUT status text[], OUT inbox_id bigint[], OUT fence bigint[],
     OUT incarnation bigint[])
 LANGUAGE plpgsql
@@ -84,9 +85,12 @@ BEGIN
             fence := fence || NULL::bigint; incarnation := incarnation || NULL::bigint;
             CONTINUE;
         END IF;
-        INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
-        VALUES (n_id[i], 'ExecutionStarted', n_started[i], p_now)
-        RETURNING id INTO v_inbox;
+        v_inbox := NULL;
+        IF p_open THEN
+            INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
+            VALUES (n_id[i], 'ExecutionStarted', n_started[i], p_now)
+            RETURNING id INTO v_inbox;
+        END IF;
         outcome := outcome || 'created'::text; status := status || 'Pending'::text;
         inbox_id := inbox_id || v_inbox; fence := fence || v_new_fence;
         incarnation := incarnation || v_incarnation;

@@ -382,6 +382,42 @@ async fn every_function_sets_its_search_path() {
     assert_eq!(unset, ["task_records", "task_state"]);
 }
 
+/// Along the fed path, neither the start's opening event nor the results a turn ran on are
+/// written to the inbox: they go straight into the turn's history. A row written and deleted
+/// in one transaction would still leave a dead entry at the head of the inbox's index, for
+/// every claim to walk until vacuum removes it (or for as long as an old snapshot holds it).
+#[tokio::test]
+async fn the_fed_path_writes_no_inbox_row() {
+    let Some(url) = database_url() else {
+        return;
+    };
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let client = session(&url).await;
+    // Every inbox row draws its id from this sequence; `is_called` turns true with the first.
+    let drawn = format!(
+        "SELECT is_called, last_value FROM {}.inbox_id_seq",
+        store.config().schema
+    );
+    let before: (bool, i64) = {
+        let row = client.query_one(&drawn, &[]).await.unwrap();
+        (row.get(0), row.get(1))
+    };
+    ratchet_store::conformance::fed_path_commits_start_to_finish(&store).await;
+    let row = client.query_one(&drawn, &[]).await.unwrap();
+    assert_eq!((row.get(0), row.get(1)), before, "no inbox id was drawn");
+
+    // The same start with its first turn refused (another life than the start drew) leaves
+    // the instance its opening event, as a start alone would: this reads the same sequence.
+    ratchet_store::conformance::turns_that_ran_on_their_start_commit_with_it(&store).await;
+    let row = client.query_one(&drawn, &[]).await.unwrap();
+    assert!(
+        row.get::<_, bool>(0),
+        "the refused start wrote its opening event"
+    );
+}
+
 /// Connections of `schema` (by their application name) waiting on a lock.
 async fn waiting_on_locks(
     admin: &ratchet_store_postgres::tokio_postgres::Client,

@@ -58,9 +58,10 @@ pub struct TurnCommit {
     pub consumed: Vec<i64>,
     /// Positions in the batch's `completions` whose events the turn consumed before they
     /// reached the inbox: it ran on the results of activities that finished in the
-    /// committer's process. The turn commits only if each of them is applied and delivered
-    /// to it in this batch (their inbox rows are then consumed at once); otherwise it is
-    /// refused and the results stay in the inbox for a turn that reads them there.
+    /// committer's process. The turn commits only if each of them is applied and carries a
+    /// result for this execution of its instance (the results are then in the turn's
+    /// history, and none stays in the inbox); otherwise it is refused and the results go to
+    /// the inbox for a turn that reads them there.
     pub fed: Vec<u32>,
     /// The position in the batch's `starts` of the start this first turn ran on, before its
     /// instance was written. The turn commits only if that start created its instance (it

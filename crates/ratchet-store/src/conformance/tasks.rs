@@ -207,6 +207,88 @@ pub async fn turns_fed_by_completions_commit_with_them(store: &dyn Store) {
     assert_eq!(history[history_len as usize + 1].event, result(1));
 }
 
+/// One orchestration along the fed path, as a runtime that caches it drives it: its start
+/// commits with its first turn, which schedules two activities, and their results commit
+/// with the turn they feed, which finishes it. Both commits go through, the history holds
+/// every event, and nothing is left to claim. (A backend's own test can look at what this
+/// wrote along the way.)
+pub async fn fed_path_commits_start_to_finish(store: &dyn Store) {
+    let incarnation = crate::Incarnation(7);
+    // A created instance is unleased under fence 0; the first turn is checked against it.
+    let claimed = ClaimedInstance {
+        id: "f".into(),
+        name: "wf".into(),
+        version: None,
+        execution: 0,
+        history_len: 0,
+        fence: crate::Fence(0),
+        incarnation,
+        events: Vec::new(),
+    };
+    let mut first = turn(&claimed, InstanceStatus::Running);
+    first.history.push(HistoryEvent::ExecutionStarted {
+        name: "wf".into(),
+        version: 1,
+        input: json!({ "n": 1 }),
+        parent: None,
+        trace: None,
+    });
+    first.tasks = (0..2).map(|seq| activity("f", seq)).collect();
+    first.started = Some(0);
+    let history_len = u32::try_from(first.history.len()).unwrap();
+    let mut b = batch(vec![first]);
+    b.starts = vec![crate::CommitStart {
+        instance: new_instance("f", "wf"),
+        incarnation,
+    }];
+    b.task_lease = Some(lease("p", T0.plus(Duration::from_secs(30))));
+    b.task_capacity = 10;
+    let r = store.commit(b).await.unwrap();
+    assert_eq!(r.starts, vec![CreateOutcome::Created(None)]);
+    let TurnResult::Committed { tasks } = &r.turns[0] else {
+        panic!("{r:?}")
+    };
+    assert_eq!(tasks.len(), 2, "both activities come back leased");
+
+    let result = |seq: u32| HistoryEvent::ActivityCompleted {
+        seq,
+        output: json!(seq),
+    };
+    let mut last = TurnCommit {
+        history_start: history_len,
+        history: vec![HistoryEvent::TurnStarted { at: T0 }, result(0), result(1)],
+        fed: vec![0, 1],
+        output: Some(json!(1)),
+        ..turn(&claimed, InstanceStatus::Completed)
+    };
+    last.consumed.clear();
+    let mut b = batch(vec![last]);
+    b.completions = tasks
+        .iter()
+        .enumerate()
+        .map(|(seq, task)| TaskCompletion::of(task, TaskResult::Completed(json!(seq))))
+        .collect();
+    let r = store.commit(b).await.unwrap();
+    assert_eq!(r.completions, vec![CompletionResult::Applied; 2]);
+    assert!(
+        matches!(r.turns[..], [TurnResult::Committed { .. }]),
+        "{r:?}"
+    );
+    let rec = store.instance_get("f").await.unwrap().unwrap();
+    assert_eq!(rec.status, InstanceStatus::Completed);
+    let history = store.history_read("f", Some(0)).await.unwrap();
+    assert_eq!(history.len(), history_len as usize + 3);
+    assert!(matches!(
+        history[1].event,
+        HistoryEvent::ExecutionStarted { .. }
+    ));
+    assert_eq!(history[history_len as usize + 2].event, result(1));
+    assert!(
+        claim(store, "q", T0).await.is_empty(),
+        "nothing is left to claim"
+    );
+}
+
 pub async fn stale_completion_is_refused_alone(store: &dyn Store) {
     scheduled(store, 2).await;
     let first = task_claim(store, "p1", T0).await;
