@@ -162,42 +162,10 @@ pub async fn create_leased(store: &dyn Store) {
 /// as the start that creates its instance, consuming the opening event; it is refused when
 /// the start did not create the instance, which then loses nothing.
 pub async fn turns_that_ran_on_their_start_commit_with_it(store: &dyn Store) {
-    let opened = |id: &str, incarnation: i64, if_exists: IfExists| {
-        let instance = NewInstance {
-            if_exists,
-            ..new_instance(id, "wf")
-        };
-        let claimed = ClaimedInstance {
-            id: id.into(),
-            name: "wf".into(),
-            version: None,
-            execution: 0,
-            history_len: 0,
-            fence: crate::Fence(7),
-            incarnation: crate::Incarnation(incarnation),
-            events: Vec::new(),
-        };
-        let mut t = turn(&claimed, InstanceStatus::Running);
-        t.history.push(HistoryEvent::ExecutionStarted {
-            name: "wf".into(),
-            version: 1,
-            input: json!({ "n": 1 }),
-            parent: None,
-            trace: None,
-        });
-        t.tasks = vec![activity(id, 0)];
-        t.started = Some(0);
-        let mut b = batch(vec![t]);
-        b.starts = vec![crate::CommitStart {
-            instance,
-            incarnation: crate::Incarnation(incarnation),
-        }];
-        b.task_lease = Some(lease("p", T0.plus(Duration::from_secs(30))));
-        b.task_capacity = 10;
-        b
-    };
-
-    let r = store.commit(opened("a", 42, IfExists::Fail)).await.unwrap();
+    let r = store
+        .commit(start_with_first_turn("a", 42, IfExists::Fail, 1))
+        .await
+        .unwrap();
     assert_eq!(r.starts, vec![CreateOutcome::Created(None)]);
     let TurnResult::Committed { tasks } = &r.turns[0] else {
         panic!("{r:?}")
@@ -228,7 +196,10 @@ pub async fn turns_that_ran_on_their_start_commit_with_it(store: &dyn Store) {
             CreateOutcome::Existing(InstanceStatus::Running),
         ),
     ] {
-        let r = store.commit(opened("a", 43, policy)).await.unwrap();
+        let r = store
+            .commit(start_with_first_turn("a", 43, policy, 1))
+            .await
+            .unwrap();
         assert_eq!(r.starts, vec![outcome]);
         assert_eq!(r.turns, vec![TurnResult::Stale]);
     }
@@ -236,7 +207,7 @@ pub async fn turns_that_ran_on_their_start_commit_with_it(store: &dyn Store) {
 
     // A turn of another life than the one its start drew is refused; the created instance
     // keeps its opening event for whoever claims it.
-    let mut b = opened("b", 44, IfExists::Fail);
+    let mut b = start_with_first_turn("b", 44, IfExists::Fail, 1);
     b.turns[0].incarnation = crate::Incarnation(45);
     let r = store.commit(b).await.unwrap();
     assert_eq!(r.starts, vec![CreateOutcome::Created(None)]);

@@ -184,6 +184,48 @@ pub(crate) fn turn(claimed: &ClaimedInstance, status: InstanceStatus) -> TurnCom
     }
 }
 
+/// A batch that starts `id` as a life of `incarnation` with the first turn that ran on that
+/// start, scheduling `activities` activities leased to "p". The turn's own fence (7) does not
+/// count: a first turn is checked against the fence its start gave the instance.
+pub(crate) fn start_with_first_turn(
+    id: &str,
+    incarnation: i64,
+    if_exists: IfExists,
+    activities: u32,
+) -> CommitBatch {
+    let claimed = ClaimedInstance {
+        id: id.into(),
+        name: "wf".into(),
+        version: None,
+        execution: 0,
+        history_len: 0,
+        fence: crate::Fence(7),
+        incarnation: crate::Incarnation(incarnation),
+        events: Vec::new(),
+    };
+    let mut t = turn(&claimed, InstanceStatus::Running);
+    t.history.push(HistoryEvent::ExecutionStarted {
+        name: "wf".into(),
+        version: 1,
+        input: json!({ "n": 1 }),
+        parent: None,
+        trace: None,
+    });
+    t.tasks = (0..activities).map(|seq| activity(id, seq)).collect();
+    t.started = Some(0);
+    let mut b = batch(vec![t]);
+    b.starts = vec![crate::CommitStart {
+        instance: NewInstance {
+            if_exists,
+            ..new_instance(id, "wf")
+        },
+        incarnation: crate::Incarnation(incarnation),
+    }];
+    b.task_lease = Some(lease("p", T0.plus(std::time::Duration::from_secs(30))));
+    b.task_capacity = 10;
+    b
+}
+
 pub(crate) fn activity(instance: &str, seq: u32) -> NewTask {
     NewTask::activity(
         "act".into(),

@@ -213,36 +213,9 @@ pub async fn turns_fed_by_completions_commit_with_them(store: &dyn Store) {
 /// every event, and nothing is left to claim. (A backend's own test can look at what this
 /// wrote along the way.)
 pub async fn fed_path_commits_start_to_finish(store: &dyn Store) {
-    let incarnation = crate::Incarnation(7);
-    // A created instance is unleased under fence 0; the first turn is checked against it.
-    let claimed = ClaimedInstance {
-        id: "f".into(),
-        name: "wf".into(),
-        version: None,
-        execution: 0,
-        history_len: 0,
-        fence: crate::Fence(0),
-        incarnation,
-        events: Vec::new(),
-    };
-    let mut first = turn(&claimed, InstanceStatus::Running);
-    first.history.push(HistoryEvent::ExecutionStarted {
-        name: "wf".into(),
-        version: 1,
-        input: json!({ "n": 1 }),
-        parent: None,
-        trace: None,
-    });
-    first.tasks = (0..2).map(|seq| activity("f", seq)).collect();
-    first.started = Some(0);
+    let b = start_with_first_turn("f", 7, IfExists::Fail, 2);
+    let first = b.turns[0].clone();
     let history_len = u32::try_from(first.history.len()).unwrap();
-    let mut b = batch(vec![first]);
-    b.starts = vec![crate::CommitStart {
-        instance: new_instance("f", "wf"),
-        incarnation,
-    }];
-    b.task_lease = Some(lease("p", T0.plus(Duration::from_secs(30))));
-    b.task_capacity = 10;
     let r = store.commit(b).await.unwrap();
     assert_eq!(r.starts, vec![CreateOutcome::Created(None)]);
     let TurnResult::Committed { tasks } = &r.turns[0] else {
@@ -254,14 +227,18 @@ pub async fn fed_path_commits_start_to_finish(store: &dyn Store) {
         seq,
         output: json!(seq),
     };
-    let mut last = TurnCommit {
+    // A created instance is unleased under fence 0, which its first turn left as it was.
+    let last = TurnCommit {
+        fence: crate::Fence(0),
         history_start: history_len,
         history: vec![HistoryEvent::TurnStarted { at: T0 }, result(0), result(1)],
         fed: vec![0, 1],
+        started: None,
+        tasks: Vec::new(),
+        status: InstanceStatus::Completed,
         output: Some(json!(1)),
-        ..turn(&claimed, InstanceStatus::Completed)
+        ..first
     };
-    last.consumed.clear();
     let mut b = batch(vec![last]);
     b.completions = tasks
         .iter()
