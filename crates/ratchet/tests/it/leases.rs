@@ -7,8 +7,8 @@ use ratchet::{
     TaskState, Timestamp,
 };
 use ratchet_store::{
-    CommitBatch, CompletionResult, IfExists, Lease, NewInstance, NewTask, QueueClaim, TaskClaim,
-    TaskCompletion, TaskResult,
+    CommitBatch, CompletionResult, IfExists, InstanceClaim, Lease, LeaseRelease, NewInstance,
+    NewSignal, NewTask, QueueClaim, Registered, TaskClaim, TaskCompletion, TaskResult,
 };
 
 use crate::harness::{fast, start, WAIT};
@@ -439,6 +439,124 @@ async fn a_clock_running_ahead_takes_no_live_lease(store: Arc<dyn Store>) {
 
 async fn a_clock_running_behind_writes_no_expired_lease(store: Arc<dyn Store>) {
     leases_hold_whatever_a_hosts_clock_says(&store, -20_000, 0).await;
+}
+
+/// The body of [`a_refused_fed_turn_is_run_again_from_the_store`], on the runtime's store
+/// and a handle to the same database that wakes nobody.
+async fn refused_fed_turn_runs_again(store: Arc<dyn Store>, quiet: Arc<dyn Store>) {
+    async fn poked(ctx: OrchestrationContext, _: ()) -> Result<u32, OrchestrationError> {
+        let value: u32 = ctx.activity("claimed_meanwhile", ()).await?;
+        Ok(value * 2)
+    }
+    let runs = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let (intruder, counted) = (quiet.clone(), runs.clone());
+    let config = RuntimeConfig {
+        // Only the refusal wakes the dispatcher, not a poll.
+        poll_interval: Duration::from_secs(60),
+        ..fast()
+    };
+    let r = Ratchet::builder()
+        .store(store.clone())
+        .config(config)
+        .orchestration("poked", poked)
+        .activity("claimed_meanwhile", move |ctx: ActivityContext, _: ()| {
+            let (intruder, counted) = (intruder.clone(), counted.clone());
+            async move {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let id = ctx.instance_id().to_string();
+                intruder
+                    .signal_raise(vec![NewSignal {
+                        instance: id.clone(),
+                        name: "poke".into(),
+                        payload: serde_json::json!(null),
+                        dedup_id: None,
+                    }])
+                    .await
+                    .unwrap();
+                // A moment ahead, so that the signal is visible whatever clock stamped it.
+                let now = Timestamp::now().plus(Duration::from_secs(1));
+                let lease = Lease {
+                    owner: "intruder".into(),
+                    until: now.plus(Duration::from_secs(60)),
+                };
+                let claimed = intruder
+                    .instance_claim(InstanceClaim {
+                        lease,
+                        limit: 10,
+                        orchestrations: vec![Registered {
+                            name: "poked".into(),
+                            versions: vec![1],
+                        }],
+                        now,
+                        tasks: None,
+                    })
+                    .await
+                    .unwrap()
+                    .instances;
+                assert_eq!(claimed.len(), 1, "the other process claimed the instance");
+                intruder
+                    .lease_release(LeaseRelease {
+                        instances: vec![(id, claimed[0].fence)],
+                        tasks: Vec::new(),
+                        now,
+                    })
+                    .await
+                    .unwrap();
+                Ok::<u32, ActivityError>(21)
+            }
+        })
+        .start()
+        .await
+        .unwrap();
+    let refused = store.stats().stale_refused;
+    let out: u32 = r
+        .client()
+        .start("poked", ())
+        .await
+        .unwrap()
+        .wait(WAIT)
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    assert_eq!(out, 42);
+    assert_eq!(
+        runs.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the activity ran once"
+    );
+    assert_eq!(
+        store.stats().stale_refused,
+        refused + 1,
+        "the fed turn was refused, and nothing else"
+    );
+    r.shutdown().await;
+}
+
+/// A turn fed by results that finished here is refused when something claimed its instance
+/// since its last turn; the results then wait in the inbox, and the runtime, which forgets
+/// the execution it cached, runs the instance again from the store. Here the "something" is
+/// another process, on a handle of its own that sends no notifications: while the activity
+/// runs, it signals the instance, claims it and gives it back without a turn. PostgreSQL
+/// only: the SQLite stores of one process on one file share their wake-ups, so a second
+/// handle there cannot play a process this runtime does not hear.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_fed_turn_is_run_again_from_the_store() {
+    let Some(pg) = ratchet_store_postgres::testing::fresh_store().await else {
+        return;
+    };
+    let url = ratchet_store_postgres::testing::database_url().unwrap();
+    let config = ratchet::PostgresConfig {
+        schema: pg.config().schema.clone(),
+        notify: false,
+        ..ratchet::PostgresConfig::default()
+    };
+    let quiet: Arc<dyn Store> = Arc::new(
+        ratchet::PostgresStore::connect_with(&url, config)
+            .await
+            .unwrap(),
+    );
+    refused_fed_turn_runs_again(Arc::new(pg), quiet).await;
 }
 
 crate::on_every_backend!(
