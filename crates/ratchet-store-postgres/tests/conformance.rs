@@ -661,6 +661,25 @@ async fn explain_buffers(
     (number_after("hit=") + number_after("read="), plan)
 }
 
+/// The fewest buffers `sql` reads in three runs, each rolled back, and that run's plan. One
+/// run alone can follow a reset of the session's catalog caches (the tests running beside it
+/// create schemas and functions), and then counts the catalog it reads again as well.
+async fn fewest_buffers(
+    client: &ratchet_store_postgres::tokio_postgres::Client,
+    sql: &str,
+) -> (i64, Vec<String>) {
+    let mut fewest: Option<(i64, Vec<String>)> = None;
+    for _ in 0..3 {
+        client.batch_execute("BEGIN").await.unwrap();
+        let run = explain_buffers(client, sql).await;
+        client.batch_execute("ROLLBACK").await.unwrap();
+        if fewest.as_ref().is_none_or(|(buffers, _)| run.0 < *buffers) {
+            fewest = Some(run);
+        }
+    }
+    fewest.unwrap()
+}
+
 /// A start of an instance of workflow `wf` with no input, as the claim tests create them.
 fn wf_start(id: impl Into<String>) -> ratchet_store::NewInstance {
     ratchet_store::NewInstance {
@@ -752,15 +771,13 @@ async fn a_claim_reads_what_is_ready_not_the_whole_queue() {
         )
         .await
         .unwrap();
-    let (buffers, plan) = explain_buffers(
-        &client,
-        &format!(
-            "SELECT * FROM {schema}.task_take({}, 'w', {}, ARRAY['q'], ARRAY[100], ARRAY['job'])",
-            now.0,
-            now.0 + 30_000
-        ),
-    )
-    .await;
+    let measured = format!(
+        "SELECT * FROM {schema}.task_take({}, 'w', {}, ARRAY['q'], ARRAY[100], ARRAY['job'])",
+        now.0,
+        now.0 + 30_000
+    );
+    let (buffers, plan) = fewest_buffers(&client, &measured).await;
+    client.query(&measured, &[]).await.unwrap();
     let leased: i64 = client
         .query_one(
             &format!("SELECT count(*) FROM {schema}.tasks WHERE lease_owner = 'w'"),
@@ -853,10 +870,12 @@ async fn a_claim_under_a_held_snapshot_starts_past_what_it_took() {
     client.query(&take(later.0, 1, ""), &[]).await.unwrap();
     client.query(&take(later.0, 1, &bound), &[]).await.unwrap();
     client.batch_execute("ROLLBACK").await.unwrap();
-    client.batch_execute("BEGIN").await.unwrap();
-    let (from_start, _) = explain_buffers(&client, &take(later.0, 100, "")).await;
-    client.batch_execute("ROLLBACK").await.unwrap();
-    let (from_cursor, plan) = explain_buffers(&client, &take(later.0, 100, &bound)).await;
+    let (from_start, _) = fewest_buffers(&client, &take(later.0, 100, "")).await;
+    let (from_cursor, plan) = fewest_buffers(&client, &take(later.0, 100, &bound)).await;
+    client
+        .query(&take(later.0, 100, &bound), &[])
+        .await
+        .unwrap();
     let row = client
         .query_one(
             &format!("SELECT count(*) FROM {schema}.tasks WHERE lease_owner IS NULL"),
@@ -973,7 +992,8 @@ async fn an_instance_claim_reads_the_front_of_the_inbox_not_every_pending_instan
     // A first poll compiles the function and plans its statements, which reads the catalog;
     // the one measured is the next.
     client.query(&claim("first", 1), &[]).await.unwrap();
-    let (buffers, plan) = explain_buffers(&client, &claim("w", 10)).await;
+    let (buffers, plan) = fewest_buffers(&client, &claim("w", 10)).await;
+    client.query(&claim("w", 10), &[]).await.unwrap();
     let leased: i64 = client
         .query_one(
             &format!("SELECT count(*) FROM {schema}.instances WHERE lease_owner = 'w'"),
@@ -1031,7 +1051,7 @@ async fn reading_an_instances_events_does_not_walk_the_other_pending_instances()
     }
     let found: i32 = client.query_one(&read("i-3-42"), &[]).await.unwrap().get(0);
     assert_eq!(found, 1, "the instance's start event");
-    let (buffers, plan) = explain_buffers(&client, &read("i-3-42")).await;
+    let (buffers, plan) = fewest_buffers(&client, &read("i-3-42")).await;
     eprintln!("reading one instance's events read {buffers} buffers");
     assert!(
         buffers < 50,
