@@ -136,22 +136,8 @@ pub(crate) async fn start_with_first_turn(
         incarnation,
         events: Vec::new(),
     };
-    let mut cached = Cached {
-        exec: Execution::new(
-            entry.run.clone(),
-            &new.id,
-            incarnation.0,
-            0,
-            shared.config.limits,
-        ),
-        name: new.name.clone(),
-        fence: Fence(0),
-        incarnation,
-        execution: 0,
-        version,
-        parent: None,
-        trace: new.trace.clone(),
-    };
+    let mut cached = fresh(shared, &claimed, version, &entry);
+    cached.trace.clone_from(&new.trace);
     let inbound = vec![HistoryEvent::ExecutionStarted {
         name: new.name.clone(),
         version,
@@ -392,15 +378,7 @@ async fn prepare(
                         claimed.name, claimed.version
                     )
                 })?;
-            let mut exec = Execution::new(
-                entry.run.clone(),
-                &claimed.id,
-                claimed.incarnation.0,
-                claimed.execution,
-                shared.config.limits,
-            );
-            let mut parent = None;
-            let mut trace = None;
+            let mut cached = fresh(shared, claimed, version, &entry);
             let mut replay_error = None;
             if claimed.history_len > 0 {
                 let history: Vec<HistoryEvent> = shared
@@ -411,25 +389,13 @@ async fn prepare(
                     .into_iter()
                     .map(|r| r.event)
                     .collect();
-                (parent, trace) = started_of(&history);
-                if let Err(nd) = exec.replay(&history) {
+                (cached.parent, cached.trace) = started_of(&history);
+                if let Err(nd) = cached.exec.replay(&history) {
                     tracing::error!(instance = %claimed.id, error = %nd, "replay found nondeterminism");
                     replay_error = Some(nd.to_info());
                 }
             }
-            (
-                Cached {
-                    exec,
-                    name: claimed.name.clone(),
-                    fence: claimed.fence,
-                    incarnation: claimed.incarnation,
-                    execution: claimed.execution,
-                    version,
-                    parent,
-                    trace,
-                },
-                replay_error,
-            )
+            (cached, replay_error)
         }
     };
     let mut cached = cached;
@@ -462,6 +428,32 @@ async fn prepare(
         })
         .collect();
     Ok((cached, inbound, replay_error))
+}
+
+/// A new execution of `claimed`'s, on `version` of its orchestration, with nothing replayed
+/// yet (nor its parent and trace known).
+fn fresh(
+    shared: &Arc<Shared>,
+    claimed: &ClaimedInstance,
+    version: u32,
+    entry: &OrchestrationEntry,
+) -> Cached {
+    Cached {
+        exec: Execution::new(
+            entry.run.clone(),
+            &claimed.id,
+            claimed.incarnation.0,
+            claimed.execution,
+            shared.config.limits,
+        ),
+        name: claimed.name.clone(),
+        fence: claimed.fence,
+        incarnation: claimed.incarnation,
+        execution: claimed.execution,
+        version,
+        parent: None,
+        trace: None,
+    }
 }
 
 /// The parent and the trace an execution's start recorded.

@@ -271,8 +271,7 @@ BEGIN
             ARRAY(SELECT s.input FROM unnest(p_starts) AS s),
             '{}', '{}', '{}', '{}',
             ARRAY(SELECT s.if_exists FROM unnest(p_starts) AS s),
-            ARRAY(SELECT s.started FROM unnest(p_starts) AS s),
-            ARRAY(SELECT s.incarnation FROM unnest(p_starts) AS s), false) AS c;
+            '{}', ARRAY(SELECT s.incarnation FROM unnest(p_starts) AS s), false) AS c;
     END IF;
 
     -- Listing the turns' instances takes a statement each; a batch of task completions

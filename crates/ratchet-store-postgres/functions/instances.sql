@@ -28,7 +28,8 @@ $$;
 -- leased. Outcome per item: 'created', 'existing' (UseExisting) or 'exists' (refused).
 -- n_incarnation: the life of each id when the caller drew it (a first turn ran on the start
 -- before it was written), drawn here otherwise. Without p_open the inbox rows are left to the
--- caller (commit_batch writes only those its first turns did not consume).
+-- caller, and n_started is not read (commit_batch writes only the opening events its first
+-- turns did not consume).
 CREATE FUNCTION ratchet.instance_create(
     p_now bigint, p_notify boolean, p_owner text, p_until bigint,
     n_id text[], n_name text[], n_input text[], n_parent text[], n_parent_instance text[],

@@ -143,6 +143,8 @@ impl Client {
             .as_ref()
             .is_some_and(|shared| !shared.lifecycle.is_closing());
         let finished = self.watch(&id);
+        // Also measures the clock's offset from the database's on first use, which the first
+        // turn below reads too (its leases and times must be the database's).
         let now = self.calls.now().await;
         let lease = self
             .local

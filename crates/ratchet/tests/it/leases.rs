@@ -441,73 +441,93 @@ async fn a_clock_running_behind_writes_no_expired_lease(store: Arc<dyn Store>) {
     leases_hold_whatever_a_hosts_clock_says(&store, -20_000, 0).await;
 }
 
-/// The body of [`a_refused_fed_turn_is_run_again_from_the_store`], on the runtime's store
-/// and a handle to the same database that wakes nobody.
-async fn refused_fed_turn_runs_again(store: Arc<dyn Store>, quiet: Arc<dyn Store>) {
+/// A turn fed by results that finished here is refused when something claimed its instance
+/// since its last turn; the results then wait in the inbox, and the runtime, which forgets
+/// the execution it cached, runs the instance again from the store. Here the "something" is
+/// another process, on a handle of its own that sends no notifications: while the activity
+/// runs, it signals the instance, claims it and gives it back without a turn. PostgreSQL
+/// only: the SQLite stores of one process on one file share their wake-ups, so a second
+/// handle there cannot play a process this runtime does not hear.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_fed_turn_is_run_again_from_the_store() {
     async fn poked(ctx: OrchestrationContext, _: ()) -> Result<u32, OrchestrationError> {
         let value: u32 = ctx.activity("claimed_meanwhile", ()).await?;
         Ok(value * 2)
     }
+    let Some(pg) = ratchet_store_postgres::testing::fresh_store().await else {
+        return;
+    };
+    let url = ratchet_store_postgres::testing::database_url().unwrap();
+    let config = ratchet::PostgresConfig {
+        schema: pg.config().schema.clone(),
+        notify: false,
+        ..ratchet::PostgresConfig::default()
+    };
+    let intruder: Arc<dyn Store> = Arc::new(
+        ratchet::PostgresStore::connect_with(&url, config)
+            .await
+            .unwrap(),
+    );
+    let store: Arc<dyn Store> = Arc::new(pg);
     let runs = Arc::new(std::sync::atomic::AtomicU32::new(0));
-    let (intruder, counted) = (quiet.clone(), runs.clone());
+    let counted = runs.clone();
     let config = RuntimeConfig {
         // Only the refusal wakes the dispatcher, not a poll.
         poll_interval: Duration::from_secs(60),
         ..fast()
     };
-    let r = Ratchet::builder()
-        .store(store.clone())
-        .config(config)
-        .orchestration("poked", poked)
-        .activity("claimed_meanwhile", move |ctx: ActivityContext, _: ()| {
-            let (intruder, counted) = (intruder.clone(), counted.clone());
-            async move {
-                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                let id = ctx.instance_id().to_string();
-                intruder
-                    .signal_raise(vec![NewSignal {
-                        instance: id.clone(),
-                        name: "poke".into(),
-                        payload: serde_json::json!(null),
-                        dedup_id: None,
-                    }])
-                    .await
-                    .unwrap();
-                // A moment ahead, so that the signal is visible whatever clock stamped it.
-                let now = Timestamp::now().plus(Duration::from_secs(1));
-                let lease = Lease {
-                    owner: "intruder".into(),
-                    until: now.plus(Duration::from_secs(60)),
-                };
-                let claimed = intruder
-                    .instance_claim(InstanceClaim {
-                        lease,
-                        limit: 10,
-                        orchestrations: vec![Registered {
-                            name: "poked".into(),
-                            versions: vec![1],
-                        }],
-                        now,
-                        tasks: None,
-                    })
-                    .await
-                    .unwrap()
-                    .instances;
-                assert_eq!(claimed.len(), 1, "the other process claimed the instance");
-                intruder
-                    .lease_release(LeaseRelease {
-                        instances: vec![(id, claimed[0].fence)],
-                        tasks: Vec::new(),
-                        now,
-                    })
-                    .await
-                    .unwrap();
-                Ok::<u32, ActivityError>(21)
-            }
-        })
-        .start()
-        .await
-        .unwrap();
+    let r = start(&store, move |b| {
+        b.config(config).orchestration("poked", poked).activity(
+            "claimed_meanwhile",
+            move |ctx: ActivityContext, _: ()| {
+                let (intruder, counted) = (intruder.clone(), counted.clone());
+                async move {
+                    counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let id = ctx.instance_id().to_string();
+                    intruder
+                        .signal_raise(vec![NewSignal {
+                            instance: id.clone(),
+                            name: "poke".into(),
+                            payload: serde_json::json!(null),
+                            dedup_id: None,
+                        }])
+                        .await
+                        .unwrap();
+                    // A moment ahead, so that the signal is visible whatever clock stamped it.
+                    let now = Timestamp::now().plus(Duration::from_secs(1));
+                    let lease = Lease {
+                        owner: "intruder".into(),
+                        until: now.plus(Duration::from_secs(60)),
+                    };
+                    let claimed = intruder
+                        .instance_claim(InstanceClaim {
+                            lease,
+                            limit: 10,
+                            orchestrations: vec![Registered {
+                                name: "poked".into(),
+                                versions: vec![1],
+                            }],
+                            now,
+                            tasks: None,
+                        })
+                        .await
+                        .unwrap()
+                        .instances;
+                    assert_eq!(claimed.len(), 1, "the other process claimed the instance");
+                    intruder
+                        .lease_release(LeaseRelease {
+                            instances: vec![(id, claimed[0].fence)],
+                            tasks: Vec::new(),
+                            now,
+                        })
+                        .await
+                        .unwrap();
+                    Ok::<u32, ActivityError>(21)
+                }
+            },
+        )
+    })
+    .await;
     let refused = store.stats().stale_refused;
     let out: u32 = r
         .client()
@@ -531,32 +551,6 @@ async fn refused_fed_turn_runs_again(store: Arc<dyn Store>, quiet: Arc<dyn Store
         "the fed turn was refused, and nothing else"
     );
     r.shutdown().await;
-}
-
-/// A turn fed by results that finished here is refused when something claimed its instance
-/// since its last turn; the results then wait in the inbox, and the runtime, which forgets
-/// the execution it cached, runs the instance again from the store. Here the "something" is
-/// another process, on a handle of its own that sends no notifications: while the activity
-/// runs, it signals the instance, claims it and gives it back without a turn. PostgreSQL
-/// only: the SQLite stores of one process on one file share their wake-ups, so a second
-/// handle there cannot play a process this runtime does not hear.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refused_fed_turn_is_run_again_from_the_store() {
-    let Some(pg) = ratchet_store_postgres::testing::fresh_store().await else {
-        return;
-    };
-    let url = ratchet_store_postgres::testing::database_url().unwrap();
-    let config = ratchet::PostgresConfig {
-        schema: pg.config().schema.clone(),
-        notify: false,
-        ..ratchet::PostgresConfig::default()
-    };
-    let quiet: Arc<dyn Store> = Arc::new(
-        ratchet::PostgresStore::connect_with(&url, config)
-            .await
-            .unwrap(),
-    );
-    refused_fed_turn_runs_again(Arc::new(pg), quiet).await;
 }
 
 crate::on_every_backend!(
