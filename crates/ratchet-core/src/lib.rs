@@ -12,6 +12,7 @@ mod context;
 mod error;
 mod event;
 mod execution;
+pub mod limits;
 mod options;
 mod orchestration;
 mod time;

@@ -1,0 +1,237 @@
+//! Limits at the edge, stated once: the sizes, depths, counts, times and identifier rules
+//! that input meets before Ratchet acts on it. Every edge (the Rust client, the HTTP API,
+//! Python, the CLI, the workflow compiler) checks with these and names the field at fault;
+//! docs/api.md ("Limits") lists them with their errors.
+//!
+//! The checks are pure: they return a [`LimitError`] naming the field and the rule, which
+//! each edge maps to its own error (a 4xx problem over HTTP, `InvalidInput` in Python).
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::Timestamp;
+
+/// The latest time Ratchet stores or formats: 9999-12-31T23:59:59.999Z, in milliseconds
+/// since the Unix epoch. Later times cannot be written as RFC 3339.
+pub const MAX_TIME_MS: i64 = 253_402_300_799_999;
+
+/// The earliest time Ratchet stores or formats: 0001-01-01T00:00:00Z.
+pub const MIN_TIME_MS: i64 = -62_135_596_800_000;
+
+/// The longest duration a caller may give (a delay, a timeout, a retry interval, a schedule's
+/// period): 100 years of 365.25 days.
+pub const MAX_DURATION: Duration = Duration::from_millis(3_155_760_000_000);
+
+/// How deeply a JSON value a caller gives (an input, a payload, an expression's result) may
+/// nest. Below serde_json's own reading limit (128), with room for the envelopes Ratchet
+/// stores values in, so every value written can be read back.
+pub const MAX_JSON_DEPTH: usize = 100;
+
+/// A value refused at the edge: which field, and which rule it breaks.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {rule}")]
+pub struct LimitError {
+    /// The field at fault, as the caller named it (`delay_ms`, `tasks[3].input`, `id`).
+    pub field: String,
+    /// What is wrong, and the limit.
+    pub rule: String,
+}
+
+impl LimitError {
+    /// A refusal of `field` for breaking `rule`.
+    pub fn new(field: impl Into<String>, rule: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            rule: rule.into(),
+        }
+    }
+}
+
+/// Checks that `t` lies in the calendar Ratchet can store and format (years 1 to 9999).
+///
+/// # Errors
+///
+/// [`LimitError`] naming `field` when `t` is outside [`MIN_TIME_MS`]..=[`MAX_TIME_MS`].
+pub fn check_time(field: &str, t: Timestamp) -> Result<(), LimitError> {
+    if (MIN_TIME_MS..=MAX_TIME_MS).contains(&t.as_millis()) {
+        Ok(())
+    } else {
+        Err(LimitError::new(
+            field,
+            "must lie between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z",
+        ))
+    }
+}
+
+/// Checks a duration a caller gave against [`MAX_DURATION`].
+///
+/// # Errors
+///
+/// [`LimitError`] naming `field` when `d` is longer.
+pub fn check_duration(field: &str, d: Duration) -> Result<(), LimitError> {
+    if d <= MAX_DURATION {
+        Ok(())
+    } else {
+        Err(LimitError::new(
+            field,
+            format!(
+                "must be at most {} ms (100 years)",
+                MAX_DURATION.as_millis()
+            ),
+        ))
+    }
+}
+
+/// Checks that `value` nests at most [`MAX_JSON_DEPTH`] levels (a scalar is depth 0, `[1]`
+/// depth 1). The walk is an explicit stack, so no value overflows it.
+///
+/// # Errors
+///
+/// [`LimitError`] naming `field` when it nests deeper.
+pub fn check_json_depth(field: &str, value: &Value) -> Result<(), LimitError> {
+    if json_depth_exceeds(value, MAX_JSON_DEPTH) {
+        Err(LimitError::new(
+            field,
+            format!("nests deeper than {MAX_JSON_DEPTH} levels"),
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// Whether `value` nests deeper than `limit` levels, found without recursion.
+pub fn json_depth_exceeds(value: &Value, limit: usize) -> bool {
+    let mut stack: Vec<(&Value, usize)> = vec![(value, 0)];
+    while let Some((v, depth)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match v {
+            Value::Array(items) => Box::new(items.iter()),
+            Value::Object(fields) => Box::new(fields.values()),
+            _ => continue,
+        };
+        if depth + 1 > limit {
+            return true;
+        }
+        stack.extend(children.map(|c| (c, depth + 1)));
+    }
+    false
+}
+
+/// Checks an identifier a caller chose (an instance id, a name): 1 to `max_bytes` bytes,
+/// printable (no control, format or separator characters, so no bidirectional overrides
+/// and no zero-width characters that would make two ids look alike in a console or a
+/// terminal), and in Unicode normalization form C, so one text has one spelling.
+///
+/// # Errors
+///
+/// [`LimitError`] naming `field` and the first rule broken.
+pub fn check_identifier(field: &str, s: &str, max_bytes: usize) -> Result<(), LimitError> {
+    if s.is_empty() {
+        return Err(LimitError::new(field, "must not be empty"));
+    }
+    if s.len() > max_bytes {
+        return Err(LimitError::new(
+            field,
+            format!("is {} bytes; at most {max_bytes} are allowed", s.len()),
+        ));
+    }
+    if let Some(c) = s.chars().find(|&c| !printable(c)) {
+        return Err(LimitError::new(
+            field,
+            format!(
+                "holds U+{:04X}, a control, format or separator character",
+                u32::from(c)
+            ),
+        ));
+    }
+    if !unicode_normalization::is_nfc(s) {
+        return Err(LimitError::new(
+            field,
+            "must be in Unicode normalization form C (NFC)",
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `c` may appear in an identifier: not a control (Cc), format (Cf: bidirectional
+/// overrides and isolates, zero-width joiners and spaces, the byte order mark...), line or
+/// paragraph separator, private-use, surrogate or unassigned character.
+pub fn printable(c: char) -> bool {
+    use unicode_general_category::{get_general_category, GeneralCategory as G};
+    !matches!(
+        get_general_category(c),
+        G::Control
+            | G::Format
+            | G::LineSeparator
+            | G::ParagraphSeparator
+            | G::PrivateUse
+            | G::Surrogate
+            | G::Unassigned
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn times_outside_the_calendar_are_refused() {
+        assert!(check_time("at", Timestamp(MAX_TIME_MS)).is_ok());
+        assert!(check_time("at", Timestamp(MIN_TIME_MS)).is_ok());
+        let e = check_time("delay_ms", Timestamp(MAX_TIME_MS + 1)).unwrap_err();
+        assert_eq!(e.field, "delay_ms");
+        assert!(e.to_string().contains("9999-12-31"), "{e}");
+        assert!(check_time("at", Timestamp(MIN_TIME_MS - 1)).is_err());
+        assert!(check_duration("d", MAX_DURATION).is_ok());
+        assert!(check_duration("d", MAX_DURATION + Duration::from_millis(1)).is_err());
+    }
+
+    #[test]
+    fn depth_is_counted_without_recursion() {
+        assert!(check_json_depth("input", &json!({"a": [1, {"b": 2}]})).is_ok());
+        let mut deep = json!(1);
+        for _ in 0..MAX_JSON_DEPTH {
+            deep = json!([deep]);
+        }
+        assert!(check_json_depth("input", &deep).is_ok());
+        let deeper = json!({ "x": deep });
+        let e = check_json_depth("input", &deeper).unwrap_err();
+        assert!(e.to_string().contains("deeper than 100"), "{e}");
+        // A value far deeper than any stack could recurse through.
+        let mut huge = Value::Null;
+        for _ in 0..200_000 {
+            huge = Value::Array(vec![huge]);
+        }
+        assert!(json_depth_exceeds(&huge, MAX_JSON_DEPTH));
+        // Dropping it recursively would overflow the stack: take it apart by hand.
+        let mut v = huge;
+        while let Value::Array(mut items) = v {
+            v = items.pop().unwrap_or(Value::Null);
+        }
+    }
+
+    #[test]
+    fn identifiers_are_printable_and_normalized() {
+        assert!(check_identifier("id", "order-1", 255).is_ok());
+        assert!(check_identifier("id", "Bestellung-Größe-東京", 255).is_ok());
+        for bad in [
+            "",
+            "a\u{202E}b", // right-to-left override
+            "a\u{2066}b", // left-to-right isolate
+            "a\u{200B}b", // zero-width space
+            "a\u{200D}b", // zero-width joiner
+            "a\u{FEFF}b", // byte order mark
+            "a\nb",       // control
+            "a\u{2028}b", // line separator
+            "e\u{0301}",  // decomposed é: not NFC
+            "a\u{E000}b", // private use
+        ] {
+            let e = check_identifier("id", bad, 255).unwrap_err();
+            assert_eq!(e.field, "id", "{bad:?}");
+        }
+        let e = check_identifier("name", &"x".repeat(300), 255).unwrap_err();
+        assert!(e.to_string().contains("300 bytes"), "{e}");
+    }
+}
