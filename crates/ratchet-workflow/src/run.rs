@@ -115,7 +115,9 @@ impl Run {
 }
 
 fn eval(expr: &Expr, input: &Value, scope: &Scope) -> Result<Value, Fault> {
-    expr.eval(input, scope).map_err(Fault::expression)
+    expr.eval_with(input, scope, crate::expr::EVAL_FUEL)
+        .0
+        .map_err(|e| Fault::expression(e.to_string()))
 }
 
 fn fill(template: &Template, input: &Value, scope: &Scope) -> Result<Value, Fault> {
