@@ -1,3 +1,4 @@
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -114,6 +115,27 @@ pub struct Execution {
     history_len: usize,
     outcome: TurnOutcome,
     limits: Limits,
+    /// What the code's last poll panicked with: the turn fails the execution (or, in a
+    /// replay, the replay fails) instead of the panic unwinding into whoever runs turns,
+    /// a worker's loop or the group commit that also carries other instances' work.
+    panicked: Option<String>,
+}
+
+/// Why running a turn's code went wrong.
+enum RunError {
+    /// A replay's code disagrees with history: the offset and what differs.
+    Mismatch(usize, String),
+    /// The code panicked, with this message.
+    Panicked(String),
+}
+
+/// The message of a caught panic.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_string())
 }
 
 impl Execution {
@@ -138,6 +160,7 @@ impl Execution {
             history_len: 0,
             outcome: TurnOutcome::Running,
             limits,
+            panicked: None,
         }
     }
 
@@ -186,9 +209,15 @@ impl Execution {
                 body.iter().filter(|e| !e.is_inbound()).cloned().collect();
             let first_outbound = start + 1 + inbound.len();
             self.run(at, &inbound, Some(outbound))
-                .map_err(|(offset, detail)| Nondeterminism {
-                    position: self.history_len + first_outbound + offset,
-                    detail,
+                .map_err(|e| match e {
+                    RunError::Mismatch(offset, detail) => Nondeterminism {
+                        position: self.history_len + first_outbound + offset,
+                        detail,
+                    },
+                    RunError::Panicked(message) => Nondeterminism {
+                        position: self.history_len + first_outbound,
+                        detail: format!("the code panicked while replaying: {message}"),
+                    },
                 })?;
             start = end;
         }
@@ -208,8 +237,15 @@ impl Execution {
         }
         let outbound = match self.run(at, &inbound, None) {
             Ok(outbound) => outbound,
-            Err((_, detail)) => {
+            Err(RunError::Mismatch(_, detail)) => {
                 return self.fail_turn(at, inbound, ErrorInfo::new("Nondeterminism", detail))
+            }
+            Err(RunError::Panicked(message)) => {
+                return self.fail_turn(
+                    at,
+                    inbound,
+                    ErrorInfo::new("Panicked", format!("the orchestration panicked: {message}")),
+                )
             }
         };
         let limit = lock(&self.state).limit_error.take();
@@ -265,14 +301,19 @@ impl Execution {
         at: Timestamp,
         inbound: &[HistoryEvent],
         expected: Option<Vec<HistoryEvent>>,
-    ) -> Result<Vec<HistoryEvent>, (usize, String)> {
+    ) -> Result<Vec<HistoryEvent>, RunError> {
         let replaying = expected.is_some();
         lock(&self.state).begin_turn(at, expected);
         for event in inbound {
             if let HistoryEvent::ExecutionStarted { input, .. } = event {
                 if self.future.is_none() && !self.outcome.is_final() {
                     let ctx = OrchestrationContext::new(self.state.clone());
-                    self.future = Some((self.orchestration)(ctx, input.clone()));
+                    let orchestration = &self.orchestration;
+                    let input = input.clone();
+                    match catch_unwind(AssertUnwindSafe(|| orchestration(ctx, input))) {
+                        Ok(future) => self.future = Some(future),
+                        Err(payload) => self.panicked = Some(panic_message(payload.as_ref())),
+                    }
                     self.flag.0.store(true, Ordering::SeqCst);
                 }
             } else {
@@ -280,17 +321,22 @@ impl Execution {
             }
         }
         self.poll_until_stuck();
+        if let Some(message) = self.panicked.take() {
+            // What the code asked for before it panicked is dropped with it.
+            lock(&self.state).produced.clear();
+            return Err(RunError::Panicked(message));
+        }
         let mut s = lock(&self.state);
         if replaying {
             if let Some((offset, detail)) = s.mismatch.take() {
-                return Err((offset, detail));
+                return Err(RunError::Mismatch(offset, detail));
             }
             if let Some(held) = s.expected_remaining() {
                 let detail = format!(
                     "history holds {} but the code asked for nothing more this turn",
                     held.describe()
                 );
-                return Err((s.cursor(), detail));
+                return Err(RunError::Mismatch(s.cursor(), detail));
             }
         }
         s.expected = None;
@@ -307,7 +353,16 @@ impl Execution {
         // `FuturesUnordered` only re-poll children that were woken, so poll until quiet.
         for _ in 0..100_000 {
             self.flag.0.store(false, Ordering::SeqCst);
-            match future.as_mut().poll(&mut cx) {
+            let polled = catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)));
+            let polled = match polled {
+                Ok(polled) => polled,
+                Err(payload) => {
+                    self.future = None;
+                    self.panicked = Some(panic_message(payload.as_ref()));
+                    return;
+                }
+            };
+            match polled {
                 Poll::Ready(result) => {
                     self.future = None;
                     let outcome = self.finish(result);

@@ -46,7 +46,6 @@ fn filters_that_reach_outside_the_workflow_are_refused_by_name() {
         ("now", "now"),
         ("0 | localtime", "localtime"),
         ("0 | strflocaltime(\"%H\")", "strflocaltime"),
-        ("[2024,0,1,0,0,0,0,0] | mktime", "mktime"),
         ("input_filename", "input_filename"),
         ("{a: (1 | halt)}", "halt"),
         ("\"\\(halt)\"", "halt"),
@@ -245,6 +244,7 @@ fn ordinary_expressions_run_as_jq_says() {
         ("has(\"a\"), has(\"z\")", json!({"a": 1}), json!(true)),
         ("1e1000", json!(null), json!(f64::MAX)),
         ("todate", json!(0), json!("1970-01-01T00:00:00Z")),
+        ("gmtime | mktime", json!(1704067200), json!(1704067200)),
         ("strftime(\"%Y\")", json!(86400 * 366), json!("1971")),
         (
             "[.[] | tostring]",

@@ -45,7 +45,6 @@ pub(crate) const REFUSED: &[(&str, &str)] = &[
         "strflocaltime",
         "its result depends on the worker's time zone: use `strftime`",
     ),
-    ("mktime", "use `todate` or `strftime` with `gmtime`"),
     ("env", "a workflow does not read the worker's environment"),
     ("$ENV", "a workflow does not read the worker's environment"),
     ("get_search_list", "a workflow loads no modules"),
@@ -64,7 +63,6 @@ const LEFT_OUT: &[&str] = &[
     "now",
     "localtime",
     "strflocaltime",
-    "mktime",
     "range",
 ];
 

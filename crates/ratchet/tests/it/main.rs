@@ -9,6 +9,7 @@ mod cancel;
 mod events;
 mod graphs;
 mod housekeeping;
+mod isolation;
 mod leases;
 mod replay;
 mod schedules;
