@@ -3,6 +3,7 @@
 //! context, so replay, caching, batching, crash recovery and cancellation work as for Rust
 //! code; expressions are pure functions of recorded values, so replay computes the same.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use ratchet_core::{ActivityOptions, ErrorInfo, OrchestrationContext, Orchestrati
 use ratchet_store::{EventQuery, QueryItem};
 use serde_json::{json, Value};
 
-use crate::expr::{Expr, Scope};
+use crate::expr::{EvalError, Expr, Scope, EVAL_FUEL};
 use crate::model::{Block, Catch, ErrorTemplate, Flow, Kind, Task, Template};
 use crate::Workflow;
 
@@ -52,7 +53,25 @@ impl Fault {
     fn expression(message: String) -> Fault {
         Fault::error("expression", 400, "Expression failed", message)
     }
+
+    /// The workflow ran out of its budget: the instance fails, whatever `try` it is in.
+    fn budget(message: String) -> Fault {
+        Fault::Engine(OrchestrationError::Application(ErrorInfo::new(
+            "ExpressionBudget",
+            message,
+        )))
+    }
 }
+
+/// Steps the workflow's own code (its expressions, and what running each task costs) may
+/// take between two durable steps (an activity, a timer, a signal, an event, a
+/// sub-workflow): a turn's worth. A `then:` loop that never waits on anything runs out of it
+/// and fails its instance instead of holding a thread of the process forever. Counted the
+/// same on every run, so a replay fails at the same task.
+pub(crate) const TURN_FUEL: u64 = 10 * EVAL_FUEL;
+
+/// What running one task costs the turn, besides its expressions.
+const TASK_FUEL: u64 = 100;
 
 impl From<OrchestrationError> for Fault {
     fn from(e: OrchestrationError) -> Fault {
@@ -83,13 +102,15 @@ impl From<OrchestrationError> for Fault {
 struct Run {
     ctx: OrchestrationContext,
     /// `$context`: what tasks exported.
-    context: Mutex<Value>,
+    context: Mutex<Arc<Value>>,
     /// `$workflow`.
-    workflow: Value,
+    workflow: Arc<Value>,
+    /// Fuel left until the next durable step ([`TURN_FUEL`] after each).
+    fuel: AtomicU64,
 }
 
 impl Run {
-    fn context(&self) -> Value {
+    fn context(&self) -> Arc<Value> {
         self.context
             .lock()
             .map(|c| c.clone())
@@ -98,45 +119,97 @@ impl Run {
 
     fn set_context(&self, value: Value) {
         match self.context.lock() {
-            Ok(mut c) => *c = value,
-            Err(p) => *p.into_inner() = value,
+            Ok(mut c) => *c = Arc::new(value),
+            Err(p) => *p.into_inner() = Arc::new(value),
         }
     }
 
     /// The variables a task's expressions see: the enclosing ones, its input and the
-    /// workflow's context.
-    fn scope(&self, outer: &Scope, input: &Value) -> Scope {
+    /// workflow's context. Copying the input is charged to the turn by its size.
+    fn scope(&self, outer: &Scope, input: &Value) -> Result<Scope, Fault> {
+        self.spend(nodes(input), "copying task inputs")?;
         let mut scope = outer.clone();
-        scope.insert("$input".into(), input.clone());
+        scope.insert("$input".into(), Arc::new(input.clone()));
         scope.insert("$context".into(), self.context());
         scope.insert("$workflow".into(), self.workflow.clone());
-        scope
+        Ok(scope)
+    }
+
+    /// Charges the turn `units` of fuel for `what`.
+    fn spend(&self, units: u64, what: &str) -> Result<(), Fault> {
+        let spent = self
+            .fuel
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+                left.checked_sub(units)
+            });
+        spent.map(|_| ()).map_err(|_| {
+            self.fuel.store(0, Ordering::Relaxed);
+            Fault::budget(out_of_turn(what))
+        })
+    }
+
+    /// A durable step is done: the next turn's worth of fuel starts.
+    fn durable<T>(&self, result: T) -> T {
+        self.fuel.store(TURN_FUEL, Ordering::Relaxed);
+        result
+    }
+
+    /// Runs an expression within the budgets: its own, and what is left of the turn's.
+    fn eval(&self, expr: &Expr, input: &Value, scope: &Scope) -> Result<Value, Fault> {
+        let left = self.fuel.load(Ordering::Relaxed);
+        let budget = left.min(EVAL_FUEL);
+        let (result, used) = expr.eval_with(input, scope, budget);
+        self.fuel.fetch_sub(used.min(left), Ordering::Relaxed);
+        result.map_err(|e| match e {
+            EvalError::Failed(message) => Fault::expression(message),
+            EvalError::Exhausted(_) if budget < EVAL_FUEL && used >= budget => {
+                let code: String = expr.code.chars().take(80).collect();
+                Fault::budget(out_of_turn(&format!("in `{code}`")))
+            }
+            EvalError::Exhausted(message) => Fault::budget(message),
+        })
+    }
+
+    fn fill(&self, template: &Template, input: &Value, scope: &Scope) -> Result<Value, Fault> {
+        Ok(match template {
+            Template::Literal(v) => v.clone(),
+            Template::Expr(e) => self.eval(e, input, scope)?,
+            Template::Array(items) => Value::Array(
+                items
+                    .iter()
+                    .map(|t| self.fill(t, input, scope))
+                    .collect::<Result<_, _>>()?,
+            ),
+            Template::Object(fields) => Value::Object(
+                fields
+                    .iter()
+                    .map(|(k, t)| Ok((k.clone(), self.fill(t, input, scope)?)))
+                    .collect::<Result<_, Fault>>()?,
+            ),
+        })
     }
 }
 
-fn eval(expr: &Expr, input: &Value, scope: &Scope) -> Result<Value, Fault> {
-    expr.eval_with(input, scope, crate::expr::EVAL_FUEL)
-        .0
-        .map_err(|e| Fault::expression(e.to_string()))
+/// Why a turn stopped, for its error.
+fn out_of_turn(what: &str) -> String {
+    format!(
+        "the workflow ran out of its budget of {TURN_FUEL} steps between two durable steps ({what}): a loop that never waits on anything, or too much work for one turn"
+    )
 }
 
-fn fill(template: &Template, input: &Value, scope: &Scope) -> Result<Value, Fault> {
-    Ok(match template {
-        Template::Literal(v) => v.clone(),
-        Template::Expr(e) => eval(e, input, scope)?,
-        Template::Array(items) => Value::Array(
-            items
-                .iter()
-                .map(|t| fill(t, input, scope))
-                .collect::<Result<_, _>>()?,
-        ),
-        Template::Object(fields) => Value::Object(
-            fields
-                .iter()
-                .map(|(k, t)| Ok((k.clone(), fill(t, input, scope)?)))
-                .collect::<Result<_, Fault>>()?,
-        ),
-    })
+/// The number of nodes of a JSON value: what copying it costs.
+fn nodes(v: &Value) -> u64 {
+    let mut count = 0;
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        count += 1;
+        match v {
+            Value::Array(items) => stack.extend(items),
+            Value::Object(fields) => stack.extend(fields.values()),
+            _ => {}
+        }
+    }
+    count
 }
 
 fn truthy(v: &Value) -> bool {
@@ -151,7 +224,7 @@ pub(crate) async fn run(
 ) -> Result<Value, OrchestrationError> {
     let started = ctx.now();
     let run = Run {
-        workflow: json!({
+        workflow: Arc::new(json!({
             "id": ctx.instance_id(),
             "input": input,
             "definition": {
@@ -160,19 +233,20 @@ pub(crate) async fn run(
                 "version": workflow.version,
             },
             "startedAt": { "epoch": { "milliseconds": started.as_millis() } },
-        }),
-        context: Mutex::new(json!({})),
+        })),
+        context: Mutex::new(Arc::new(json!({}))),
+        fuel: AtomicU64::new(TURN_FUEL),
         ctx,
     };
     let outcome = async {
-        let scope = run.scope(&Scope::new(), &input);
+        let scope = run.scope(&Scope::new(), &input)?;
         let input = match &workflow.input_from {
-            Some(t) => fill(t, &input, &scope)?,
+            Some(t) => run.fill(t, &input, &scope)?,
             None => input.clone(),
         };
         let (output, _) = block(&run, &workflow.body, input, &Scope::new()).await?;
         match &workflow.output_as {
-            Some(t) => fill(t, &output, &run.scope(&Scope::new(), &output)),
+            Some(t) => run.fill(t, &output, &run.scope(&Scope::new(), &output)?),
             None => Ok(output),
         }
     }
@@ -227,34 +301,35 @@ fn task<'a>(
     async move {
         // The variables are built once for what the task received, and again only when
         // `input.from` makes its input something else.
-        let raw_scope = run.scope(outer, &raw);
+        run.spend(TASK_FUEL, "running tasks")?;
+        let raw_scope = run.scope(outer, &raw)?;
         if let Some(when) = &task.when {
-            if !truthy(&eval(when, &raw, &raw_scope)?) {
+            if !truthy(&run.eval(when, &raw, &raw_scope)?) {
                 return Ok((raw, Flow::Continue));
             }
         }
         let (input, scope) = match &task.input_from {
             Some(t) => {
-                let input = fill(t, &raw, &raw_scope)?;
-                let scope = run.scope(outer, &input);
+                let input = run.fill(t, &raw, &raw_scope)?;
+                let scope = run.scope(outer, &input)?;
                 (input, scope)
             }
             None => (raw, raw_scope),
         };
         let (output, flow) = kind(run, task, input, &scope).await?;
         let output = match &task.output_as {
-            Some(t) => fill(t, &output, &scope)?,
+            Some(t) => run.fill(t, &output, &scope)?,
             None => output,
         };
         if let Some(t) = &task.export_as {
-            let context = fill(t, &output, &scope)?;
+            let context = run.fill(t, &output, &scope)?;
             run.set_context(context);
         }
         if let Some(t) = &task.status {
-            run.ctx.set_custom_status(fill(t, &output, &scope)?);
+            run.ctx.set_custom_status(run.fill(t, &output, &scope)?);
         }
         if let Some(t) = &task.continue_as_new {
-            let next = fill(t, &output, &scope)?;
+            let next = run.fill(t, &output, &scope)?;
             return match run.ctx.continue_as_new::<()>(next) {
                 Err(e) => Err(Fault::Engine(e)),
                 Ok(()) => Ok((output, flow)),
@@ -273,12 +348,12 @@ async fn kind(run: &Run, task: &Task, input: Value, scope: &Scope) -> Result<(Va
             let (output, ended) = block(run, body, input, scope).await?;
             return Ok((output, if ended { Flow::End } else { then }));
         }
-        Kind::Set(t) => fill(t, &input, scope)?,
+        Kind::Set(t) => run.fill(t, &input, scope)?,
         Kind::Switch(cases) => {
             for case in cases {
                 let matched = match &case.when {
                     None => true,
-                    Some(when) => truthy(&eval(when, &input, scope)?),
+                    Some(when) => truthy(&run.eval(when, &input, scope)?),
                 };
                 if matched {
                     return Ok((input, case.then));
@@ -293,7 +368,7 @@ async fn kind(run: &Run, task: &Task, input: Value, scope: &Scope) -> Result<(Va
             while_,
             body,
         } => {
-            let items = match eval(list, &input, scope)? {
+            let items = match run.eval(list, &input, scope)? {
                 Value::Array(items) => items,
                 Value::Null => Vec::new(),
                 other => {
@@ -306,10 +381,10 @@ async fn kind(run: &Run, task: &Task, input: Value, scope: &Scope) -> Result<(Va
             let mut value = input;
             for (index, item) in items.into_iter().enumerate() {
                 let mut inner = scope.clone();
-                inner.insert(each.clone(), item);
-                inner.insert(at.clone(), json!(index));
+                inner.insert(each.clone(), Arc::new(item));
+                inner.insert(at.clone(), Arc::new(json!(index)));
                 if let Some(w) = while_ {
-                    if !truthy(&eval(w, &value, &inner)?) {
+                    if !truthy(&run.eval(w, &value, &inner)?) {
                         break;
                     }
                 }
@@ -342,21 +417,21 @@ async fn kind(run: &Run, task: &Task, input: Value, scope: &Scope) -> Result<(Va
         }
         Kind::Call { activity, with } => {
             let arg = match with {
-                Some(t) => fill(t, &input, scope)?,
+                Some(t) => run.fill(t, &input, scope)?,
                 None => input.clone(),
             };
             let mut options = ActivityOptions::default();
             if let Some(t) = task.timeout {
                 options.start_to_close_ms = u64::try_from(t.as_millis()).unwrap_or(u64::MAX);
             }
-            ctx.activity_with::<Value>(activity, arg, options).await?
+            run.durable(ctx.activity_with::<Value>(activity, arg, options).await)?
         }
         Kind::Wait(d) => {
-            ctx.sleep(*d).await?;
+            run.durable(ctx.sleep(*d).await)?;
             input
         }
         Kind::Listen { signal } => match task.timeout {
-            Some(t) => match ctx.signal_timeout::<Value>(signal, t).await? {
+            Some(t) => match run.durable(ctx.signal_timeout::<Value>(signal, t).await)? {
                 Some(payload) => payload,
                 None => {
                     return Err(Fault::error(
@@ -367,10 +442,10 @@ async fn kind(run: &Run, task: &Task, input: Value, scope: &Scope) -> Result<(Va
                     ))
                 }
             },
-            None => ctx.signal::<Value>(signal).await?,
+            None => run.durable(ctx.signal::<Value>(signal).await)?,
         },
         Kind::ListenEvent { kind, tags } => {
-            let tags = match fill(tags, &input, scope)? {
+            let tags = match run.fill(tags, &input, scope)? {
                 Value::Array(items) => items
                     .into_iter()
                     .map(|t| match t {
@@ -387,7 +462,7 @@ async fn kind(run: &Run, task: &Task, input: Value, scope: &Scope) -> Result<(Va
                 }
             };
             let query = EventQuery::item(QueryItem::new([kind.as_str()], tags));
-            match ratchet_runtime::await_event(ctx, query, task.timeout).await? {
+            match run.durable(ratchet_runtime::await_event(ctx, query, task.timeout).await)? {
                 Some(event) => json!({
                     "type": event.kind,
                     "tags": event.tags,
@@ -411,35 +486,35 @@ async fn kind(run: &Run, task: &Task, input: Value, scope: &Scope) -> Result<(Va
             }
         }
         Kind::Emit(t) => {
-            let event = event_of(fill(t, &input, scope)?)
+            let event = event_of(run.fill(t, &input, scope)?)
                 .map_err(|m| Fault::expression(format!("task `{}`: {m}", task.name)))?;
-            ratchet_runtime::append_events(ctx, vec![event], None).await?;
+            run.durable(ratchet_runtime::append_events(ctx, vec![event], None).await)?;
             input
         }
-        Kind::Raise(error) => return Err(Fault::Error(raised(error, &input, scope)?)),
+        Kind::Raise(error) => return Err(Fault::Error(raised(run, error, &input, scope)?)),
         Kind::Try { body, catch } => return try_catch(run, task, body, catch, input, scope).await,
         Kind::Run {
             orchestration,
             input: t,
             ..
         } => {
-            let arg = fill(t, &input, scope)?;
-            ctx.sub_orchestration::<Value>(orchestration, arg).await?
+            let arg = run.fill(t, &input, scope)?;
+            run.durable(ctx.sub_orchestration::<Value>(orchestration, arg).await)?
         }
     };
     Ok((output, then))
 }
 
-fn raised(error: &ErrorTemplate, input: &Value, scope: &Scope) -> Result<Value, Fault> {
+fn raised(run: &Run, error: &ErrorTemplate, input: &Value, scope: &Scope) -> Result<Value, Fault> {
     let mut e = json!({
-        "type": fill(&error.kind, input, scope)?,
-        "status": fill(&error.status, input, scope)?,
+        "type": run.fill(&error.kind, input, scope)?,
+        "status": run.fill(&error.status, input, scope)?,
     });
     if let Some(t) = &error.title {
-        e["title"] = fill(t, input, scope)?;
+        e["title"] = run.fill(t, input, scope)?;
     }
     if let Some(t) = &error.detail {
-        e["detail"] = fill(t, input, scope)?;
+        e["detail"] = run.fill(t, input, scope)?;
     }
     Ok(e)
 }
@@ -464,14 +539,14 @@ async fn try_catch(
             Err(engine) => return Err(engine),
         };
         let mut inner = scope.clone();
-        inner.insert(catch.var.clone(), error.clone());
+        inner.insert(catch.var.clone(), Arc::new(error.clone()));
         let filtered = catch.with.iter().all(|(k, v)| error.get(k) == Some(v));
         let when = match &catch.when {
-            Some(w) => truthy(&eval(w, &error, &inner)?),
+            Some(w) => truthy(&run.eval(w, &error, &inner)?),
             None => true,
         };
         let except = match &catch.except_when {
-            Some(w) => truthy(&eval(w, &error, &inner)?),
+            Some(w) => truthy(&run.eval(w, &error, &inner)?),
             None => false,
         };
         if !(filtered && when && !except) {
@@ -480,7 +555,7 @@ async fn try_catch(
         if let Some(retry) = &catch.retry {
             if attempt < retry.attempts {
                 // A durable timer: a crash during the back-off resumes it, not restarts it.
-                run.ctx.sleep(delay).await?;
+                run.durable(run.ctx.sleep(delay).await)?;
                 delay = delay.saturating_mul(retry.factor);
                 attempt += 1;
                 continue;
@@ -516,14 +591,14 @@ async fn compensate(
         "detail": reason,
     });
     let mut inner = scope.clone();
-    inner.insert(catch.var.clone(), error.clone());
+    inner.insert(catch.var.clone(), Arc::new(error.clone()));
     let named = catch
         .with
         .iter()
         .any(|(k, v)| k == "type" && v == CANCELLED)
         && catch.with.iter().all(|(k, v)| error.get(k) == Some(v));
     let when = match &catch.when {
-        Some(w) => truthy(&eval(w, &error, &inner)?),
+        Some(w) => truthy(&run.eval(w, &error, &inner)?),
         None => true,
     };
     if named && when {

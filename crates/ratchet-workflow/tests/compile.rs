@@ -75,7 +75,7 @@ do:
             (15, 5, "two tasks named `compute`"),
             (17, 7, "unknown field `colour`"),
             (20, 16, "emit.event has no `with`"),
-            (23, 12, "undefined filter `now`"),
+            (23, 12, "`now` is not available in workflows"),
         ],
     );
     // Sorted by position, each rendered as line:column: message.

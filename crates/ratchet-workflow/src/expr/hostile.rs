@@ -1,6 +1,8 @@
 //! Expressions written to take a process down: each is refused when compiled or stopped
 //! when run, with an error that says why, and the test process lives to check the next.
 
+use std::sync::Arc;
+
 use serde_json::{json, Value};
 
 use super::{EvalError, Expr, Scope, EVAL_FUEL};
@@ -18,7 +20,7 @@ fn refused(code: &str) -> String {
 fn run(code: &str, input: Value, x: Value) -> Result<Value, EvalError> {
     let code = format!("if $x == null then null else ({code}) end");
     let expr = Expr::compile(&code, &["$x".to_string()]).unwrap_or_else(|e| panic!("{e}"));
-    let scope = Scope::from([("$x".to_string(), x)]);
+    let scope = Scope::from([("$x".to_string(), Arc::new(x))]);
     expr.eval(&input, &scope)
 }
 
@@ -171,12 +173,12 @@ fn long_work_in_one_step_is_charged() {
 #[test]
 fn the_budget_is_counted_the_same_on_every_run() {
     let expr = Expr::compile("[range($x)] | length", &["$x".to_string()]).unwrap();
-    let scope = Scope::from([("$x".to_string(), json!(100_000))]);
+    let scope = Scope::from([("$x".to_string(), Arc::new(json!(100_000)))]);
     let first = expr.eval_with(&Value::Null, &scope, EVAL_FUEL);
     let second = expr.eval_with(&Value::Null, &scope, EVAL_FUEL);
     assert_eq!(first, second);
     assert_eq!(first.0, Ok(json!(100_000)));
-    let scope = Scope::from([("$x".to_string(), json!(10_000_000))]);
+    let scope = Scope::from([("$x".to_string(), Arc::new(json!(10_000_000)))]);
     let first = expr.eval_with(&Value::Null, &scope, EVAL_FUEL);
     let second = expr.eval_with(&Value::Null, &scope, EVAL_FUEL);
     assert_eq!(first, second);

@@ -106,8 +106,9 @@ impl PartialEq for Expr {
     }
 }
 
-/// The variables an expression sees, by name (with their `$`).
-pub(crate) type Scope = BTreeMap<String, Value>;
+/// The variables an expression sees, by name (with their `$`); shared, as every task of a
+/// workflow sees `$workflow` and `$context`.
+pub(crate) type Scope = BTreeMap<String, Arc<Value>>;
 
 /// `${ code }` as code, or `None` for a string that is not an expression.
 pub(crate) fn strip(text: &str) -> Option<&str> {
@@ -196,7 +197,7 @@ impl Expr {
             let vars: Vec<V> = self
                 .vars
                 .iter()
-                .map(|name| V::from_json(scope.get(name).unwrap_or(&Value::Null)))
+                .map(|name| V::from_json(scope.get(name).map_or(&Value::Null, |v| v)))
                 .collect();
             let lut = MeteredLut(&self.filter.lut);
             let ctx = Ctx::<Metered>::new(lut, Vars::new(vars));
@@ -386,7 +387,7 @@ mod tests {
     #[test]
     fn an_expression_sees_its_input_and_variables() {
         let e = Expr::compile(".total + $context.fee", &vars(&["$context"])).unwrap();
-        let scope = Scope::from([("$context".to_string(), json!({"fee": 2}))]);
+        let scope = Scope::from([("$context".to_string(), Arc::new(json!({"fee": 2})))]);
         assert_eq!(e.eval(&json!({"total": 40}), &scope).unwrap(), json!(42));
         let e = Expr::compile("[.[] | select(. > 1)]", &[]).unwrap();
         assert_eq!(

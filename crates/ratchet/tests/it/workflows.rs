@@ -554,7 +554,86 @@ async fn a_workflow_continues_as_new_and_sets_its_status(store: Arc<dyn Store>) 
     r.shutdown().await;
 }
 
+/// Expressions and loops that only go wrong on the data a signal brings: each fails its
+/// own instance with `ExpressionBudget` (a `try` does not catch it), the runtime keeps
+/// running, and an instance beside them finishes.
+const HOSTILE: &str = r#"
+document: {dsl: '1.0.0', namespace: shop, name: hostile, version: '1.0.0'}
+do:
+  - wait:
+      listen:
+        to:
+          one:
+            with: {type: go}
+  - guarded:
+      try:
+        - bomb:
+            switch:
+              - recurse:
+                  when: ${ .kind == "recurse" }
+                  then: recurse
+              - range:
+                  when: ${ .kind == "range" }
+                  then: range
+              - loop:
+                  when: ${ .kind == "loop" }
+                  then: loop
+              - fine:
+                  then: exit
+        - recurse:
+            set: '${ .n as $n | def f: if $n == null then 0 else 1 + f end; f }'
+            then: exit
+        - range:
+            set: ${ [range(.n // 0)] }
+            then: exit
+        - loop:
+            set: {spin: true}
+            then: loop
+      catch:
+        errors:
+          with: {status: 400}
+        do:
+          - caught:
+              set: {caught: true}
+  - done:
+      set: {done: true}
+"#;
+
+async fn budgets_fail_the_instance_that_runs_out(store: Arc<dyn Store>) {
+    let r = start(&store, |b| b.workflow(compiled(HOSTILE), 1)).await;
+    let c = r.client();
+    let mut started = Vec::new();
+    for kind in ["recurse", "range", "loop", "fine"] {
+        let h = c
+            .start_with("shop/hostile", json!({}), StartOptions::id(kind))
+            .await
+            .unwrap();
+        c.signal(kind, "go", json!({"kind": kind, "n": 1e9}))
+            .await
+            .unwrap();
+        started.push((kind, h));
+    }
+    for (kind, h) in started {
+        let outcome = h.wait(WAIT).await.unwrap();
+        if kind == "fine" {
+            assert_eq!(outcome.output, Some(json!({"done": true})), "{outcome:?}");
+            continue;
+        }
+        assert_eq!(outcome.status, InstanceStatus::Failed, "{kind}");
+        let error = outcome.error.unwrap();
+        assert_eq!(error.kind, "ExpressionBudget", "{kind}: {error}");
+        let why = match kind {
+            "recurse" => "recursion",
+            "range" => "budget of 1000000 steps",
+            _ => "between two durable steps",
+        };
+        assert!(error.message.contains(why), "{kind}: {error}");
+    }
+    r.shutdown().await;
+}
+
 crate::on_every_backend!(
+    budgets_fail_the_instance_that_runs_out,
     listen_waits_for_an_event_of_the_event_store,
     a_workflow_continues_as_new_and_sets_its_status,
     emit_appends_to_the_event_store_once,
