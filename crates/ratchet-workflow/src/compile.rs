@@ -271,8 +271,55 @@ fn literal_of(t: &Template) -> Option<Value> {
     }
 }
 
+/// The longest definition, in bytes.
+pub const MAX_DEFINITION_BYTES: usize = 1 << 20;
+
+/// How deeply a definition's YAML (or JSON) may nest, at most.
+pub const MAX_DEFINITION_NESTING: usize = ratchet_core::limits::MAX_JSON_DEPTH;
+
+/// Checks a definition's size and nesting before anything recursive reads it: YAML is read
+/// by a recursive loader, then walked to JSON, by the schema and by the compiler, and a
+/// line of a thousand `- ` (or a staircase of keys) would overflow any of them. The parser's
+/// events are read here one by one, which takes no stack.
+fn check_shape(source: &str) -> Result<(), CompileError> {
+    if source.len() > MAX_DEFINITION_BYTES {
+        return Err(CompileError {
+            line: 0,
+            column: 0,
+            message: format!(
+                "a definition may be at most {MAX_DEFINITION_BYTES} bytes, this one is {}",
+                source.len()
+            ),
+        });
+    }
+    use yaml_rust2::parser::{Event, Parser};
+    let mut parser = Parser::new_from_str(source);
+    let mut depth = 0_usize;
+    loop {
+        match parser.next_token() {
+            // The loader reports what does not parse, with its position.
+            Err(_) | Ok((Event::StreamEnd, _)) => return Ok(()),
+            Ok((Event::SequenceStart(..) | Event::MappingStart(..), mark)) => {
+                depth += 1;
+                if depth > MAX_DEFINITION_NESTING {
+                    return Err(CompileError {
+                        line: mark.line(),
+                        column: mark.col() + 1,
+                        message: format!(
+                            "a definition may nest at most {MAX_DEFINITION_NESTING} levels; this one goes deeper here"
+                        ),
+                    });
+                }
+            }
+            Ok((Event::SequenceEnd | Event::MappingEnd, _)) => depth = depth.saturating_sub(1),
+            Ok(_) => {}
+        }
+    }
+}
+
 /// Compiles a definition.
 pub(crate) fn compile(source: &str, known: &Known) -> Result<Workflow, CompileErrors> {
+    check_shape(source).map_err(|e| CompileErrors(vec![e]))?;
     let root = parse(source).map_err(|e| {
         let (line, column, message) = load_error(&e);
         CompileErrors(vec![CompileError {

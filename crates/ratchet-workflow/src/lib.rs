@@ -26,9 +26,13 @@ use ratchet_runtime::Registry;
 use serde_json::Value;
 use sha2::Digest as _;
 
-pub use compile::Known;
+pub use compile::{Known, MAX_DEFINITION_BYTES, MAX_DEFINITION_NESTING};
 pub use diagnostic::{CompileError, CompileErrors};
+pub use expr::{
+    EVAL_FUEL as EXPRESSION_FUEL, MAX_EXPRESSION_BYTES, MAX_NESTING as MAX_EXPRESSION_NESTING,
+};
 pub use run::CANCELLED;
+pub use run::TURN_FUEL;
 pub use stored::{
     apply, keep_registered, register_stored, sync_schedule, Applied, ApplyError, ScheduleSync,
     LOOK_EVERY,

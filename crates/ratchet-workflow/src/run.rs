@@ -68,7 +68,7 @@ impl Fault {
 /// sub-workflow): a turn's worth. A `then:` loop that never waits on anything runs out of it
 /// and fails its instance instead of holding a thread of the process forever. Counted the
 /// same on every run, so a replay fails at the same task.
-pub(crate) const TURN_FUEL: u64 = 10 * EVAL_FUEL;
+pub const TURN_FUEL: u64 = 10 * EVAL_FUEL;
 
 /// What running one task costs the turn, besides its expressions.
 const TASK_FUEL: u64 = 100;

@@ -155,10 +155,34 @@ pub async fn register_stored(
                 w.register(registry, record.revision);
                 added.push(key);
             }
-            Err(errors) => broken.push((record, errors)),
+            Err(errors) => {
+                // A definition broken in itself (stored before a rule it breaks existed, or
+                // written straight into the table) is broken for every worker: its
+                // instances fail at once, naming why, instead of waiting for a worker that
+                // will never run them. One that only names what this worker lacks is left
+                // to a worker that has it.
+                if let Err(own) = Workflow::compile(&record.source) {
+                    register_invalid(registry, &key.0, record.revision, &own);
+                }
+                broken.push((record, errors));
+            }
         }
     }
     Ok((added, broken))
+}
+
+/// Registers, as version `revision` of `name`, an orchestration that fails each instance at
+/// its first turn with `DefinitionInvalid` and the definition's errors.
+fn register_invalid(registry: &Registry, name: &str, revision: u32, errors: &CompileErrors) {
+    let message = format!("the stored definition does not compile: {errors}");
+    registry.add_orchestration_version(name, revision, move |_ctx, _input: serde_json::Value| {
+        let message = message.clone();
+        async move {
+            Err::<serde_json::Value, _>(ratchet_core::OrchestrationError::Application(
+                ratchet_core::ErrorInfo::new("DefinitionInvalid", message),
+            ))
+        }
+    });
 }
 
 /// How often [`keep_registered`] looks for newly applied workflows.

@@ -190,3 +190,48 @@ fn a_workflows_own_schedule_is_read_as_a_schedule_spec() {
         );
     }
 }
+
+#[test]
+fn hostile_definitions_are_refused_without_harm() {
+    let head = "document: {dsl: '1.0.0', namespace: a, name: b, version: '1.0.0'}\n";
+    // Nesting past the limit, three ways: block sequences on one line, a staircase of
+    // keys, flow brackets.
+    let dashes = format!(
+        "{head}do:\n  - x:\n      set:\n        v:\n          {}1\n",
+        "- ".repeat(100_000)
+    );
+    let stairs: String = (0..1_000)
+        .map(|i| format!("{}k:\n", " ".repeat(i + 1)))
+        .collect();
+    let stairs = format!("{head}input:\n{stairs}");
+    let flow = format!("{head}do: {}{}\n", "[".repeat(100_000), "]".repeat(100_000));
+    for source in [&dashes, &stairs, &flow] {
+        let e = errors(source).to_string();
+        // (YAML's own scanner stops flow brackets at its recursion limit.)
+        assert!(e.contains("nest") || e.contains("recursion limit"), "{e}");
+    }
+    // Too long.
+    let long = format!("{head}# {}\ndo: []\n", "x".repeat(4 << 20));
+    assert!(errors(&long).to_string().contains("at most 1048576 bytes"));
+    // Expressions that would stop or hang whatever runs them.
+    for (expr, why) in [
+        ("${ halt }", "`halt` is not available"),
+        ("'${ def f: 1 + f; f }'", "recursion"),
+        ("${ [range(1e9)] }", "budget"),
+        (
+            &format!("'${{ {}1{} }}'", "(".repeat(100_000), ")".repeat(100_000)),
+            "at most 16384 bytes",
+        ),
+        (
+            &format!("'${{ {}1{} }}'", "(".repeat(1_000), ")".repeat(1_000)),
+            "nest brackets",
+        ),
+    ] {
+        let source = format!("{head}do:\n  - x:\n      set:\n        v: {expr}\n");
+        let e = errors(&source);
+        assert!(e.to_string().contains(why), "{expr}: {e}");
+    }
+    // An alias (YAML's shared nodes) is refused, not expanded.
+    let alias = format!("{head}do:\n  - x:\n      set: &a {{v: 1}}\n  - y:\n      set: *a\n");
+    assert!(Workflow::compile(&alias).is_err());
+}

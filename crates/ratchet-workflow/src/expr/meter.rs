@@ -20,7 +20,7 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 /// Fuel for one evaluation: about 50-100 ms of a core at worst, and (with what building
 /// values costs) at most a few tens of megabytes of values.
-pub(crate) const EVAL_FUEL: u64 = 1_000_000;
+pub const EVAL_FUEL: u64 = 1_000_000;
 
 /// Stack the evaluator's recursion may use, from where an evaluation starts.
 pub(crate) const STACK_BUDGET: usize = 512 * 1024;

@@ -32,14 +32,14 @@ use jaq_core::load::{Arena, File, Loader};
 use jaq_core::{Compiler, Ctx, DataT, Lut, Vars};
 use serde_json::Value;
 
-pub(crate) use meter::EVAL_FUEL;
+pub use meter::EVAL_FUEL;
 use value::V;
 
 /// The longest expression, in bytes.
-pub(crate) const MAX_EXPRESSION_BYTES: usize = 16 * 1024;
+pub const MAX_EXPRESSION_BYTES: usize = 16 * 1024;
 
 /// How deeply an expression may nest brackets, parentheses, braces and interpolations.
-pub(crate) const MAX_NESTING: usize = 64;
+pub const MAX_NESTING: usize = 64;
 
 /// The stack compiling an expression runs on: parsing recurses once per operator of a
 /// chain, and an expression of [`MAX_EXPRESSION_BYTES`] may hold thousands.

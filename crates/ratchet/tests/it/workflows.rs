@@ -632,7 +632,47 @@ async fn budgets_fail_the_instance_that_runs_out(store: Arc<dyn Store>) {
     r.shutdown().await;
 }
 
+/// A definition stored before a rule it breaks existed (here written straight into the
+/// table): every worker registers it as failing, so its instances fail at once, naming why,
+/// rather than waiting for a worker that will never run them.
+async fn a_stored_definition_that_no_longer_compiles_fails_its_instances(store: Arc<dyn Store>) {
+    let source = "document: {dsl: '1.0.0', namespace: old, name: halting, version: '1.0.0'}
+do:
+  - wait:
+      listen:
+        to:
+          one:
+            with: {type: go}
+  - stop:
+      set: ${ halt }
+";
+    let new = ratchet_store::NewWorkflow {
+        namespace: "old".into(),
+        name: "halting".into(),
+        version: "1.0.0".into(),
+        hash: "0".repeat(64),
+        source: source.into(),
+    };
+    store
+        .workflow_put(new, ratchet::Timestamp::now())
+        .await
+        .unwrap();
+    let r = start(&store, |b| b).await;
+    let _looking = ratchet::workflow::keep_registered(store.clone(), r.client().clone())
+        .await
+        .unwrap();
+    let c = r.client();
+    let h = c.start("old/halting", json!({})).await.unwrap();
+    let outcome = h.wait(WAIT).await.unwrap();
+    assert_eq!(outcome.status, InstanceStatus::Failed);
+    let error = outcome.error.unwrap();
+    assert_eq!(error.kind, "DefinitionInvalid");
+    assert!(error.message.contains("`halt` is not available"), "{error}");
+    r.shutdown().await;
+}
+
 crate::on_every_backend!(
+    a_stored_definition_that_no_longer_compiles_fails_its_instances,
     budgets_fail_the_instance_that_runs_out,
     listen_waits_for_an_event_of_the_event_store,
     a_workflow_continues_as_new_and_sets_its_status,
