@@ -14,6 +14,7 @@ mod compile;
 mod decompile;
 mod diagnostic;
 mod expr;
+mod gate;
 mod graph;
 mod model;
 mod run;
@@ -123,10 +124,17 @@ impl Workflow {
 
     /// Compiles a definition, checking activity and orchestration names against `known`.
     ///
+    /// Compiling runs each expression once on null, within its budget: it may take tens of
+    /// milliseconds of a core and tens of megabytes for a hostile definition, so a process
+    /// compiles at most as many definitions at once as it has cores (a caller beyond that
+    /// waits, blocking its thread), and an async caller should compile on a blocking thread
+    /// (as [`apply`] does).
+    ///
     /// # Errors
     ///
     /// [`CompileErrors`]: every error found, each with its line and column.
     pub fn compile_with(source: &str, known: &Known) -> Result<Workflow, CompileErrors> {
+        let _turn = gate::enter();
         compile::compile(source, known)
     }
 

@@ -79,7 +79,17 @@ pub async fn apply(
 ) -> Result<Applied, ApplyError> {
     let stored = store.workflow_list(None, None).await?;
     let known = known.clone().with_orchestrations(names_of(&stored));
-    let workflow = Workflow::compile_with(source, &known)?;
+    // Off the async threads: compiling runs each expression on its budget.
+    let text = source.to_string();
+    let workflow = tokio::task::spawn_blocking(move || Workflow::compile_with(&text, &known))
+        .await
+        .map_err(|e| {
+            ApplyError::Compile(CompileErrors(vec![crate::CompileError {
+                line: 0,
+                column: 0,
+                message: format!("compiling stopped: {e}"),
+            }]))
+        })??;
     let new = NewWorkflow {
         namespace: workflow.namespace().to_string(),
         name: workflow.name().to_string(),

@@ -102,6 +102,21 @@ fn invalid(errors: &CompileErrors) -> Problem {
 
 /// The names this server's runtime registers, when it runs one: a definition calling
 /// anything else is refused.
+/// Compiles on a blocking thread: compiling runs each expression once on its budget, which
+/// may take a core for tens of milliseconds, and the request's thread serves others.
+async fn compile(source: String, known: Known) -> Result<Result<Workflow, CompileErrors>, Problem> {
+    tokio::task::spawn_blocking(move || Workflow::compile_with(&source, &known))
+        .await
+        .map_err(|e| {
+            Problem::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "Internal error",
+                format!("compiling stopped: {e}"),
+            )
+        })
+}
+
 fn known(state: &ServerState) -> Known {
     state
         .client
@@ -224,7 +239,9 @@ async fn validate(
     State(state): State<ServerState>,
     JsonBody(def): JsonBody<Definition>,
 ) -> Result<Json<Valid>, Problem> {
-    let w = Workflow::compile_with(&def.source, &known(&state)).map_err(|e| invalid(&e))?;
+    let w = compile(def.source, known(&state))
+        .await?
+        .map_err(|e| invalid(&e))?;
     Ok(Json(Valid {
         name: w.orchestration_name(),
         version: w.version().to_string(),
@@ -312,7 +329,7 @@ async fn graph(
             "no workflow {namespace}/{name} version {version} is stored"
         )));
     };
-    let compiled = Workflow::compile(&w.source).map_err(|e| {
+    let compiled = compile(w.source, Known::default()).await?.map_err(|e| {
         Problem::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "stored-definition-invalid",
