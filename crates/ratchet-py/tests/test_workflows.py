@@ -72,12 +72,24 @@ async def counting(ctx, n):
     return n
 
 
+async def out_of_range(ctx, what):
+    """A workflow that gives a step a duration out of range: it fails, naming it."""
+    if what == "sleep":
+        await ctx.sleep(1e20)
+    elif what == "timeout":
+        await ctx.activity("double", 1, timeout=float("inf"))
+    elif what == "signal":
+        await ctx.signal("go", timeout=1e300)
+    elif what == "max_attempts":
+        await ctx.activity("double", 1, max_attempts=2**40)
+
+
 def worker(url, schema, **kwargs):
     return ratchet.Worker(url, schema=schema, tasks={},
                           activities={"double": double, "count": count, "broken": broken},
                           workflows={"fan_out": fan_out, "failing": failing, "waiting": waiting,
                                      "counting": counting, "impure": impure,
-                                     "foreign": foreign}, **kwargs)
+                                     "foreign": foreign, "out_of_range": out_of_range}, **kwargs)
 
 
 def test_fan_out_timers_signals_and_races(url, schema):
@@ -97,6 +109,24 @@ def test_fan_out_timers_signals_and_races(url, schema):
         assert kinds.count("ActivityScheduled") == 6
 
     asyncio.run(main())
+
+
+def test_a_step_out_of_range_fails_its_workflow_naming_it(url, schema, capfd):
+    async def main():
+        client = await ratchet.connect(url, schema=schema)
+        async with worker(url, schema):
+            for what, field in [("sleep", "sleep"), ("timeout", "timeout"),
+                                ("signal", "timeout"), ("max_attempts", "max_attempts")]:
+                id = await client.start("out_of_range", what)
+                outcome = await client.wait(id, 30)
+                assert outcome["status"] == "Failed", outcome
+                assert outcome["error"]["kind"] == "InvalidInput", outcome
+                assert field in outcome["error"]["message"], outcome
+            # The worker is still up and running workflows.
+            assert (await client.result(await client.start("counting", 3), timeout=30)) == 3
+
+    asyncio.run(main())
+    assert "panicked" not in capfd.readouterr().err
 
 
 def test_failures_cancellation_and_continue_as_new(url, schema):

@@ -11,6 +11,7 @@ from typing import Any, Awaitable, Callable, Dict, Generator, List, Optional, Tu
 
 from . import _ratchet
 from ._json import encode, loads
+from .client import _check_int
 
 #: Workflows registered with :func:`workflow`, by name.
 _WORKFLOWS: Dict[str, Callable[..., Any]] = {}
@@ -85,6 +86,8 @@ class WorkflowContext:
                  retry_delay: Optional[float] = None, timeout: Optional[float] = None) -> Step:
         """Schedules the activity `name`; retried as the options say. Raises
         :class:`ratchet.ActivityFailed` when awaited if it fails for good."""
+        if max_attempts is not None:
+            max_attempts = _check_int(max_attempts, "max_attempts", 1, 2**32 - 1)
         return Step(self._native.activity(name, encode(input, "activity input"), max_attempts,
                                           retry_delay, timeout))
 
