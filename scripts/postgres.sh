@@ -281,7 +281,7 @@ pg_stop_tls_clusters() {
         (cd "$PG_TLS_DIR" && "${PG_RUN[@]}" "$PG_TLS_BIN/pg_ctl" -D "$data" -w -t 30 stop -m immediate) \
             >/dev/null 2>&1
     done
-    rm -rf "$PG_TLS_DIR"
+    rm -rf "$PG_TLS_DIR" && pg_say "stopped the sslmode test servers and removed $PG_TLS_DIR"
     PG_TLS_DIR=""
     return 0
 }
