@@ -87,7 +87,9 @@ fn mode(sslmode: Option<&str>, rootcert: Option<&str>) -> Result<Mode> {
 /// URL, `?password=`, `password=` in key-value form). A string the driver cannot read is not
 /// echoed at all.
 pub fn describe(url: &str) -> String {
-    let Ok((config, _)) = parse(url) else {
+    // The driver's settings only: describing a string reads no certificate file.
+    let (rest, _, _) = settings::take_tls_settings(url);
+    let Ok(config) = rest.parse::<tokio_postgres::Config>() else {
         return "(a connection string that cannot be read)".into();
     };
     let user = config
@@ -133,6 +135,13 @@ mod tests {
         assert_eq!(
             describe("postgres://app:s3cret@[bad"),
             "(a connection string that cannot be read)"
+        );
+        // TLS settings the store would refuse still describe where it connects.
+        assert_eq!(
+            describe(
+                "postgres://app:s3cret@db/orders?sslmode=verify-ca&sslrootcert=/nonexistent.pem"
+            ),
+            "postgres://app@db:5432/orders"
         );
     }
 
