@@ -10,13 +10,20 @@
 # and RATCHET_TEST_PG_TLS_OTHER_CA (the CA that signed the cluster's certificate, and one
 # that did not: the cluster accepts TLS when openssl is installed) and, when pgbouncer is
 # installed (or installable), RATCHET_TEST_PGBOUNCER_URL: a PgBouncer in transaction pooling
-# mode in front of that cluster.
+# mode in front of that cluster. Wherever server binaries and openssl are installed, it also
+# starts two small clusters of its own for the tests of every sslmode (pg_start_tls_clusters):
+# RATCHET_TEST_PG_TLS_V1_URL, a server with a self-signed X.509 v1 certificate (as Citus makes
+# for itself; the file is RATCHET_TEST_PG_TLS_V1_CERT), where role ratchet_tls_only is refused
+# without TLS and ratchet_plain_only with it, and RATCHET_TEST_PG_NO_TLS_URL, a server without
+# TLS.
 
 PG_TMPDIR=""  # our throwaway cluster's directory (data, socket, logs); empty if none
 PG_BIN=""     # directory holding the server binaries of that cluster
 PG_RUN=()     # prefix that runs a command as the cluster's owner
 PG_SHARED=""  # non-empty when the server is someone else's (steps 1-2)
 PG_PORT=""    # TCP port of our throwaway cluster
+PG_TLS_DIR="" # directory of the small clusters for the sslmode tests; empty if none
+PG_TLS_BIN="" # directory holding the server binaries of those
 
 pg_say() { echo "== postgres: $*"; }
 pg_fail() { echo "== postgres: error: $*" >&2; exit 1; }
@@ -121,20 +128,40 @@ pg_make_certs() {
     echo "-c ssl=on -c ssl_cert_file=$dir/server.crt -c ssl_key_file=$dir/server.key"
 }
 
-pg_start_cluster() {
-    PG_BIN=$1
-    local port opts ctl arg restart initdb_opts=(--auth=trust --username=postgres --encoding=UTF8 --no-locale)
+# Sets PG_RUN, the prefix that runs a command as the owner of our clusters: user postgres
+# (made if missing) when we are root, for PostgreSQL refuses to run as root; else ourselves.
+pg_owner() {
     if [[ $EUID -eq 0 ]]; then
-        # PostgreSQL refuses to run as root.
         id -u postgres >/dev/null 2>&1 ||
             useradd --system --home-dir /var/lib/postgresql --shell /bin/bash postgres
         PG_RUN=(runuser -u postgres --)
-        PG_TMPDIR=$(mktemp -d /tmp/ratchet-pg.XXXXXX)  # /tmp: the postgres user must reach it
-        chown postgres: "$PG_TMPDIR"
     else
-        PG_TMPDIR=$(mktemp -d "${TMPDIR:-/tmp}/ratchet-pg.XXXXXX")
+        PG_RUN=()
     fi
-    [[ $("$PG_BIN/initdb" --help) == *--no-instructions* ]] && initdb_opts+=(--no-instructions)
+}
+
+# A new directory named after $1 that the clusters' owner can reach (under /tmp when root).
+pg_owned_tmpdir() {
+    local dir
+    if [[ $EUID -eq 0 ]]; then
+        dir=$(mktemp -d "/tmp/$1.XXXXXX") && chown postgres: "$dir" && echo "$dir"
+    else
+        mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX"
+    fi
+}
+
+# initdb's options for a throwaway cluster of the binaries in $1 (one per line).
+pg_initdb_opts() {
+    printf '%s\n' --auth=trust --username=postgres --encoding=UTF8 --no-locale
+    [[ $("$1/initdb" --help) != *--no-instructions* ]] || echo --no-instructions
+}
+
+pg_start_cluster() {
+    PG_BIN=$1
+    local port opts ctl arg restart initdb_opts
+    mapfile -t initdb_opts < <(pg_initdb_opts "$PG_BIN")
+    pg_owner
+    PG_TMPDIR=$(pg_owned_tmpdir ratchet-pg) || pg_fail "could not make a directory for PostgreSQL"
     # Run from PG_TMPDIR: the postgres user may not be allowed into the current directory.
     if ! (cd "$PG_TMPDIR" && "${PG_RUN[@]}" "$PG_BIN/initdb" -D "$PG_TMPDIR/data" "${initdb_opts[@]}") \
         >"$PG_TMPDIR/initdb.log" 2>&1; then
@@ -167,6 +194,96 @@ pg_start_cluster() {
     export RATCHET_TEST_PG_RESTART=$restart
     pg_say "started a throwaway PostgreSQL $("$PG_BIN/pg_ctl" --version | awk '{print $3}')" \
         "cluster at $DATABASE_URL (files in $PG_TMPDIR)"
+}
+
+# Makes in directory $1 a self-signed X.509 v1 certificate for localhost and its key
+# (v1.crt, v1.key): `openssl x509 -req` without extensions makes v1, as Citus does for itself.
+pg_make_v1_cert() {
+    (
+        cd "$1" &&
+            openssl req -new -newkey rsa:2048 -nodes -subj "/CN=localhost" \
+                -keyout v1.key -out v1.csr &&
+            openssl x509 -req -in v1.csr -signkey v1.key -days 2 -out v1.crt &&
+            openssl x509 -in v1.crt -noout -text | grep -q 'Version: 1 ' &&
+            chmod 600 v1.key
+    ) >"$1/openssl.log" 2>&1
+}
+
+# Starts a small cluster of the binaries in $1 from the data directory $2 (made by initdb)
+# with the extra server options $3, on a free port; prints the port. Never fails the run.
+pg_start_small_cluster() {
+    local bin=$1 data=$2 port
+    port=$(pg_free_port $(seq 57432 57531)) || return 1
+    (cd "$(dirname "$data")" && "${PG_RUN[@]}" "$bin/pg_ctl" -D "$data" -l "$data.log" -w -t 60 \
+        -o "-p $port -k $(dirname "$data") -c listen_addresses=127.0.0.1 -c max_connections=40 -c shared_buffers=16MB -c fsync=off -c synchronous_commit=off $3" \
+        start) >/dev/null ||
+        return 1
+    echo "$port"
+}
+
+# Starts two small clusters of the binaries in $1 for the tests of every sslmode, and exports
+# RATCHET_TEST_PG_TLS_V1_URL (TLS with the self-signed X.509 v1 certificate
+# RATCHET_TEST_PG_TLS_V1_CERT; role ratchet_tls_only is refused without TLS,
+# ratchet_plain_only with it) and
+# RATCHET_TEST_PG_NO_TLS_URL (no TLS). An extra: never fails, it only says why the tests will
+# be skipped.
+pg_start_tls_clusters() {
+    local bin=$1 dir initdb_opts psql v1_port plain_port
+    unset RATCHET_TEST_PG_TLS_V1_URL RATCHET_TEST_PG_TLS_V1_CERT RATCHET_TEST_PG_NO_TLS_URL
+    if ! command -v openssl >/dev/null 2>&1; then
+        pg_say "openssl not found; the sslmode tests will be skipped"
+        return 0
+    fi
+    mapfile -t initdb_opts < <(pg_initdb_opts "$bin")
+    pg_owner
+    dir=$(pg_owned_tmpdir ratchet-pg-tls) || { pg_say "no directory for the sslmode clusters" >&2; return 0; }
+    PG_TLS_DIR=$dir PG_TLS_BIN=$bin
+    # One initdb, copied: the second costs a copy, not another initdb.
+    if ! (cd "$dir" && "${PG_RUN[@]}" "$bin/initdb" -D "$dir/v1" "${initdb_opts[@]}") >"$dir/initdb.log" 2>&1 ||
+        ! "${PG_RUN[@]}" cp -a "$dir/v1" "$dir/plain" || ! mkdir "$dir/tls" || ! pg_make_v1_cert "$dir/tls"; then
+        pg_say "could not prepare the sslmode clusters (see $dir); the sslmode tests will be skipped" >&2
+        return 0
+    fi
+    [[ $EUID -ne 0 ]] || chown -R postgres: "$dir/tls"
+    # pg_hba.conf takes the first line that matches: these go before initdb's trust lines
+    # (written in place, so the file keeps its owner).
+    local hba
+    hba=$(cat "$dir/v1/pg_hba.conf")
+    printf '%s\n' 'hostnossl all ratchet_tls_only all reject' 'hostssl all ratchet_plain_only all reject' \
+        "$hba" >"$dir/v1/pg_hba.conf"
+    if ! v1_port=$(pg_start_small_cluster "$bin" "$dir/v1" \
+        "-c ssl=on -c ssl_cert_file=$dir/tls/v1.crt -c ssl_key_file=$dir/tls/v1.key") ||
+        ! plain_port=$(pg_start_small_cluster "$bin" "$dir/plain" "-c ssl=off"); then
+        pg_say "an sslmode cluster did not start (logs in $dir); the sslmode tests will be skipped" >&2
+        return 0
+    fi
+    psql=$bin/psql
+    [[ -x $psql ]] || psql=$(pg_tool psql) || { pg_say "no psql; the sslmode tests will be skipped"; return 0; }
+    if ! "$psql" -X -w -q -d "postgres://postgres@127.0.0.1:$v1_port/postgres?sslmode=disable" \
+        -c 'CREATE ROLE ratchet_tls_only LOGIN SUPERUSER' \
+        -c 'CREATE ROLE ratchet_plain_only LOGIN SUPERUSER' >/dev/null; then
+        pg_say "could not create the sslmode test roles; the sslmode tests will be skipped" >&2
+        return 0
+    fi
+    export RATCHET_TEST_PG_TLS_V1_URL="postgres://postgres@127.0.0.1:$v1_port/postgres"
+    export RATCHET_TEST_PG_TLS_V1_CERT=$dir/tls/v1.crt
+    export RATCHET_TEST_PG_NO_TLS_URL="postgres://postgres@127.0.0.1:$plain_port/postgres"
+    pg_say "sslmode test servers: a self-signed v1 certificate at $RATCHET_TEST_PG_TLS_V1_URL," \
+        "no TLS at $RATCHET_TEST_PG_NO_TLS_URL"
+}
+
+# Stops the sslmode clusters and removes their directory, if any; never fails.
+pg_stop_tls_clusters() {
+    local data
+    [[ -n $PG_TLS_DIR ]] || return 0
+    for data in "$PG_TLS_DIR/v1" "$PG_TLS_DIR/plain"; do
+        [[ -f $data/postmaster.pid ]] || continue
+        (cd "$PG_TLS_DIR" && "${PG_RUN[@]}" "$PG_TLS_BIN/pg_ctl" -D "$data" -w -t 30 stop -m immediate) \
+            >/dev/null 2>&1
+    done
+    rm -rf "$PG_TLS_DIR" && pg_say "stopped the sslmode test servers and removed $PG_TLS_DIR"
+    PG_TLS_DIR=""
+    return 0
 }
 
 # Path of pgbouncer: PATH first, else /usr/sbin (often not on a non-root PATH).
@@ -282,11 +399,19 @@ pg_provision() {
     else
         pg_start_pgbouncer
     fi
+    # Servers of our own, whoever's the main one is: the sslmode tests need one with a
+    # self-signed v1 certificate and one without TLS.
+    if bin=$(pg_find_bindir); then
+        pg_start_tls_clusters "$bin"
+    else
+        pg_say "no PostgreSQL server binaries to start the sslmode test servers; those tests will be skipped"
+    fi
 }
 
 # Undoes pg_provision; best effort, never fails (call it as `pg_teardown || true`).
 pg_teardown() {
     local psql drops
+    pg_stop_tls_clusters
     if [[ -n $PG_TMPDIR ]]; then
         pg_stop_pgbouncer
         (cd "$PG_TMPDIR" && "${PG_RUN[@]}" "$PG_BIN/pg_ctl" -D "$PG_TMPDIR/data" -w -t 30 stop -m immediate) \

@@ -12,7 +12,7 @@ use ratchet::{
 };
 use serde_json::{json, Value};
 
-use crate::convert::{parse, seconds, task, task_options, text};
+use crate::convert::{parse, seconds, task, task_options, text, unix_time};
 use crate::error::{invalid, to_py};
 
 /// A client on one store.
@@ -21,24 +21,69 @@ pub(crate) struct NativeClient {
     pub(crate) client: Arc<Client>,
 }
 
-/// Where a store is: a `postgres://` or `postgresql://` URL (in `schema` when given), else the
-/// path of a SQLite file (`sqlite://` in front is allowed).
+/// Where a store is: a `postgres://` or `postgresql://` URL (in `schema` when given), else a
+/// SQLite file: a `sqlite:` URL (`sqlite:app.db`, `sqlite:///var/lib/app.db`) or a path
+/// (`app.db`, relative to the working directory, is created there when missing).
 pub(crate) enum Location {
     Postgres(String, ratchet::PostgresConfig),
     Sqlite(String),
 }
 
 impl Location {
-    pub(crate) fn of(url: &str, schema: Option<String>) -> Self {
+    /// Where `url` says the store is.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for an empty location, a URL of any other scheme (`mysql://`,
+    /// `http://`: a worker needs the database itself), or what looks like a database URL
+    /// without its scheme (`user:pw@host/db`); the message never shows a password.
+    pub(crate) fn of(url: &str, schema: Option<String>) -> PyResult<Self> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let mut config = ratchet::PostgresConfig::default();
             if let Some(schema) = schema {
                 config.schema = schema;
             }
-            Self::Postgres(url.to_string(), config)
-        } else {
-            Self::Sqlite(url.strip_prefix("sqlite://").unwrap_or(url).to_string())
+            return Ok(Self::Postgres(url.to_string(), config));
         }
+        let path = match url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+        {
+            Some(path) => path,
+            None => {
+                if let Some(scheme) = scheme(url) {
+                    return Err(invalid(format!(
+                        "url: {} is not a store: {scheme}:// is none of postgres://, \
+                         postgresql:// (PostgreSQL), sqlite: or a file path (SQLite){}",
+                        masked(url),
+                        if scheme == "http" || scheme == "https" {
+                            "; ratchet.connect() takes a ratchet server's http(s):// URL, \
+                             a worker needs the database"
+                        } else {
+                            ""
+                        }
+                    )));
+                }
+                if url
+                    .split('/')
+                    .next()
+                    .is_some_and(|first| first.contains('@'))
+                {
+                    return Err(invalid(format!(
+                        "url: {} looks like a database URL without its scheme (postgres://); \
+                         a SQLite file path has no user or password",
+                        masked(url)
+                    )));
+                }
+                url
+            }
+        };
+        if path.is_empty() {
+            return Err(invalid(
+                "url: empty: give a postgres:// URL or the path of a SQLite file",
+            ));
+        }
+        Ok(Self::Sqlite(path.to_string()))
     }
 
     /// The store, created or upgraded as needed.
@@ -52,6 +97,38 @@ impl Location {
     }
 }
 
+/// The scheme of `url` when it starts with one followed by `//` (RFC 3986: a letter, then
+/// letters, digits, `+`, `-` or `.`).
+fn scheme(url: &str) -> Option<&str> {
+    let (scheme, _) = url.split_once("://")?;
+    let mut chars = scheme.chars();
+    let first = chars.next()?;
+    (first.is_ascii_alphabetic()
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+    .then_some(scheme)
+}
+
+/// `url` as it may be shown: the password of its user info replaced by `***` (however many
+/// `@`, `:` or `/` it holds) and its query and fragment left out, since they may carry one
+/// too (`?password=`).
+fn masked(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest),
+        None => (String::new(), url),
+    };
+    let end = rest.find(['?', '#']).unwrap_or(rest.len());
+    let (head, tail) = rest.split_at(end);
+    let head = match head.rsplit_once('@') {
+        Some((user_info, host)) => match user_info.split_once(':') {
+            Some((user, _password)) => format!("{user}:***@{host}"),
+            None => format!("{user_info}@{host}"),
+        },
+        None => head.to_string(),
+    };
+    let tail = if tail.is_empty() { "" } else { "?..." };
+    format!("{scheme}{head}{tail}")
+}
+
 /// Opens the store at `url` (created or upgraded as needed): an awaitable of a client.
 #[pyfunction]
 #[pyo3(signature = (url, schema=None))]
@@ -60,10 +137,11 @@ pub(crate) fn connect(
     url: String,
     schema: Option<String>,
 ) -> PyResult<Bound<'_, PyAny>> {
+    let location = Location::of(&url, schema)?;
     future_into_py(py, async move {
         // A client that runs nothing here accepts any orchestration or task name: the
         // workers that run them may be anywhere.
-        let store = Location::of(&url, schema).open().await.map_err(to_py)?;
+        let store = location.open().await.map_err(to_py)?;
         Ok(NativeClient {
             client: Arc::new(Client::new(store)),
         })
@@ -398,9 +476,10 @@ impl NativeClient {
                 "backfill" => {
                     let (from, to): (f64, f64) = serde_json::from_value(value(&body)?)
                         .map_err(|e| invalid(format!("backfill: {e}")))?;
-                    let (from, to) = ((from * 1000.0) as i64, (to * 1000.0) as i64);
+                    let from = unix_time(from, "backfill start")?;
+                    let to = unix_time(to, "backfill end")?;
                     let fires = client
-                        .schedule_backfill(&name, ratchet::Timestamp(from), ratchet::Timestamp(to))
+                        .schedule_backfill(&name, from, to)
                         .await
                         .map_err(to_py)?;
                     json!(fires)

@@ -3,15 +3,23 @@
 
 use std::time::Duration;
 
+use pyo3::prelude::*;
 use pyo3::PyErr;
 use ratchet::{RetryPolicy, TaskOptions, TaskRecord, Timestamp};
+use ratchet_core::limits::{
+    check_duration, check_json_depth, check_time, MAX_DURATION, MAX_TIME_MS, MIN_TIME_MS,
+};
 use serde_json::{json, Map, Value};
 
 use crate::error::invalid;
 
-/// `text` as JSON; `what` names it in the error.
+/// `text` as JSON, nested no deeper than Ratchet stores (`MAX_JSON_DEPTH`); `what` names it
+/// in the error.
 pub(crate) fn parse(text: &str, what: &str) -> Result<Value, PyErr> {
-    serde_json::from_str(text).map_err(|e| invalid(format!("{what} is not JSON: {e}")))
+    let value =
+        serde_json::from_str(text).map_err(|e| invalid(format!("{what} is not JSON: {e}")))?;
+    check_json_depth(what, &value).map_err(|e| invalid(e.to_string()))?;
+    Ok(value)
 }
 
 /// `value` as JSON text.
@@ -31,11 +39,9 @@ pub(crate) fn task_options(options: &Value) -> Result<TaskOptions, PyErr> {
         if value.is_null() {
             continue;
         }
-        let bad = |expected: &str| {
-            invalid(format!(
-                "task option {key}: expected {expected}, got {value}"
-            ))
-        };
+        let field = format!("task option {key}");
+        let bad = |expected: &str| invalid(format!("{field}: expected {expected}, got {value}"));
+        let number = || value.as_f64().ok_or_else(|| bad("a number"));
         match key.as_str() {
             "queue" => out.queue = value.as_str().ok_or_else(|| bad("a string"))?.to_string(),
             "priority" => {
@@ -44,14 +50,8 @@ pub(crate) fn task_options(options: &Value) -> Result<TaskOptions, PyErr> {
                     .and_then(|p| i16::try_from(p).ok())
                     .ok_or_else(|| bad("an integer from -32768 to 32767"))?;
             }
-            "delay" => {
-                out = out.delay(json_seconds(value).ok_or_else(|| bad("seconds, 0 or more"))?)
-            }
-            "run_at" => {
-                let at = value.as_f64().filter(|t| t.is_finite() && *t >= 0.0);
-                let at = at.ok_or_else(|| bad("a Unix time in seconds"))?;
-                out = out.run_at(Timestamp((at * 1000.0) as i64));
-            }
+            "delay" => out = out.delay(seconds(number()?, &field)?),
+            "run_at" => out = out.run_at(unix_time(number()?, &field)?),
             "max_attempts" => {
                 let n = value
                     .as_u64()
@@ -60,12 +60,10 @@ pub(crate) fn task_options(options: &Value) -> Result<TaskOptions, PyErr> {
                 out = out.max_attempts(n.ok_or_else(|| bad("an integer of at least 1"))?);
             }
             "retry_delay" => {
-                let d = json_seconds(value).ok_or_else(|| bad("seconds, 0 or more"))?;
-                out.retry = RetryPolicy { ..out.retry }.initial_interval(d);
+                out.retry =
+                    RetryPolicy { ..out.retry }.initial_interval(seconds(number()?, &field)?);
             }
-            "timeout" => {
-                out = out.timeout(json_seconds(value).ok_or_else(|| bad("seconds, 0 or more"))?)
-            }
+            "timeout" => out = out.timeout(seconds(number()?, &field)?),
             "unique_key" => out = out.unique_key(value.as_str().ok_or_else(|| bad("a string"))?),
             "metadata" => out = out.metadata(value.clone()),
             other => {
@@ -79,17 +77,70 @@ pub(crate) fn task_options(options: &Value) -> Result<TaskOptions, PyErr> {
     Ok(out)
 }
 
-/// `value` seconds as a duration; `what` names it in the error.
-pub(crate) fn seconds(value: f64, what: &str) -> Result<Duration, PyErr> {
+/// `value` seconds as a duration a caller may give: 0 or more, at most `MAX_DURATION` (100
+/// years); `field` names it in the error. Never panics, whatever the float (NaN, infinite,
+/// negative, 1e300).
+pub(crate) fn seconds(value: f64, field: &str) -> Result<Duration, PyErr> {
     Duration::try_from_secs_f64(value)
-        .map_err(|_| invalid(format!("{what}: expected seconds, 0 or more, got {value}")))
+        .ok()
+        .filter(|d| check_duration(field, *d).is_ok())
+        .ok_or_else(|| {
+            invalid(format!(
+                "{field}: expected seconds from 0 to {} (100 years), got {value}",
+                MAX_DURATION.as_secs()
+            ))
+        })
 }
 
-fn json_seconds(value: &Value) -> Option<Duration> {
-    value
-        .as_f64()
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(Duration::from_secs_f64)
+/// `value`, a Unix time in seconds, as a time in the calendar Ratchet stores and formats
+/// (years 1 to 9999); `field` names it in the error.
+pub(crate) fn unix_time(value: f64, field: &str) -> Result<Timestamp, PyErr> {
+    let refused = || {
+        invalid(format!(
+            "{field}: expected a Unix time in seconds from {} to {} (years 1 to 9999), got {value}",
+            MIN_TIME_MS / 1000,
+            MAX_TIME_MS / 1000
+        ))
+    };
+    if !value.is_finite() {
+        return Err(refused());
+    }
+    // The cast saturates far outside the calendar, where the check refuses it.
+    let at = Timestamp((value * 1000.0) as i64);
+    check_time(field, at).map_err(|_| refused())?;
+    Ok(at)
+}
+
+/// Checks `value`, seconds a caller gave for `field`, as [`seconds`] does; answers it. For
+/// the HTTP client, which converts options itself before it sends them.
+///
+/// # Errors
+///
+/// `InvalidInput` naming `field` for what is not a number, or out of range.
+#[pyfunction]
+pub(crate) fn check_seconds(field: &str, value: &Bound<'_, PyAny>) -> PyResult<f64> {
+    let secs: f64 = value
+        .extract()
+        .map_err(|_| invalid(format!("{field}: expected seconds, got {value}")))?;
+    seconds(secs, field)?;
+    Ok(secs)
+}
+
+/// Checks `value`, a Unix time in seconds a caller gave for `field`, as [`unix_time`] does;
+/// answers it. For the HTTP client.
+///
+/// # Errors
+///
+/// `InvalidInput` naming `field` for what is not a number, or out of range.
+#[pyfunction]
+pub(crate) fn check_unix_time(field: &str, value: &Bound<'_, PyAny>) -> PyResult<f64> {
+    let secs: f64 = value.extract().map_err(|_| {
+        invalid(format!(
+            "{field}: expected a Unix time in seconds, got {value}"
+        ))
+    })?;
+    unix_time(secs, field)?;
+    Ok(secs)
 }
 
 /// A task as Python sees it (times in milliseconds since the Unix epoch).
@@ -150,8 +201,10 @@ pub(crate) fn schedule_options(body: &Value) -> Result<ratchet::ScheduleOptions,
         options = options.catch_up(c.parse().map_err(|e| policy(ratchet::Error::from(e)))?);
     }
     if let Some(j) = body.get("jitter").filter(|v| !v.is_null()) {
-        options = options
-            .jitter(json_seconds(j).ok_or_else(|| invalid("schedule jitter: seconds, 0 or more"))?);
+        let j = j
+            .as_f64()
+            .ok_or_else(|| invalid("schedule jitter: expected seconds"))?;
+        options = options.jitter(seconds(j, "schedule jitter")?);
     }
     if let Some(note) = text("paused") {
         options = options.paused(&note);
@@ -159,11 +212,13 @@ pub(crate) fn schedule_options(body: &Value) -> Result<ratchet::ScheduleOptions,
     let time = |key: &str| -> Result<Option<Timestamp>, PyErr> {
         match body.get(key).filter(|v| !v.is_null()) {
             None => Ok(None),
-            Some(v) => v
-                .as_f64()
-                .filter(|t| t.is_finite())
-                .map(|t| Some(Timestamp((t * 1000.0) as i64)))
-                .ok_or_else(|| invalid(format!("schedule {key}: a Unix time in seconds"))),
+            Some(v) => {
+                let field = format!("schedule {key}");
+                let t = v
+                    .as_f64()
+                    .ok_or_else(|| invalid(format!("{field}: expected a Unix time in seconds")))?;
+                unix_time(t, &field).map(Some)
+            }
         }
     };
     options.start_at = time("start_at")?;

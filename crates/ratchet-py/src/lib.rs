@@ -24,6 +24,9 @@ fn _ratchet(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(client::connect, m)?)?;
     m.add_function(wrap_pyfunction!(worker::start_worker, m)?)?;
     m.add_function(wrap_pyfunction!(quiesce, m)?)?;
+    m.add_function(wrap_pyfunction!(convert::check_seconds, m)?)?;
+    m.add_function(wrap_pyfunction!(convert::check_unix_time, m)?)?;
+    m.add("MAX_PER_WORKER", worker::MAX_PER_WORKER)?;
     m.add_class::<client::NativeClient>()?;
     m.add_class::<worker::NativeWorker>()?;
     m.add_class::<workflow::NativeContext>()?;

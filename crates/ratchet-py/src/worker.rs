@@ -55,6 +55,11 @@ struct Job {
     reply: oneshot::Sender<Reply>,
 }
 
+/// The most tasks of one queue a worker runs at once or claims ahead, and the most it hands
+/// Python in one batch: far more than a process can use, far below what its semaphores can
+/// count. Python reads it as `_ratchet.MAX_PER_WORKER`.
+pub(crate) const MAX_PER_WORKER: usize = 1_000_000;
+
 /// A running worker: a Rust runtime whose task handlers wait for Python's answers.
 #[pyclass(module = "ratchet._ratchet", frozen)]
 pub(crate) struct NativeWorker {
@@ -64,7 +69,7 @@ pub(crate) struct NativeWorker {
     jobs: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Msg>>>,
     /// Replies awaited, by the key Python was given.
     pending: Arc<Mutex<HashMap<u64, oneshot::Sender<Reply>>>>,
-    next_key: AtomicU64,
+    next_key: Arc<AtomicU64>,
 }
 
 /// Starts a worker on the store at `url` that runs the tasks `names` on `queues` (name,
@@ -91,16 +96,18 @@ pub(crate) fn start_worker(
         ));
     }
     let (tx, rx) = mpsc::unbounded_channel::<Msg>();
-    let location = Location::of(&url, schema);
+    let location = Location::of(&url, schema)?;
     let mut config = ratchet::RuntimeConfig {
         label,
         ..ratchet::RuntimeConfig::default()
     };
     if let Some(lease) = lease {
-        config.lease = Duration::try_from_secs_f64(lease)
-            .ok()
-            .filter(|l| *l >= Duration::from_millis(500))
-            .ok_or_else(|| invalid(format!("lease: expected at least 0.5 seconds, got {lease}")))?;
+        config.lease = seconds(lease, "lease")?;
+        if config.lease < Duration::from_millis(500) {
+            return Err(invalid(format!(
+                "lease: expected at least 0.5 seconds, got {lease}"
+            )));
+        }
         config.heartbeat = config.lease / 3;
     }
     let mut b = Ratchet::builder().config(config);
@@ -177,6 +184,18 @@ pub(crate) fn start_worker(
         }
     }
     for (queue, concurrency, prefetch) in queues {
+        let bad = |what: &str, n: usize, least: usize| {
+            (n < least || n > MAX_PER_WORKER).then(|| {
+                invalid(format!(
+                    "queue {queue:?}: {what} must be from {least} to {MAX_PER_WORKER}, got {n}"
+                ))
+            })
+        };
+        if let Some(e) = bad("concurrency", concurrency, 1)
+            .or_else(|| prefetch.and_then(|p| bad("prefetch", p, 0)))
+        {
+            return Err(e);
+        }
         let mut config = QueueConfig::with_concurrency(concurrency);
         if let Some(prefetch) = prefetch {
             config.prefetch = prefetch;
@@ -195,7 +214,7 @@ pub(crate) fn start_worker(
             stored,
             jobs: Arc::new(tokio::sync::Mutex::new(rx)),
             pending: Arc::new(Mutex::new(HashMap::new())),
-            next_key: AtomicU64::new(1),
+            next_key: Arc::new(AtomicU64::new(1)),
         })
     })
 }
@@ -214,9 +233,7 @@ impl NativeWorker {
         let timeout = seconds(timeout, "timeout")?;
         let jobs = self.jobs.clone();
         let pending = self.pending.clone();
-        let first_key = self
-            .next_key
-            .fetch_add(max.max(1) as u64, Ordering::Relaxed);
+        let keys = self.next_key.clone();
         future_into_py(py, async move {
             let mut rx = jobs.lock().await;
             let mut batch = Vec::new();
@@ -239,8 +256,9 @@ impl NativeWorker {
             drop(rx);
             let mut out = Vec::with_capacity(batch.len());
             let mut waiting = pending.lock().map_err(|_| Closed::new_err("poisoned"))?;
-            for (i, job) in batch.into_iter().enumerate() {
-                let key = first_key + i as u64;
+            for job in batch {
+                // One key per task handed over: 2^64 of them outlast any worker.
+                let key = keys.fetch_add(1, Ordering::Relaxed);
                 waiting.insert(key, job.reply);
                 out.push((key, job.id, job.name, job.attempt, text(&job.input)));
             }

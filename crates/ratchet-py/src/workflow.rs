@@ -9,6 +9,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 
 use pyo3::exceptions::{PyStopIteration, PyTypeError};
 use pyo3::prelude::*;
@@ -40,6 +41,30 @@ impl Steps {
 
     fn take(&self, handle: u64) -> Option<Step> {
         self.pending.lock().ok()?.remove(&handle)
+    }
+
+    /// Puts back a step that was raced and lost: it runs on, to be awaited later.
+    fn put_back(&self, handle: u64, step: Step) {
+        if let Ok(mut pending) = self.pending.lock() {
+            pending.insert(handle, step);
+        }
+    }
+
+    /// Takes the steps of `handles`, or none when one of them is no longer pending.
+    fn take_all(&self, handles: &[u64]) -> Option<Vec<(u64, Step)>> {
+        let mut taken = Vec::with_capacity(handles.len());
+        for &handle in handles {
+            match self.take(handle) {
+                Some(step) => taken.push((handle, step)),
+                None => {
+                    for (handle, step) in taken {
+                        self.put_back(handle, step);
+                    }
+                    return None;
+                }
+            }
+        }
+        Some(taken)
     }
 }
 
@@ -199,63 +224,77 @@ pub(crate) async fn drive(
             }
             Yielded::Raised(error) => return Err(error),
             Yielded::One(handle) => match steps.take(handle) {
-                Some(step) => answer(step.await),
-                None => Resume::Throw(PyTypeError::new_err("this step was awaited already")),
-            },
-            Yielded::All(handles) => {
-                let mut taken = Vec::with_capacity(handles.len());
-                for h in handles {
-                    match steps.take(h) {
-                        Some(step) => taken.push(step),
-                        None => break,
-                    }
+                Some(step) => {
+                    let result = step.await;
+                    Resume::Send(Python::attach(|py| outcome(py, result)))
                 }
-                let results = futures::future::join_all(taken).await;
-                match results.into_iter().collect::<Result<Vec<_>, _>>() {
-                    Ok(values) => Resume::Send(Python::attach(|py| {
-                        values
-                            .iter()
-                            .map(text)
-                            .collect::<Vec<_>>()
+                None => Resume::Throw(awaited_already()),
+            },
+            // Each step's outcome, in order: `ratchet.gather` raises the first failure, and
+            // keeps every outcome with its step for a later await.
+            Yielded::All(handles) => match steps.take_all(&handles) {
+                Some(taken) => {
+                    let results =
+                        futures::future::join_all(taken.into_iter().map(|(_, step)| step)).await;
+                    Resume::Send(Python::attach(|py| {
+                        let outcomes: Vec<Py<PyAny>> =
+                            results.into_iter().map(|r| outcome(py, r)).collect();
+                        outcomes
                             .into_pyobject(py)
                             .map(|l| l.into_any().unbind())
                             .unwrap_or_else(|_| py.None())
-                    })),
-                    Err(e) => Resume::Throw(thrown(e)),
+                    }))
                 }
-            }
-            Yielded::Any(handles) => {
-                let taken: Vec<Step> = handles.iter().filter_map(|h| steps.take(*h)).collect();
-                if taken.is_empty() {
-                    Resume::Throw(PyTypeError::new_err("race() of no steps"))
-                } else {
-                    let (index, result) = ratchet::race(taken).await;
-                    match result {
-                        Ok(value) => Resume::Send(Python::attach(|py| {
-                            (index, text(&value))
-                                .into_pyobject(py)
-                                .map(|t| t.into_any().unbind())
-                                .unwrap_or_else(|_| py.None())
-                        })),
-                        Err(e) => Resume::Throw(thrown(e)),
+                None => Resume::Throw(awaited_already()),
+            },
+            // The first to finish, listed first when several are ready (as `ratchet::race`);
+            // the others run on and can be awaited later.
+            Yielded::Any(handles) => match steps.take_all(&handles) {
+                Some(mut racing) if !racing.is_empty() => {
+                    let (index, result) = futures::future::poll_fn(|cx| {
+                        for (i, (_, step)) in racing.iter_mut().enumerate() {
+                            if let Poll::Ready(result) = step.as_mut().poll(cx) {
+                                return Poll::Ready((i, result));
+                            }
+                        }
+                        Poll::Pending
+                    })
+                    .await;
+                    // The winner is done: dropping it drops nothing pending.
+                    drop(racing.remove(index));
+                    for (handle, step) in racing {
+                        steps.put_back(handle, step);
                     }
+                    Resume::Send(Python::attach(|py| {
+                        (index, outcome(py, result))
+                            .into_pyobject(py)
+                            .map(|t| t.into_any().unbind())
+                            .unwrap_or_else(|_| py.None())
+                    }))
                 }
-            }
+                Some(_) => Resume::Throw(PyTypeError::new_err("race() of no steps")),
+                None => Resume::Throw(awaited_already()),
+            },
         };
     }
 }
 
-/// A step's result as the coroutine gets it.
-fn answer(result: StepResult) -> Resume {
+/// What the coroutine is sent for a finished step: its result as JSON text, or the exception
+/// it failed with (raised by the step's `__await__`, and kept with the step).
+fn outcome(py: Python<'_>, result: StepResult) -> Py<PyAny> {
     match result {
-        Ok(value) => Resume::Send(Python::attach(|py| {
-            text(&value)
-                .into_pyobject(py)
-                .map(|s| s.into_any().unbind())
-                .unwrap_or_else(|_| py.None())
-        })),
-        Err(e) => Resume::Throw(thrown(e)),
+        Ok(value) => text(&value)
+            .into_pyobject(py)
+            .map(|s| s.into_any().unbind())
+            .unwrap_or_else(|_| py.None()),
+        Err(e) => thrown(e).into_value(py).into_any(),
     }
+}
+
+/// Thrown into the coroutine for a step it hands back that is no longer pending (the
+/// Python side keeps each step's outcome, so only a step misused through the native API).
+fn awaited_already() -> PyErr {
+    PyTypeError::new_err("this step was awaited already")
 }
 
 /// A failed step as the exception thrown into the coroutine.

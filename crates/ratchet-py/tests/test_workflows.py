@@ -72,12 +72,56 @@ async def counting(ctx, n):
     return n
 
 
+async def gather_after_await(ctx, n):
+    """The issue's case: a gather of steps one of which was awaited before."""
+    steps = [ctx.activity("double", i) for i in range(n)]
+    first = await steps[0]
+    return {"first": first, "all": await ratchet.gather(*steps)}
+
+
+async def awaited_again(ctx, _input):
+    """Steps awaited more than once, alone, in gather and in race: each answers its own
+    outcome every time, and a race's loser runs on."""
+    a, b = ctx.activity("double", 1), ctx.activity("double", 2)
+    first = await a
+    both = await ratchet.gather(a, b)  # a was awaited already
+    twice = await ratchet.gather(b, b)
+    late, fast = ctx.signal("late"), ctx.sleep(0.01)
+    index, _ = await ratchet.race(late, fast)
+    ctx.set_custom_status("raced")
+    payload = await late  # the loser, awaited after the race
+    after = await ratchet.gather(fast, late)
+    ok, bad = ctx.activity("double", 5), ctx.activity("broken", 1, max_attempts=1)
+    try:
+        await ratchet.gather(ok, bad)
+        failed = None
+    except ratchet.ActivityFailed:
+        failed = "ActivityFailed"
+    done_first = await ratchet.race(ctx.signal("never"), ok)  # ok finished already
+    return {"first": first, "both": both, "twice": twice, "race": index, "late": payload,
+            "after": after, "failed": failed, "ok": await ok, "done_first": done_first}
+
+
+async def out_of_range(ctx, what):
+    """A workflow that gives a step a duration out of range: it fails, naming it."""
+    if what == "sleep":
+        await ctx.sleep(1e20)
+    elif what == "timeout":
+        await ctx.activity("double", 1, timeout=float("inf"))
+    elif what == "signal":
+        await ctx.signal("go", timeout=1e300)
+    elif what == "max_attempts":
+        await ctx.activity("double", 1, max_attempts=2**40)
+
+
 def worker(url, schema, **kwargs):
     return ratchet.Worker(url, schema=schema, tasks={},
                           activities={"double": double, "count": count, "broken": broken},
                           workflows={"fan_out": fan_out, "failing": failing, "waiting": waiting,
                                      "counting": counting, "impure": impure,
-                                     "foreign": foreign}, **kwargs)
+                                     "foreign": foreign, "awaited_again": awaited_again,
+                                     "gather_after_await": gather_after_await,
+                                     "out_of_range": out_of_range}, **kwargs)
 
 
 def test_fan_out_timers_signals_and_races(url, schema):
@@ -97,6 +141,45 @@ def test_fan_out_timers_signals_and_races(url, schema):
         assert kinds.count("ActivityScheduled") == 6
 
     asyncio.run(main())
+
+
+def test_a_step_awaited_again_answers_its_outcome_again(url, schema):
+    async def main():
+        client = await ratchet.connect(url, schema=schema)
+        async with worker(url, schema):
+            gathered = await client.result(await client.start("gather_after_await", 3), 30)
+            assert gathered == {"first": 0, "all": [0, 2, 4]}, "every step's result, in order"
+            id = await client.start("awaited_again", None)
+            for _ in range(500):
+                status = await client.status(id)
+                if status["custom_status"] == "raced" or status["status"] == "Failed":
+                    break
+                await asyncio.sleep(0.02)
+            await client.signal(id, "late", {"x": 1})
+            output = await client.result(id, timeout=30)
+        assert output == {"first": 2, "both": [2, 4], "twice": [4, 4], "race": 1,
+                          "late": {"x": 1}, "after": [None, {"x": 1}],
+                          "failed": "ActivityFailed", "ok": 10, "done_first": [1, 10]}
+
+    asyncio.run(main())
+
+
+def test_a_step_out_of_range_fails_its_workflow_naming_it(url, schema, capfd):
+    async def main():
+        client = await ratchet.connect(url, schema=schema)
+        async with worker(url, schema):
+            for what, field in [("sleep", "sleep"), ("timeout", "timeout"),
+                                ("signal", "timeout"), ("max_attempts", "max_attempts")]:
+                id = await client.start("out_of_range", what)
+                outcome = await client.wait(id, 30)
+                assert outcome["status"] == "Failed", outcome
+                assert outcome["error"]["kind"] == "InvalidInput", outcome
+                assert field in outcome["error"]["message"], outcome
+            # The worker is still up and running workflows.
+            assert (await client.result(await client.start("counting", 3), timeout=30)) == 3
+
+    asyncio.run(main())
+    assert "panicked" not in capfd.readouterr().err
 
 
 def test_failures_cancellation_and_continue_as_new(url, schema):

@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use crate::cursor::ClaimCursors;
 use crate::share::{Wake, WakeShare, WorkPayload, LATER};
+use crate::tls::Tls;
 
 use futures::StreamExt;
 use ratchet_store::WakeupSender;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_postgres::{AsyncMessage, Notification};
-use tokio_postgres_rustls::MakeRustlsConnect;
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -23,7 +23,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// Starts the listener; it runs until the returned task is aborted.
 pub(crate) fn spawn(
     config: tokio_postgres::Config,
-    tls: MakeRustlsConnect,
+    tls: Tls,
     schema: String,
     sender: WakeupSender,
     cursors: Arc<Mutex<ClaimCursors>>,
@@ -105,12 +105,12 @@ impl Hearing<'_> {
 /// One connection's life: connect, LISTEN, forward notifications until it drops.
 async fn listen(
     config: &tokio_postgres::Config,
-    tls: &MakeRustlsConnect,
+    tls: &Tls,
     schema: &str,
     hearing: &Hearing<'_>,
     backoff: &mut Duration,
 ) -> Result<(), tokio_postgres::Error> {
-    let (client, mut connection) = config.connect(tls.clone()).await?;
+    let (client, mut connection) = tls.open(config).await?;
     let (tx, mut rx) = mpsc::unbounded_channel::<Notification>();
     // The connection delivers notifications only while it is polled, so it gets its own task.
     let driver = tokio::spawn(async move {

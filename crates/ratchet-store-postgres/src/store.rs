@@ -20,7 +20,6 @@ use ratchet_store::{
 use ratchet_store::{NewWorkflow, WorkflowPut, WorkflowRecord};
 use tokio::task::JoinHandle;
 use tokio_postgres::Row;
-use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::convert::{db_err, pool_err, Failure, Res};
 use crate::cursor::ClaimCursors;
@@ -64,8 +63,8 @@ impl Drop for AbortOnDrop {
 
 struct Inner {
     pool: Pool,
-    /// The TLS connector of every connection, kept to cancel a statement that overran.
-    tls: MakeRustlsConnect,
+    /// How every connection is made, kept to cancel a statement that overran.
+    tls: tls::Tls,
     /// One connection of its own for saying this process is alive, so that a pool whose
     /// connections all wait behind a lock cannot keep it from being heard.
     lifeline: Pool,
@@ -324,7 +323,7 @@ impl PostgresStore {
             pg.keepalives_idle(Duration::from_secs(30));
         }
         let pool_of = |size: usize| {
-            let manager = Manager::from_config(
+            let manager = Manager::from_connect(
                 pg.clone(),
                 tls.clone(),
                 ManagerConfig {
@@ -529,7 +528,7 @@ impl PostgresStore {
                     // neither holds the connection nor commits behind the caller's back.
                     let tls = self.inner.tls.clone();
                     tokio::spawn(async move {
-                        if let Err(e) = cancel.cancel_query(tls).await {
+                        if let Err(e) = tls.cancel(cancel).await {
                             tracing::debug!(error = %e, "could not cancel a statement that overran");
                         }
                     });

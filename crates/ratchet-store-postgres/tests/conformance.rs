@@ -7,6 +7,9 @@ use ratchet_store_postgres::{PostgresConfig, PostgresStore, SCHEMA_VERSION};
 
 ratchet_store::conformance_suite!(optional: fresh_store());
 
+#[path = "conformance/sslmode.rs"]
+mod sslmode;
+
 /// A plain session on the test server at `url`, to set things up or look at what the store
 /// did.
 async fn session(url: &str) -> ratchet_store_postgres::tokio_postgres::Client {

@@ -74,3 +74,9 @@ def start_worker(url: str, names: List[str], queues: List[Tuple[str, int, Option
                  schema: Optional[str] = None, label: Optional[str] = None,
                  activities: List[str] = ..., workflows: List[Tuple[str, Any]] = ...,
                  json: Any = None, lease: Optional[float] = None) -> Awaitable[NativeWorker]: ...
+
+#: The most tasks of one queue a worker runs at once or claims ahead, and hands over at once.
+MAX_PER_WORKER: int
+
+def check_seconds(field: str, value: Any) -> float: ...
+def check_unix_time(field: str, value: Any) -> float: ...

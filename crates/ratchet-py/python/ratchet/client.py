@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import math
+import operator
 import threading
 from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
@@ -24,6 +26,7 @@ def _options(options: Mapping[str, Any]) -> str:
         raise _ratchet.InvalidInput(
             f"unknown task option {unknown[0]!r} (known: {', '.join(_TASK_OPTIONS)})"
         )
+    _check_numbers(options, "task option")
     return encode(dict(options), "task options")
 
 
@@ -31,6 +34,36 @@ def _check_str(value: Any, what: str) -> str:
     if not isinstance(value, str):
         raise _ratchet.InvalidInput(f"{what} must be a str, not {type(value).__name__}")
     return value
+
+
+#: The ranges of the integers the native module takes (ids and positions, counts).
+_I64 = (-(2**63), 2**63 - 1)
+_U32 = (0, 2**32 - 1)
+
+
+def _check_int(value: Any, what: str, lo: int, hi: int) -> int:
+    """`value` as an int from `lo` to `hi`, else InvalidInput naming it (never Python's
+    OverflowError from the native side)."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        number = operator.index(value)
+    except TypeError:
+        raise _ratchet.InvalidInput(f"{what} must be an int, not {type(value).__name__}") from None
+    if not lo <= number <= hi:
+        raise _ratchet.InvalidInput(f"{what} must be from {lo} to {hi}, got {number}")
+    return number
+
+
+def _check_numbers(values: Mapping[str, Any], what: str) -> None:
+    """Refuses the numbers among `values` (options, a schedule's fields) that JSON would not
+    carry as given, naming them: integers past 64 bits (which the encoder refuses without
+    naming them) and NaN or infinities (which orjson writes as null)."""
+    for key, value in values.items():
+        if isinstance(value, int) and not isinstance(value, bool):
+            _check_int(value, f"{what} {key}", *_I64)
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise _ratchet.InvalidInput(f"{what} {key}: expected a finite number, got {value}")
 
 
 def _task_specs(tasks: Iterable[TaskSpec]) -> Iterable[tuple]:
@@ -55,6 +88,9 @@ def _schedule_body(spec: str, definition: Mapping[str, Any]) -> dict:
     unknown = sorted(set(definition) - set(_SCHEDULE_FIELDS))
     if unknown:
         raise _ratchet.InvalidInput(f"unknown schedule field(s): {', '.join(unknown)}")
+    _check_numbers(definition, "schedule")
+    if isinstance(definition.get("options"), Mapping):
+        _check_numbers(definition["options"], "task option")
     return {"spec": _check_str(spec, "spec"), **definition}
 
 
@@ -151,7 +187,8 @@ class Client(_Shared):
                    limit: int = 100) -> list:
         """Instances, newest first."""
         statuses = [status] if isinstance(status, str) else list(status or [])
-        return loads(await self._native.list(statuses, name, id_prefix, int(limit)))
+        return loads(await self._native.list(statuses, name, id_prefix,
+                                             _check_int(limit, "limit", *_U32)))
 
     async def history(self, id: str) -> list:
         """Every event of the instance's history: `{execution, seq, event}`."""
@@ -173,24 +210,26 @@ class Client(_Shared):
                     limit: int = 100, before: Optional[int] = None) -> list:
         """Standalone tasks, newest first; `before` (the last id of a page) for the next."""
         states = [state] if isinstance(state, str) else list(state or [])
-        return loads(await self._native.tasks(queue, states, name, int(limit), before))
+        limit = _check_int(limit, "limit", *_U32)
+        before = None if before is None else _check_int(before, "before", *_I64)
+        return loads(await self._native.tasks(queue, states, name, limit, before))
 
     async def task(self, id: int) -> dict:
         """The task: state, attempts, input, output, error, times (ms)."""
-        return loads(await self._native.task(int(id)))
+        return loads(await self._native.task(_check_int(id, "id", *_I64)))
 
     async def task_wait(self, id: int, timeout: float = 60.0) -> dict:
         """Waits for the task to finish; the task."""
-        return loads(await self._native.task_wait(int(id), float(timeout)))
+        return loads(await self._native.task_wait(_check_int(id, "id", *_I64), float(timeout)))
 
     async def task_cancel(self, id: int) -> None:
-        await self._native.task_act(int(id), "cancel")
+        await self._native.task_act(_check_int(id, "id", *_I64), "cancel")
 
     async def task_retry(self, id: int) -> None:
-        await self._native.task_act(int(id), "retry")
+        await self._native.task_act(_check_int(id, "id", *_I64), "retry")
 
     async def task_discard(self, id: int) -> None:
-        await self._native.task_act(int(id), "discard")
+        await self._native.task_act(_check_int(id, "id", *_I64), "discard")
 
     async def apply_workflow(self, source: str) -> dict:
         """Stores a declarative workflow (the Serverless Workflow DSL, YAML or JSON) as the
@@ -246,7 +285,8 @@ class Client(_Shared):
     async def schedule(self, name: str, *, upcoming: int = 5, recent: int = 10) -> dict:
         """A schedule with its next ticks and its latest fires and their runs' status:
         `{schedule, upcoming, recent}` (times in ms)."""
-        return await self._schedule("describe", name, [int(upcoming), int(recent)])
+        return await self._schedule("describe", name, [_check_int(upcoming, "upcoming", *_U32),
+                                                       _check_int(recent, "recent", *_U32)])
 
     async def _schedule(self, verb: str, name: Optional[str], body: Any = None) -> Any:
         if name is not None:
@@ -271,7 +311,8 @@ class Client(_Shared):
                    backward: bool = False) -> dict:
         """A page of events matching any of `types` and all of `tags`: `{events, head}`."""
         body = {"query": [{"types": list(types), "tags": list(tags)}],
-                "after": after, "before": None, "limit": int(limit),
+                "after": None if after is None else _check_int(after, "after", *_I64),
+                "before": None, "limit": _check_int(limit, "limit", *_U32),
                 "direction": "backward" if backward else "forward"}
         return loads(await self._native.read(encode(body, "read")))
 
@@ -279,10 +320,13 @@ class Client(_Shared):
 
 async def connect(url: str, *, schema: Optional[str] = None,
                   token: Optional[str] = None) -> Any:
-    """Opens the store at `url`: a `postgres://` URL (in `schema`, default `ratchet`), or
-    the path of a SQLite file, creating or upgrading its tables. An `http://` or `https://`
-    URL is a `ratchet server` instead (with `token` when it asks for one): an
-    :class:`ratchet.http.HttpClient` with the same methods."""
+    """Opens the store at `url`, creating or upgrading its tables: a `postgres://` or
+    `postgresql://` URL (in `schema`, default `ratchet`), or a SQLite file, as a `sqlite:`
+    URL (`sqlite:app.db`, `sqlite:///var/lib/app.db`) or a path (`app.db`, relative to the
+    working directory, created when missing). An `http://` or `https://` URL is a
+    `ratchet server` instead (with `token` when it asks for one): an
+    :class:`ratchet.http.HttpClient` with the same methods. Any other `scheme://` raises
+    InvalidInput, whose message never shows a password."""
     _check_str(url, "url")
     if url.startswith(("http://", "https://")):
         from .http import HttpClient

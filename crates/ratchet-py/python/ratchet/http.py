@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping, Optional, Union
 
 from . import _ratchet
 from ._json import dumps, encode, loads
-from .client import _schedule_body, _Shared, _task_specs
+from .client import _I64, _U32, _check_int, _check_numbers, _schedule_body, _Shared, _task_specs
 
 _PROBLEMS = {
     "not-found": _ratchet.NotFound,
@@ -38,10 +38,17 @@ _SCHEDULE_TIMES = ("start_at", "end_at", "last_tick", "next_fire_at", "buffered"
                    "updated_at")
 
 
-def _iso(seconds: Any) -> Any:
+def _iso(seconds: Any, field: str) -> Any:
+    """A Unix time in seconds as RFC 3339, refused as the direct client refuses it."""
     if seconds is None:
         return None
-    return datetime.datetime.fromtimestamp(float(seconds), datetime.timezone.utc).isoformat()
+    seconds = _ratchet.check_unix_time(field, seconds)
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).isoformat()
+
+
+def _duration_ms(seconds: Any, field: str) -> int:
+    """Seconds as whole milliseconds, refused as the direct client refuses them."""
+    return int(_ratchet.check_seconds(field, seconds) * 1000)
 
 
 def _schedule_input(name: str, spec: str, definition: Mapping[str, Any]) -> dict:
@@ -55,12 +62,12 @@ def _schedule_input(name: str, spec: str, definition: Mapping[str, Any]) -> dict
     if body.get("options") is not None:
         out["options"] = _task_options(body["options"])
     if body.get("jitter") is not None:
-        out["jitter_ms"] = int(float(body["jitter"]) * 1000)
+        out["jitter_ms"] = _duration_ms(body["jitter"], "schedule jitter")
     if body.get("paused") is not None:
         out["paused"], out["note"] = True, body["paused"]
     for key in ("start_at", "end_at"):
         if body.get(key) is not None:
-            out[key] = _iso(body[key])
+            out[key] = _iso(body[key], f"schedule {key}")
     return out
 
 
@@ -102,22 +109,20 @@ def _task_options(options: Mapping[str, Any]) -> dict:
     """The direct client's task options as the API's."""
     out: dict = {}
     retry: dict = {}
+    _check_numbers(options, "task option")
     for key, value in options.items():
         if value is None:
             continue
         if key in ("queue", "priority", "unique_key", "metadata"):
             out[key] = value
-        elif key == "delay":
-            out["delay_ms"] = int(float(value) * 1000)
-        elif key == "timeout":
-            out["timeout_ms"] = int(float(value) * 1000)
+        elif key in ("delay", "timeout"):
+            out[f"{key}_ms"] = _duration_ms(value, f"task option {key}")
         elif key == "run_at":
-            out["run_at"] = datetime.datetime.fromtimestamp(
-                float(value), datetime.timezone.utc).isoformat()
+            out["run_at"] = _iso(value, "task option run_at")
         elif key == "max_attempts":
             retry["max_attempts"] = value
         elif key == "retry_delay":
-            retry["initial_interval_ms"] = int(float(value) * 1000)
+            retry["initial_interval_ms"] = _duration_ms(value, "task option retry_delay")
         else:
             raise _ratchet.InvalidInput(f"unknown task option {key!r}")
     if retry:
@@ -170,6 +175,10 @@ class HttpClient(_Shared):
         return await asyncio.to_thread(self._call, *args, **kwargs)
 
     @staticmethod
+    def _task(id: int) -> int:
+        return _check_int(id, "id", *_I64)
+
+    @staticmethod
     def _id(id: str) -> str:
         if not isinstance(id, str):
             raise _ratchet.InvalidInput(f"id must be a str, not {type(id).__name__}")
@@ -200,7 +209,7 @@ class HttpClient(_Shared):
 
     async def wait(self, id: str, timeout: float = 60.0) -> dict:
         answer = await self._request("GET", f"/v1/instances/{self._id(id)}/wait",
-                                     query={"timeout_ms": int(timeout * 1000)},
+                                     query={"timeout_ms": _duration_ms(timeout, "timeout")},
                                      timeout=timeout + 30)
         if not answer.get("finished"):
             raise _ratchet.Timeout(f"timed out waiting for instance {id!r}")
@@ -211,7 +220,8 @@ class HttpClient(_Shared):
                    limit: int = 100) -> list:
         statuses = [status] if isinstance(status, str) else list(status or [])
         page = await self._request("GET", "/v1/instances", query={
-            "status": ",".join(statuses), "name": name, "id_prefix": id_prefix, "limit": limit})
+            "status": ",".join(statuses), "name": name, "id_prefix": id_prefix,
+            "limit": _check_int(limit, "limit", *_U32)})
         return [_times(i) for i in page["items"]]
 
     async def history(self, id: str) -> list:
@@ -239,26 +249,27 @@ class HttpClient(_Shared):
                     limit: int = 100, before: Optional[int] = None) -> list:
         states = [state] if isinstance(state, str) else list(state or [])
         listed = await self._request("GET", "/v1/tasks", query={
-            "queue": queue, "state": ",".join(states), "name": name, "limit": limit,
-            "before": before})
+            "queue": queue, "state": ",".join(states), "name": name,
+            "limit": _check_int(limit, "limit", *_U32),
+            "before": None if before is None else _check_int(before, "before", *_I64)})
         return [_times(t) for t in listed]
 
     async def task(self, id: int) -> dict:
-        return _times(await self._request("GET", f"/v1/tasks/{int(id)}"))
+        return _times(await self._request("GET", f"/v1/tasks/{self._task(id)}"))
 
     async def task_wait(self, id: int, timeout: float = 60.0) -> dict:
-        return _times(await self._request("GET", f"/v1/tasks/{int(id)}/wait",
-                                          query={"timeout_ms": int(timeout * 1000)},
+        return _times(await self._request("GET", f"/v1/tasks/{self._task(id)}/wait",
+                                          query={"timeout_ms": _duration_ms(timeout, "timeout")},
                                           timeout=timeout + 30))
 
     async def task_cancel(self, id: int) -> None:
-        await self._request("POST", f"/v1/tasks/{int(id)}/cancel", {})
+        await self._request("POST", f"/v1/tasks/{self._task(id)}/cancel", {})
 
     async def task_retry(self, id: int) -> None:
-        await self._request("POST", f"/v1/tasks/{int(id)}/retry", {})
+        await self._request("POST", f"/v1/tasks/{self._task(id)}/retry", {})
 
     async def task_discard(self, id: int) -> None:
-        await self._request("POST", f"/v1/tasks/{int(id)}/discard", {})
+        await self._request("POST", f"/v1/tasks/{self._task(id)}/discard", {})
 
     async def apply_workflow(self, source: str) -> dict:
         answer = await self._request("POST", "/v1/workflows", {"source": source})
@@ -292,7 +303,8 @@ class HttpClient(_Shared):
 
     async def schedule_backfill(self, name: str, start: float, end: float) -> list:
         fires = await self._request("POST", self._schedule_path(name, "backfill"),
-                                    {"from": _iso(start), "to": _iso(end)})
+                                    {"from": _iso(start, "backfill start"),
+                                     "to": _iso(end, "backfill end")})
         return [_fire(name, f) for f in fires]
 
     async def schedule_delete(self, name: str) -> None:
@@ -303,7 +315,8 @@ class HttpClient(_Shared):
 
     async def schedule(self, name: str, *, upcoming: int = 5, recent: int = 10) -> dict:
         d = await self._request("GET", self._schedule_path(name),
-                                query={"upcoming": int(upcoming), "recent": int(recent)})
+                                query={"upcoming": _check_int(upcoming, "upcoming", *_U32),
+                                       "recent": _check_int(recent, "recent", *_U32)})
         return {"schedule": _schedule(d["schedule"]),
                 "upcoming": [_ms(t) for t in d["upcoming"]],
                 "recent": [_fire(name, f) for f in d["recent"]]}
@@ -322,7 +335,9 @@ class HttpClient(_Shared):
                    after: Optional[int] = None, limit: int = 100,
                    backward: bool = False) -> dict:
         page = await self._request("GET", "/v1/events", query={
-            "types": ",".join(types), "tags": ",".join(tags), "after": after, "limit": limit,
+            "types": ",".join(types), "tags": ",".join(tags),
+            "after": None if after is None else _check_int(after, "after", *_I64),
+            "limit": _check_int(limit, "limit", *_U32),
             "direction": "backward" if backward else None})
         return {"events": [_times(e) for e in page["events"]], "head": page["head"]}
 

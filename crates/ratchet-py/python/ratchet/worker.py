@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, Mapping, Optional
 
 from . import _ratchet
 from ._json import dumps, loads
-from .client import Client
+from .client import Client, _check_int
 from .workflow import _ACTIVITIES, _WORKFLOWS, _entry
 
 log = logging.getLogger("ratchet.worker")
@@ -90,7 +90,7 @@ class Worker:
                 "@ratchet.activity or @ratchet.workflow")
         self.lease = lease
         self._queue_list = self._queue_configs()
-        self.batch = max(1, int(batch))
+        self.batch = _check_int(batch, "batch", 1, _ratchet.MAX_PER_WORKER)
         self.threads = max(1, int(threads))
         self.label = label
         self._native: Optional[_ratchet.NativeWorker] = None
@@ -114,12 +114,10 @@ class Worker:
         configs = []
         for name, config in self.queues.items():
             concurrency, prefetch = config if isinstance(config, tuple) else (config, None)
-            if not isinstance(concurrency, int) or concurrency < 1:
-                raise _ratchet.InvalidInput(
-                    f"queue {name!r}: concurrency must be an int of at least 1")
-            if prefetch is not None and (not isinstance(prefetch, int) or prefetch < 0):
-                raise _ratchet.InvalidInput(
-                    f"queue {name!r}: prefetch must be an int of at least 0")
+            most = _ratchet.MAX_PER_WORKER
+            concurrency = _check_int(concurrency, f"queue {name!r}: concurrency", 1, most)
+            if prefetch is not None:
+                prefetch = _check_int(prefetch, f"queue {name!r}: prefetch", 0, most)
             configs.append((name, concurrency, prefetch))
         return configs
 

@@ -11,6 +11,7 @@ from typing import Any, Awaitable, Callable, Dict, Generator, List, Optional, Tu
 
 from . import _ratchet
 from ._json import encode, loads
+from .client import _check_int
 
 #: Workflows registered with :func:`workflow`, by name.
 _WORKFLOWS: Dict[str, Callable[..., Any]] = {}
@@ -19,16 +20,46 @@ _ACTIVITIES: Dict[str, Callable[..., Any]] = {}
 
 
 class Step:
-    """A scheduled step: await it for its result."""
+    """A scheduled step: await it for its result. A step may be awaited again, alone or in
+    :func:`gather` or :func:`race`: it answers the same result, or raises the same error."""
 
-    __slots__ = ("_handle",)
+    __slots__ = ("_handle", "_done", "_value", "_error")
 
     def __init__(self, handle: int) -> None:
         self._handle = handle
+        self._done = False
+        self._value: Any = None
+        self._error: Optional[BaseException] = None
+
+    def _settle(self, outcome: Any) -> None:
+        """Keeps what the Rust core sent for this step: its result as JSON text, or the
+        exception it failed with."""
+        self._done = True
+        if isinstance(outcome, BaseException):
+            self._error = outcome
+        else:
+            self._value = loads(outcome)
+
+    def _outcome(self) -> Any:
+        if self._error is not None:
+            raise self._error
+        return self._value
 
     def __await__(self) -> Generator[Any, Any, Any]:
-        result = yield ("ratchet.one", self._handle)
-        return loads(result)
+        if not self._done:
+            self._settle((yield ("ratchet.one", self._handle)))
+        return self._outcome()
+
+
+def _waiting(steps: Tuple[Step, ...]) -> List[Step]:
+    """The steps not finished yet, each once, in order."""
+    seen: set = set()
+    waiting = []
+    for step in steps:
+        if not step._done and id(step) not in seen:
+            seen.add(id(step))
+            waiting.append(step)
+    return waiting
 
 
 class _All:
@@ -38,8 +69,12 @@ class _All:
         self._steps = steps
 
     def __await__(self) -> Generator[Any, Any, List[Any]]:
-        results = yield ("ratchet.all", [s._handle for s in self._steps])
-        return [loads(r) for r in results]
+        waiting = _waiting(self._steps)
+        if waiting:
+            outcomes = yield ("ratchet.all", [s._handle for s in waiting])
+            for step, outcome in zip(waiting, outcomes):
+                step._settle(outcome)
+        return [step._outcome() for step in self._steps]
 
 
 class _Any:
@@ -49,19 +84,36 @@ class _Any:
         self._steps = steps
 
     def __await__(self) -> Generator[Any, Any, Tuple[int, Any]]:
-        index, result = yield ("ratchet.any", [s._handle for s in self._steps])
-        return index, loads(result)
+        if not self._steps:
+            raise TypeError("race() of no steps")
+        for index, step in enumerate(self._steps):
+            if step._done:  # finished already: the first such wins at once
+                return index, step._outcome()
+        waiting = _waiting(self._steps)
+        index, outcome = yield ("ratchet.any", [s._handle for s in waiting])
+        winner = waiting[index]
+        winner._settle(outcome)
+        return self._steps.index(winner), winner._outcome()
+
+
+def _steps(steps: Tuple[Any, ...], what: str) -> Tuple[Step, ...]:
+    for step in steps:
+        if not isinstance(step, Step):
+            raise TypeError(f"{what}() takes the context's steps, not {step!r}")
+    return steps
 
 
 def gather(*steps: Step) -> Awaitable[List[Any]]:
     """Awaits every step (scheduled together: a fan-out); their results in order. The first
-    failure is raised."""
-    return _All(steps)
+    failure in order is raised; every step keeps its own outcome for a later await."""
+    return _All(_steps(steps, "gather"))
 
 
 def race(*steps: Step) -> Awaitable[Tuple[int, Any]]:
-    """Awaits the first step to finish: `(its index, its result)`."""
-    return _Any(steps)
+    """Awaits the first step to finish (listed first when several are): `(its index, its
+    result)`, or its error raised. The others run on and can be awaited later; a step that
+    finished before the race wins it at once."""
+    return _Any(_steps(steps, "race"))
 
 
 class WorkflowContext:
@@ -85,6 +137,8 @@ class WorkflowContext:
                  retry_delay: Optional[float] = None, timeout: Optional[float] = None) -> Step:
         """Schedules the activity `name`; retried as the options say. Raises
         :class:`ratchet.ActivityFailed` when awaited if it fails for good."""
+        if max_attempts is not None:
+            max_attempts = _check_int(max_attempts, "max_attempts", 1, 2**32 - 1)
         return Step(self._native.activity(name, encode(input, "activity input"), max_attempts,
                                           retry_delay, timeout))
 
