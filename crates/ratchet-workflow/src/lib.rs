@@ -99,6 +99,57 @@ impl PartialEq for Workflow {
     }
 }
 
+/// One runtime expression (jq), compiled as a workflow's expressions are, with no variables:
+/// to try an expression, or to fuzz the evaluator.
+#[derive(Clone, Debug)]
+pub struct Expression(expr::Expr);
+
+/// Why an expression gave no value.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExpressionError {
+    /// It does not compile, or is refused (a filter it may not call, a limit, or it cannot
+    /// finish on null within its budget).
+    #[error("{0}")]
+    Compile(String),
+    /// It raised an error, or gave something that is not JSON.
+    #[error("{0}")]
+    Failed(String),
+    /// It ran out of its budget or broke a size limit.
+    #[error("{0}")]
+    Budget(String),
+}
+
+impl Expression {
+    /// Compiles `code` (without `${ }`).
+    ///
+    /// # Errors
+    ///
+    /// [`ExpressionError::Compile`], saying what is wrong.
+    pub fn compile(code: &str) -> Result<Expression, ExpressionError> {
+        let _turn = gate::enter();
+        expr::Expr::compile(code, &[])
+            .map(Expression)
+            .map_err(ExpressionError::Compile)
+    }
+
+    /// Runs it on `input` with an expression's budget ([`EXPRESSION_FUEL`]): its first
+    /// output, `null` when it has none.
+    ///
+    /// # Errors
+    ///
+    /// [`ExpressionError::Failed`] or [`ExpressionError::Budget`].
+    pub fn evaluate(&self, input: &Value) -> Result<Value, ExpressionError> {
+        let (result, _) = self
+            .0
+            .eval_with(input, &expr::Scope::new(), EXPRESSION_FUEL);
+        result.map_err(|e| match e {
+            expr::EvalError::Failed(m) => ExpressionError::Failed(m),
+            expr::EvalError::Exhausted(m) => ExpressionError::Budget(m),
+        })
+    }
+}
+
 /// The orchestration name a declarative workflow runs under: `namespace/name`.
 pub fn orchestration_name(namespace: &str, name: &str) -> String {
     format!("{namespace}/{name}")

@@ -124,11 +124,11 @@ pub use ratchet_runtime::{
 pub use ratchet_store::{
     validate_queue_name, AppendCondition, AppendOutcome, Direction, EnqueueOutcome, EventAppend,
     EventPage, EventQuery, EventRead, FireKind, FireRecord, HistoryRecord, IfExists,
-    InstanceFilter, InstanceFollow, InstanceRecord, InstanceStatus, NewEvent, NewToken, Position,
-    QueryItem, QueueLimits, QueueStats, ScheduleAction, ScheduleRecord, Store, StoreError,
-    StoreStats, StoredEvent, TaskActionOutcome, TaskFilter, TaskId, TaskRecord, TaskState,
-    ThroughputBucket, ThroughputQuery, TokenRecord, WorkerAbout, WorkerRecord, WorkflowPut,
-    WorkflowRecord,
+    InstanceFilter, InstanceFollow, InstanceRecord, InstanceStatus, NewEvent, NewToken,
+    NewWorkflow, Position, QueryItem, QueueLimits, QueueStats, ScheduleAction, ScheduleRecord,
+    Store, StoreError, StoreStats, StoredEvent, TaskActionOutcome, TaskFilter, TaskId, TaskRecord,
+    TaskState, ThroughputBucket, ThroughputQuery, TokenRecord, WorkerAbout, WorkerRecord,
+    WorkflowPut, WorkflowRecord,
 };
 #[cfg(feature = "postgres")]
 pub use ratchet_store_postgres::{

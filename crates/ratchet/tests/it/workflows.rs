@@ -646,7 +646,7 @@ do:
   - stop:
       set: ${ halt }
 ";
-    let new = ratchet_store::NewWorkflow {
+    let new = ratchet::NewWorkflow {
         namespace: "old".into(),
         name: "halting".into(),
         version: "1.0.0".into(),
