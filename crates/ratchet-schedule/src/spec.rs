@@ -300,11 +300,12 @@ pub fn jitter(name: &str, nominal: Timestamp, jitter: Duration) -> Duration {
 }
 
 /// `t` as RFC 3339 in UTC, with milliseconds only when there are some
-/// (`2026-11-24T02:30:00Z`).
+/// (`2026-11-24T02:30:00Z`). Total: a time outside the calendar (years 1 to 9999) shows as
+/// its nearest end.
 pub fn rfc3339(t: Timestamp) -> String {
-    match chrono::DateTime::<chrono::Utc>::from_timestamp_millis(t.0) {
+    match chrono::DateTime::<chrono::Utc>::from_timestamp_millis(t.clamped().0) {
         Some(d) => d.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
-        None => format!("{}ms", t.0),
+        None => t.clamped().to_rfc3339(),
     }
 }
 
@@ -473,6 +474,20 @@ mod tests {
             .collect();
         assert!(spread.len() > 40, "each tick its own draw");
         assert_eq!(jitter("x", Timestamp(1), Duration::ZERO), Duration::ZERO);
+    }
+
+    #[test]
+    fn ticks_print_within_the_calendar() {
+        assert_eq!(
+            rfc3339(Timestamp(1_800_000_000_000)),
+            "2027-01-15T08:00:00Z"
+        );
+        assert_eq!(
+            rfc3339(Timestamp(1_800_000_000_250)),
+            "2027-01-15T08:00:00.250Z"
+        );
+        assert_eq!(rfc3339(Timestamp(i64::MAX)), "9999-12-31T23:59:59.999Z");
+        assert_eq!(rfc3339(Timestamp(i64::MIN)), "0001-01-01T00:00:00Z");
     }
 
     #[test]
