@@ -85,11 +85,14 @@ pub(crate) fn seconds(value: f64, what: &str) -> Result<Duration, PyErr> {
         .map_err(|_| invalid(format!("{what}: expected seconds, 0 or more, got {value}")))
 }
 
+/// `value` seconds, 0 or more, as a duration; one too long for a `Duration` is the longest
+/// (the client then refuses it as over 100 years, naming the field, rather than panicking
+/// here).
 fn json_seconds(value: &Value) -> Option<Duration> {
     value
         .as_f64()
         .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(Duration::from_secs_f64)
+        .map(|s| Duration::try_from_secs_f64(s).unwrap_or(Duration::MAX))
 }
 
 /// A task as Python sees it (times in milliseconds since the Unix epoch).

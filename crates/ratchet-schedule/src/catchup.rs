@@ -3,9 +3,14 @@
 use std::str::FromStr;
 use std::time::Duration;
 
+use ratchet_core::limits::MAX_DURATION;
 use ratchet_core::Timestamp;
 
 use crate::spec::SpecError;
+
+/// The most missed ticks `last N` may fire after an outage: the policy is applied to every
+/// tick missed, however long the outage, and this bounds what that costs.
+pub const MAX_CATCH_UP: u32 = 10_000;
 
 /// What a fire does while the run started by an earlier fire is still going.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -104,6 +109,32 @@ pub enum CatchUp {
     Last(u32),
     /// Those within this long before now.
     Within(Duration),
+}
+
+impl CatchUp {
+    /// The policy, if it is within its limits: `last N` with N at most [`MAX_CATCH_UP`],
+    /// `within` at most 100 years. (Reading one does not check this, so that a schedule
+    /// stored before a limit came is still read.)
+    ///
+    /// # Errors
+    ///
+    /// A [`SpecError`] on `catch_up`.
+    pub fn checked(self) -> Result<Self, SpecError> {
+        let refused = |message: String| SpecError {
+            field: "catch_up",
+            message,
+        };
+        match self {
+            Self::Last(n) if n > MAX_CATCH_UP => Err(refused(format!(
+                "last {n}: at most {MAX_CATCH_UP} missed ticks fire"
+            ))),
+            Self::Within(d) if d > MAX_DURATION => Err(refused(format!(
+                "within {}s: the window is at most 100 years",
+                d.as_secs()
+            ))),
+            ok => Ok(ok),
+        }
+    }
 }
 
 impl Default for CatchUp {
@@ -297,6 +328,14 @@ mod tests {
         assert_eq!(
             "last".parse::<CatchUp>().expect_err("refused").field,
             "catch_up"
+        );
+        for refused in ["last 10001", "within 36526d"] {
+            let parsed = refused.parse::<CatchUp>().expect("it reads");
+            assert_eq!(parsed.checked().expect_err(refused).field, "catch_up");
+        }
+        assert_eq!(
+            "last 10000".parse::<CatchUp>().and_then(CatchUp::checked),
+            Ok(CatchUp::Last(MAX_CATCH_UP))
         );
     }
 }

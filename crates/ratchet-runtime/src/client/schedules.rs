@@ -2,6 +2,7 @@
 //! list and describe. Every change is a compare-and-set on the schedule's version, tried
 //! again when a dispatcher's fire came first.
 
+use ratchet_core::limits::{check_time, LimitError};
 use ratchet_core::Timestamp;
 use ratchet_schedule::{parse_zone, Schedule, SpecError};
 use ratchet_store::{
@@ -36,6 +37,11 @@ impl From<SpecError> for Error {
     }
 }
 
+/// A limit at the edge broken by a schedule's field, as the schedule's refusal.
+fn limit(e: LimitError) -> Error {
+    invalid(&e.field, e.rule)
+}
+
 impl Client {
     /// Checks a schedule and computes what a new one stores, without writing it.
     fn schedule_record(
@@ -53,6 +59,7 @@ impl Client {
         let spec = o.spec.parse()?;
         let zone = parse_zone(&o.time_zone)?;
         Schedule::new(spec, zone, o.start_at, o.end_at, now)?;
+        o.catch_up.checked()?;
         if o.jitter_ms > MAX_JITTER_MS {
             return Err(invalid("jitter", "at most a day"));
         }
@@ -72,6 +79,7 @@ impl Client {
             } => {
                 validate_name("task", task).map_err(|e| invalid("action", e.to_string()))?;
                 validate_queue_name(&options.queue).map_err(|e| invalid("action", e))?;
+                super::tasks::check_task_times(options).map_err(limit)?;
                 ScheduleAction::Enqueue {
                     task: task.clone(),
                     input: self.payload("the schedule's input", input)?,
@@ -233,14 +241,17 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidSchedule`] on `range` when `from` is after `to` or the range holds more
-    /// than 10,000 ticks; [`Error::ScheduleNotFound`]; a store error.
+    /// [`Error::InvalidSchedule`] on `from` or `to` outside the calendar (years 1 to 9999), on
+    /// `range` when `from` is after `to` or the range holds more than 10,000 ticks;
+    /// [`Error::ScheduleNotFound`]; a store error.
     pub async fn schedule_backfill(
         &self,
         name: &str,
         from: Timestamp,
         to: Timestamp,
     ) -> Result<Vec<FireRecord>> {
+        check_time("from", from).map_err(limit)?;
+        check_time("to", to).map_err(limit)?;
         if from > to {
             return Err(invalid("range", "the start of the range is after its end"));
         }

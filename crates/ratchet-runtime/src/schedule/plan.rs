@@ -5,8 +5,11 @@
 
 use std::time::Duration;
 
+use ratchet_core::limits::MAX_DURATION;
 use ratchet_core::Timestamp;
-use ratchet_schedule::{jitter, keep, parse_zone, tick_id, CatchUp, Overlap, Schedule, SpecError};
+use ratchet_schedule::{
+    jitter, keep, parse_zone, tick_id, CatchUp, Overlap, Schedule, SpecError, MAX_CATCH_UP,
+};
 use ratchet_store::{
     FireKind, FireRun, IfExists, NewFire, NewInstance, NewTask, ScheduleAction, ScheduleFiring,
     ScheduleRecord,
@@ -41,10 +44,16 @@ impl Parsed {
             start: r.start_at,
             end: r.end_at,
         };
+        // A policy stored before its limits came is read within them.
+        let catch_up = match r.catch_up.parse()? {
+            CatchUp::Last(n) => CatchUp::Last(n.min(MAX_CATCH_UP)),
+            CatchUp::Within(d) => CatchUp::Within(d.min(MAX_DURATION)),
+            skip => skip,
+        };
         Ok(Self {
             schedule,
             overlap: r.overlap.parse()?,
-            catch_up: r.catch_up.parse()?,
+            catch_up,
             jitter: Duration::from_millis(r.jitter_ms),
         })
     }

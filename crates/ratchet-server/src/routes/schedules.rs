@@ -132,7 +132,7 @@ impl FireView {
         Self {
             tick: rfc3339(f.nominal),
             fired_at: rfc3339(f.actual),
-            late_ms: f.actual.as_millis() - f.nominal.as_millis(),
+            late_ms: f.actual.as_millis().saturating_sub(f.nominal.as_millis()),
             kind: f.kind.as_str().to_string(),
             run: f.run.clone(),
             skipped: f.skipped.clone(),

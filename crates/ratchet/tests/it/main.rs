@@ -14,4 +14,5 @@ mod replay;
 mod schedules;
 mod signals;
 mod tasks;
+mod times;
 mod workflows;
