@@ -150,7 +150,28 @@ pub(crate) fn plan(
         None if ticks.len() == MAX_TICKS => (&ticks[..], ticks[MAX_TICKS - 1]),
         None => (&ticks[..], now),
     };
-    let (kept, missed) = keep(considered, now, parsed.catch_up, parsed.jitter + LATE_GRACE);
+    let grace = parsed.jitter + LATE_GRACE;
+    // A backlog longer than one look (every process was down for more than MAX_TICKS ticks)
+    // is worked through a look at a time, oldest first; the catch-up policy still applies to
+    // the whole of it, so each look counts what was missed after it.
+    let more = cut.is_none()
+        && ticks.len() == MAX_TICKS
+        && parsed
+            .schedule
+            .next_after(ticks[MAX_TICKS - 1])
+            .is_some_and(|t| t <= now);
+    let later_missed = match parsed.catch_up {
+        CatchUp::Last(n) if more => {
+            let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
+            let last_missed = Timestamp(now.0.saturating_sub(grace_ms).saturating_sub(1));
+            parsed
+                .schedule
+                .between(ticks[MAX_TICKS - 1], last_missed, n as usize)
+                .len()
+        }
+        _ => 0,
+    };
+    let (kept, missed) = keep(considered, now, parsed.catch_up, grace, later_missed);
     let mut next = r.clone();
     next.last_tick = Some(handled_until.max(after));
     next.missed = r.missed + missed as u64;
@@ -198,7 +219,9 @@ pub(crate) fn plan(
                     skip(t, "a run is already buffered", &mut fires);
                 }
             }
-            Overlap::CancelPrevious | Overlap::TerminatePrevious if i < last => {
+            // Only the latest tick of those due starts: a later look at a longer backlog
+            // has a later one.
+            Overlap::CancelPrevious | Overlap::TerminatePrevious if i < last || more => {
                 skip(t, "replaced by a later tick", &mut fires);
             }
             Overlap::CancelPrevious | Overlap::TerminatePrevious => {
@@ -423,6 +446,67 @@ mod tests {
                 "{catch_up}: the rest are counted as missed"
             );
         }
+    }
+
+    /// Plans `r` at `now` again and again, as the dispatcher does while a schedule is due,
+    /// until nothing is left to write: every fire, and the schedule after.
+    fn plan_until_caught_up(
+        mut r: ScheduleRecord,
+        now: Timestamp,
+    ) -> (Vec<NewFire>, ScheduleRecord) {
+        let parsed = Parsed::of(&r).expect("parsed");
+        let mut fires = Vec::new();
+        for _ in 0..100 {
+            let Some(firing) = plan(&r, &parsed, now, idle()).firing else {
+                return (fires, r);
+            };
+            fires.extend(firing.fires);
+            r = ScheduleRecord {
+                version: r.version + 1,
+                ..firing.schedule
+            };
+        }
+        panic!("never caught up: {r:?}");
+    }
+
+    #[test]
+    fn catch_up_after_an_outage_longer_than_a_look_applies_to_all_it_missed() {
+        // Down from 10 s for 2,500 ticks: the five newest are within the grace (on time).
+        let now = Timestamp(2_510_500);
+        let started = |fires: &[NewFire]| -> Vec<i64> {
+            fires
+                .iter()
+                .filter(|f| f.run.is_some())
+                .map(|f| f.nominal.0)
+                .collect()
+        };
+        let on_time: Vec<i64> = (2_506..=2_510).map(|s| s * 1_000).collect();
+        for (catch_up, newest) in [
+            ("last 3", vec![2_503_000, 2_504_000, 2_505_000]),
+            ("last 1", vec![2_505_000]),
+            ("within 10s", (2_501..=2_505).map(|s| s * 1_000).collect()),
+            ("skip", vec![]),
+        ] {
+            let r = record("every 1s", "allow_all", catch_up);
+            let (fires, after) = plan_until_caught_up(r, now);
+            let expected: Vec<i64> = newest.iter().chain(&on_time).copied().collect();
+            assert_eq!(
+                started(&fires),
+                expected,
+                "{catch_up}: the newest of all missed"
+            );
+            assert_eq!(
+                after.missed as usize,
+                2_500 - expected.len(),
+                "{catch_up}: every other tick counted as missed"
+            );
+            assert_eq!(after.last_tick, Some(now), "{catch_up}: caught up");
+        }
+        // Replacing policies start only the latest tick of the whole backlog.
+        let r = record("every 1s", "cancel_previous", "last 3");
+        let (fires, _) = plan_until_caught_up(r, now);
+        assert_eq!(started(&fires), vec![2_510_000]);
+        assert_eq!(fires.len(), 8, "the others kept are recorded as replaced");
     }
 
     #[test]
