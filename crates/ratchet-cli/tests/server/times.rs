@@ -116,6 +116,7 @@ async fn write_rows_past_the_calendar(store: &dyn Store) -> i64 {
         running: None,
         buffered: Some(Timestamp(i64::MIN)),
         missed: 0,
+        settled_through: None,
         version: 0,
         created_at: far,
         updated_at: far,
@@ -132,6 +133,8 @@ async fn write_rows_past_the_calendar(store: &dyn Store) -> i64 {
                 skipped: Some("made by hand".into()),
             }],
             now: far,
+            watch: true,
+            stop: None,
         })
         .await
         .unwrap();

@@ -12,7 +12,7 @@ use ratchet_schedule::{
 };
 use ratchet_store::{
     FireKind, FireRun, IfExists, NewFire, NewInstance, NewTask, ScheduleAction, ScheduleFiring,
-    ScheduleRecord,
+    ScheduleRecord, StopRun, TaskId,
 };
 
 /// A tick fired no later than this after its time (plus its jitter) is on time: catch-up
@@ -122,10 +122,32 @@ pub(crate) struct Previous {
 
 /// What the dispatcher does with a due schedule.
 pub(crate) struct Plan {
-    /// The write, or `None` when nothing changed.
+    /// The write (with the previous run to stop, if any, in the same transaction), or `None`
+    /// when nothing changed.
     pub(crate) firing: Option<ScheduleFiring>,
-    /// The previous run is to be cancelled or terminated before the new one starts.
-    pub(crate) stop_previous: Option<Overlap>,
+}
+
+/// The run `r`'s fires started last, to stop as `policy` (`cancel_previous` or
+/// `terminate_previous`) says; `None` when there is none it can name.
+fn stop_of(r: &ScheduleRecord, policy: Overlap) -> Option<StopRun> {
+    let run = r.running.clone()?;
+    let reason = format!("replaced by the next tick of schedule {}", r.name);
+    match &r.action {
+        ScheduleAction::Start { .. } if policy == Overlap::TerminatePrevious => {
+            Some(StopRun::Terminate {
+                instance: run,
+                reason,
+            })
+        }
+        ScheduleAction::Start { .. } => Some(StopRun::Cancel {
+            instance: run,
+            reason,
+        }),
+        // For a task, cancel and terminate are one.
+        ScheduleAction::Enqueue { .. } => {
+            run.parse().ok().map(|id| StopRun::CancelTask(TaskId(id)))
+        }
+    }
 }
 
 /// Plans the fire of `r` at `now`, given where the run its last fire started stands.
@@ -226,7 +248,7 @@ pub(crate) fn plan(
             }
             Overlap::CancelPrevious | Overlap::TerminatePrevious => {
                 if busy {
-                    stop_previous = Some(parsed.overlap);
+                    stop_previous = stop_of(r, parsed.overlap);
                 }
                 start(t, &mut next, &mut fires);
             }
@@ -278,13 +300,14 @@ fn plan_after(r: &ScheduleRecord, parsed: &Parsed, now: Timestamp, previous: Pre
     finish(r, next, fires, now, None)
 }
 
-/// The plan that writes `next` and `fires`, unless nothing changed.
+/// The plan that writes `next` and `fires`, stopping `stop` in the same transaction, unless
+/// nothing changed.
 fn finish(
     r: &ScheduleRecord,
     mut next: ScheduleRecord,
     fires: Vec<NewFire>,
     now: Timestamp,
-    stop_previous: Option<Overlap>,
+    stop: Option<StopRun>,
 ) -> Plan {
     // Never due again at once: a schedule that changed under a process would spin.
     next.next_fire_at = next.next_fire_at.map(|t| t.max(Timestamp(now.0 + 1)));
@@ -300,8 +323,10 @@ fn finish(
             expect_version: r.version,
             fires,
             now,
+            // The schedule's own ticks: the last run they start is the one to watch.
+            watch: true,
+            stop,
         }),
-        stop_previous,
     }
 }
 
@@ -332,6 +357,7 @@ mod tests {
             running: None,
             buffered: None,
             missed: 0,
+            settled_through: None,
             version: 1,
             created_at: Timestamp(0),
             updated_at: Timestamp(0),
@@ -406,16 +432,37 @@ mod tests {
     #[test]
     fn overlap_policies_decide_what_a_busy_schedule_does() {
         let at = Timestamp(11_010);
+        let reason = "replaced by the next tick of schedule s".to_string();
         for (overlap, expect_run, stop) in [
             ("skip", false, None),
             ("allow_all", true, None),
-            ("cancel_previous", true, Some(Overlap::CancelPrevious)),
-            ("terminate_previous", true, Some(Overlap::TerminatePrevious)),
+            (
+                "cancel_previous",
+                true,
+                Some(StopRun::Cancel {
+                    instance: "s@1".into(),
+                    reason: reason.clone(),
+                }),
+            ),
+            (
+                "terminate_previous",
+                true,
+                Some(StopRun::Terminate {
+                    instance: "s@1".into(),
+                    reason: reason.clone(),
+                }),
+            ),
         ] {
-            let r = record("every 1s", overlap, "last 1");
+            let mut r = record("every 1s", overlap, "last 1");
+            r.running = Some("s@1".into());
             let p = plan(&r, &Parsed::of(&r).expect("parsed"), at, going());
             assert_eq!(fired(&p), vec![(11_000, expect_run)], "{overlap}");
-            assert_eq!(p.stop_previous, stop, "{overlap}");
+            let firing = p.firing.expect("a write");
+            assert_eq!(
+                firing.stop, stop,
+                "{overlap}: stopped in the fire, or not at all"
+            );
+            assert!(firing.watch, "{overlap}: its run is the one to watch");
         }
         let r = record("every 1s", "buffer_one", "last 1");
         let parsed = Parsed::of(&r).expect("parsed");
