@@ -28,10 +28,9 @@ pub(crate) fn json(given: &str, flag: &str) -> anyhow::Result<serde_json::Value>
 }
 
 /// A time as RFC 3339 in UTC, to the millisecond (`2026-11-24T00:51:02.123Z`).
+/// Total: a stored time outside the calendar (years 1 to 9999) shows as its nearest end.
 pub(crate) fn rfc3339(t: Timestamp) -> String {
-    let at = std::time::UNIX_EPOCH
-        + std::time::Duration::from_millis(u64::try_from(t.as_millis()).unwrap_or(0));
-    humantime::format_rfc3339_millis(at).to_string()
+    t.to_rfc3339()
 }
 
 /// A time written as RFC 3339 (`2026-11-24T02:30:00Z`, fractions allowed).
@@ -65,5 +64,8 @@ mod tests {
             rfc3339(Timestamp(1_795_000_000_123)),
             "2026-11-18T11:06:40.123Z"
         );
+        // A row written past the calendar (by an older version) still prints.
+        assert_eq!(rfc3339(Timestamp(i64::MAX)), "9999-12-31T23:59:59.999Z");
+        assert_eq!(rfc3339(Timestamp(-1)), "1969-12-31T23:59:59.999Z");
     }
 }

@@ -488,8 +488,10 @@ async fn instances(ops: &dyn Ops, cmd: InstanceCommand) -> anyhow::Result<()> {
                 .map(|s| s.parse::<InstanceStatus>())
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(anyhow::Error::msg)?;
-            let created_after =
-                since_secs.map(|s| Timestamp(Timestamp::now().as_millis() - (s as i64) * 1000));
+            let created_after = since_secs.map(|s| {
+                let ms = i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX);
+                Timestamp(Timestamp::now().as_millis().saturating_sub(ms)).clamped()
+            });
             let filter = InstanceFilter {
                 statuses,
                 name,

@@ -1171,3 +1171,112 @@ async fn postgres_the_console_serves_the_demo() {
     };
     the_console_serves_the_demo(args).await;
 }
+
+/// A history holding a timer due past the calendar (as an older version stored a sleep of
+/// 2^63 ms, or a row written straight into the database): the instance's page shows it,
+/// dated the end of the calendar, and the browser logs no error (the timeline's date
+/// formatting threw a RangeError on it).
+#[tokio::test]
+async fn a_timer_past_the_calendar_shows_without_an_error() {
+    use ratchet::{HistoryEvent, InstanceStatus, Timestamp};
+    use ratchet_store::{
+        CommitBatch, IfExists, InstanceClaim, Lease, NewInstance, Registered, TurnCommit,
+    };
+    let Some((chromium, driver)) = browser() else {
+        return;
+    };
+    let (args, store, _dir) = common::sqlite().await;
+    let now = Timestamp::now();
+    store
+        .instance_create(
+            vec![NewInstance {
+                id: "far-timer".into(),
+                name: "order".into(),
+                input: json!({}),
+                parent: None,
+                if_exists: IfExists::Fail,
+                trace: None,
+            }],
+            None,
+            now,
+        )
+        .await
+        .unwrap();
+    let claimed = store
+        .instance_claim(InstanceClaim {
+            lease: Lease {
+                owner: "an older version".into(),
+                until: Timestamp(now.as_millis() + 3_600_000),
+            },
+            limit: 1,
+            orchestrations: vec![Registered {
+                name: "order".into(),
+                versions: vec![1],
+            }],
+            now,
+            tasks: None,
+        })
+        .await
+        .unwrap()
+        .instances
+        .pop()
+        .expect("claimed");
+    let mut history = vec![HistoryEvent::TurnStarted { at: now }];
+    history.extend(claimed.events.iter().map(|e| e.event.clone()));
+    history.push(HistoryEvent::TimerCreated {
+        seq: 0,
+        fire_at: Timestamp(i64::MAX),
+    });
+    let committed = store
+        .commit(CommitBatch {
+            turns: vec![TurnCommit {
+                instance: claimed.id.clone(),
+                incarnation: claimed.incarnation,
+                fence: claimed.fence,
+                execution: claimed.execution,
+                version: Some(1),
+                consumed: claimed.events.iter().map(|e| e.id).collect(),
+                fed: Vec::new(),
+                started: None,
+                history_start: claimed.history_len,
+                history,
+                status: InstanceStatus::Running,
+                output: None,
+                error: None,
+                custom_status: None,
+                tasks: Vec::new(),
+                inbox: Vec::new(),
+                children: Vec::new(),
+                continue_as_new: None,
+            }],
+            now,
+            ..CommitBatch::default()
+        })
+        .await
+        .unwrap();
+    assert!(committed.stale() == 0, "{committed:?}");
+    // A server without a worker: nothing replays the instance meanwhile.
+    let mut child = common::ratchet(&args)
+        .args(["server", "--listen", "127.0.0.1:0", "--no-worker"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn ratchet server");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let _server = Process(child);
+    let line = lines.next().expect("a line").expect("its text");
+    let base = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    let (_driver, client, _profile) = session(&chromium, &driver).await;
+    open(
+        &client,
+        &format!("{base}/#/instances/far-timer"),
+        "[data-testid=timeline-row]",
+    )
+    .await;
+    wait_text(&client, "[data-testid=timeline]", "9999").await;
+    no_errors(&client, "an instance with a timer past the calendar").await;
+}

@@ -5,6 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "server/times.rs"]
+mod times;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};

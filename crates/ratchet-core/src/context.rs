@@ -496,8 +496,10 @@ impl OrchestrationContext {
         self.sleep_until(at)
     }
 
-    /// Sleeps on a durable timer until `at`.
+    /// Sleeps on a durable timer until `at` (a time past the end of the calendar, 9999, is
+    /// taken as its end).
     pub fn sleep_until(&self, at: Timestamp) -> StepFuture<()> {
+        let at = at.clamped();
         let mut s = self.lock();
         let seq = s.take_seq();
         s.count_step();

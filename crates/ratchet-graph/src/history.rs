@@ -93,7 +93,7 @@ fn build(source: &HistoryGraph<'_>, events: &[HistoryEvent], prefix: &str, depth
                 );
             }
             HistoryEvent::TimerCreated { seq, fire_at } => {
-                let wait = (fire_at.as_millis() - turn_at).max(0);
+                let wait = fire_at.as_millis().saturating_sub(turn_at).max(0);
                 let node = Node::new(format!("{prefix}s{seq}"), "timer")
                     .detail(format!("sleep {}", duration(wait)))
                     .status(Status::Running);

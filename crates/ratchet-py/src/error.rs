@@ -118,7 +118,7 @@ pub(crate) fn to_py(e: ratchet::Error) -> PyErr {
     match e {
         E::NotFound(_) | E::TaskNotFound(_) | E::ScheduleNotFound(_) => NotFound::new_err(text),
         E::AlreadyExists { .. } | E::ScheduleExists(_) => AlreadyExists::new_err(text),
-        E::InvalidSchedule { .. } => InvalidInput::new_err(text),
+        E::InvalidSchedule { .. } | E::Limit(_) => InvalidInput::new_err(text),
         E::UnknownOrchestration(_) | E::UnknownTask(_) => UnknownName::new_err(text),
         E::InvalidInput(_) | E::PayloadTooLarge { .. } | E::Decode { .. } => {
             InvalidInput::new_err(text)

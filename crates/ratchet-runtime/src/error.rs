@@ -101,6 +101,10 @@ pub enum Error {
         /// What is wrong with it.
         message: String,
     },
+    /// A value broke a limit at the edge (a time outside the calendar, a duration over 100
+    /// years): [`ratchet_core::limits::LimitError`] names the field. Nothing was written.
+    #[error("invalid input: {0}")]
+    Limit(#[from] ratchet_core::limits::LimitError),
     /// The runtime configuration was refused.
     #[error("invalid configuration: {0}")]
     Config(String),

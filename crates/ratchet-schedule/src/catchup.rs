@@ -3,9 +3,14 @@
 use std::str::FromStr;
 use std::time::Duration;
 
+use ratchet_core::limits::MAX_DURATION;
 use ratchet_core::Timestamp;
 
 use crate::spec::SpecError;
+
+/// The most missed ticks `last N` may fire after an outage: the policy is applied to every
+/// tick missed, however long the outage, and this bounds what that costs.
+pub const MAX_CATCH_UP: u32 = 10_000;
 
 /// What a fire does while the run started by an earlier fire is still going.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -106,6 +111,32 @@ pub enum CatchUp {
     Within(Duration),
 }
 
+impl CatchUp {
+    /// The policy, if it is within its limits: `last N` with N at most [`MAX_CATCH_UP`],
+    /// `within` at most 100 years. (Reading one does not check this, so that a schedule
+    /// stored before a limit came is still read.)
+    ///
+    /// # Errors
+    ///
+    /// A [`SpecError`] on `catch_up`.
+    pub fn checked(self) -> Result<Self, SpecError> {
+        let refused = |message: String| SpecError {
+            field: "catch_up",
+            message,
+        };
+        match self {
+            Self::Last(n) if n > MAX_CATCH_UP => Err(refused(format!(
+                "last {n}: at most {MAX_CATCH_UP} missed ticks fire"
+            ))),
+            Self::Within(d) if d > MAX_DURATION => Err(refused(format!(
+                "within {}s: the window is at most 100 years",
+                d.as_secs()
+            ))),
+            ok => Ok(ok),
+        }
+    }
+}
+
 impl Default for CatchUp {
     /// The most recent missed tick.
     fn default() -> Self {
@@ -153,19 +184,26 @@ impl FromStr for CatchUp {
 }
 
 /// Of `ticks` (oldest first, none after `now`), those `catch_up` keeps, oldest first: ticks
-/// late by no more than `grace` always; and how many were skipped.
+/// late by no more than `grace` always; and how many were skipped. A backlog too long to look
+/// at whole is looked at a part at a time, oldest first: `later_missed` says how many missed
+/// ticks come after `ticks` (counted up to N is enough), so that `last N` keeps the newest N
+/// of all that were missed, not of each part.
 pub fn keep(
     ticks: &[Timestamp],
     now: Timestamp,
     catch_up: CatchUp,
     grace: Duration,
+    later_missed: usize,
 ) -> (Vec<Timestamp>, usize) {
     let grace = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
     let (missed, on_time): (Vec<Timestamp>, Vec<Timestamp>) =
         ticks.iter().partition(|t| now.0 - t.0 > grace);
     let kept: Vec<Timestamp> = match catch_up {
         CatchUp::Skip => Vec::new(),
-        CatchUp::Last(n) => missed[missed.len().saturating_sub(n as usize)..].to_vec(),
+        CatchUp::Last(n) => {
+            let here = (n as usize).saturating_sub(later_missed);
+            missed[missed.len().saturating_sub(here)..].to_vec()
+        }
         CatchUp::Within(window) => {
             let window = i64::try_from(window.as_millis()).unwrap_or(i64::MAX);
             missed
@@ -194,7 +232,13 @@ mod tests {
         grace: Duration,
         limit: usize,
     ) -> (Vec<Timestamp>, usize) {
-        keep(&schedule.between(after, now, limit), now, catch_up, grace)
+        keep(
+            &schedule.between(after, now, limit),
+            now,
+            catch_up,
+            grace,
+            0,
+        )
     }
 
     fn every_second() -> Schedule {
@@ -266,6 +310,19 @@ mod tests {
             1000,
         );
         assert_eq!(fire.len(), 30, "never more than were missed");
+        // The oldest part of a longer backlog: the newest missed ticks come later.
+        let part = s.between(Timestamp(10_000), Timestamp(20_000), 1000);
+        let now = Timestamp(40_900);
+        assert_eq!(
+            keep(&part, now, CatchUp::Last(3), grace, 20),
+            (vec![], 10),
+            "all three are later"
+        );
+        assert_eq!(
+            keep(&part, now, CatchUp::Last(3), grace, 1),
+            (vec![Timestamp(19_000), Timestamp(20_000)], 8),
+            "two of three here"
+        );
     }
 
     #[test]
@@ -297,6 +354,14 @@ mod tests {
         assert_eq!(
             "last".parse::<CatchUp>().expect_err("refused").field,
             "catch_up"
+        );
+        for refused in ["last 10001", "within 36526d"] {
+            let parsed = refused.parse::<CatchUp>().expect("it reads");
+            assert_eq!(parsed.checked().expect_err(refused).field, "catch_up");
+        }
+        assert_eq!(
+            "last 10000".parse::<CatchUp>().and_then(CatchUp::checked),
+            Ok(CatchUp::Last(MAX_CATCH_UP))
         );
     }
 }

@@ -8,5 +8,5 @@
 mod catchup;
 mod spec;
 
-pub use catchup::{keep, CatchUp, Overlap};
+pub use catchup::{keep, CatchUp, Overlap, MAX_CATCH_UP};
 pub use spec::{jitter, parse_duration, parse_zone, rfc3339, tick_id, Schedule, Spec, SpecError};

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone};
 use chrono_tz::Tz;
+use ratchet_core::limits::{MAX_DURATION, MAX_TIME_MS};
 use ratchet_core::Timestamp;
 use sha2::{Digest, Sha256};
 
@@ -12,7 +13,7 @@ use sha2::{Digest, Sha256};
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {message}")]
 pub struct SpecError {
-    /// `spec`, `time_zone`, `start`, `end` or `jitter`.
+    /// `spec`, `time_zone`, `start_at`, `end_at`, `end`, `overlap` or `catch_up`.
     pub field: &'static str,
     /// What is wrong with it.
     pub message: String,
@@ -100,12 +101,13 @@ impl FromStr for Spec {
         let text = text.trim();
         if let Some(rest) = text.strip_prefix("after ") {
             let delay = duration(rest.trim())
-                .filter(|d| *d >= Duration::from_secs(1))
+                .filter(|d| (Duration::from_secs(1)..=MAX_DURATION).contains(d))
                 .ok_or_else(|| {
                     error(
                         "spec",
                         format!(
-                            "{rest:?} is not a delay of at least 1s (write 30s, 5m, 1h30m, 1d)"
+                            "{rest:?} is not a delay of at least 1s and at most 100 years \
+                             (write 30s, 5m, 1h30m, 1d)"
                         ),
                     )
                 })?;
@@ -117,9 +119,15 @@ impl FromStr for Spec {
                 None => (rest.trim(), None),
             };
             let every = duration(every)
-                .filter(|d| *d >= Duration::from_secs(1))
+                .filter(|d| (Duration::from_secs(1)..=MAX_DURATION).contains(d))
                 .ok_or_else(|| {
-                    error("spec", format!("{every:?} is not an interval of at least 1s (write 30s, 5m, 1h30m, 1d)"))
+                    error(
+                        "spec",
+                        format!(
+                            "{every:?} is not an interval of at least 1s and at most 100 years \
+                             (write 30s, 5m, 1h30m, 1d)"
+                        ),
+                    )
                 })?;
             let offset = match offset {
                 None => Duration::ZERO,
@@ -190,7 +198,9 @@ pub struct Schedule {
 const HORIZON_MS: i64 = 5 * 366 * 86_400_000;
 
 impl Schedule {
-    /// A schedule; refused when its end is before its start or it would never tick.
+    /// A schedule; refused when its start or end lies outside the calendar (years 1 to 9999),
+    /// its end is before its start, or it would never tick: a start so late that no tick
+    /// comes before the calendar ends is refused on `start_at`.
     ///
     /// # Errors
     ///
@@ -202,6 +212,14 @@ impl Schedule {
         end: Option<Timestamp>,
         now: Timestamp,
     ) -> Result<Self, SpecError> {
+        for (field, t) in [("start_at", start), ("end_at", end)] {
+            if let Some(t) = t {
+                ratchet_core::limits::check_time(field, t).map_err(|e| SpecError {
+                    field,
+                    message: e.rule,
+                })?;
+            }
+        }
         if let (Some(s), Some(e)) = (start, end) {
             if e < s {
                 return Err(error("end", "the end is before the start"));
@@ -214,17 +232,29 @@ impl Schedule {
             end,
         };
         let from = start.map_or(now, |s| s.max(now));
-        if matches!(schedule.spec, Spec::Cron { .. })
+        if !schedule.spec.follows_runs()
             && schedule.next_after(Timestamp(from.0 - 1)).is_none()
             && end.is_none()
         {
+            let unbounded = Self {
+                start: None,
+                ..schedule.clone()
+            };
+            if start.is_some() && unbounded.next_after(now).is_some() {
+                return Err(error(
+                    "start_at",
+                    "no tick comes between the start and the end of the calendar \
+                     (9999-12-31T23:59:59.999Z)",
+                ));
+            }
             return Err(error("spec", format!("{} never fires", schedule.spec)));
         }
         Ok(schedule)
     }
 
     /// The first tick strictly after `after`, within the start and end; `None` when there is
-    /// none (past the end). For an `after` spec, `after` is when the run before ended.
+    /// none (past the end, or past the end of the calendar: a tick must be a time that can be
+    /// written down). For an `after` spec, `after` is when the run before ended.
     pub fn next_after(&self, after: Timestamp) -> Option<Timestamp> {
         let after = match self.start {
             Some(start) if start.0 > after.0 => Timestamp(start.0 - 1),
@@ -246,8 +276,15 @@ impl Schedule {
                 }
                 next
             }
-            Spec::After { delay } => after.plus(*delay),
+            Spec::After { delay } => Timestamp(
+                after
+                    .0
+                    .checked_add(i64::try_from(delay.as_millis()).ok()?)?,
+            ),
         };
+        if next.0 > MAX_TIME_MS || next <= after {
+            return None;
+        }
         match self.end {
             Some(end) if next > end => None,
             _ => Some(next),
@@ -300,11 +337,12 @@ pub fn jitter(name: &str, nominal: Timestamp, jitter: Duration) -> Duration {
 }
 
 /// `t` as RFC 3339 in UTC, with milliseconds only when there are some
-/// (`2026-11-24T02:30:00Z`).
+/// (`2026-11-24T02:30:00Z`). Total: a time outside the calendar (years 1 to 9999) shows as
+/// its nearest end.
 pub fn rfc3339(t: Timestamp) -> String {
-    match chrono::DateTime::<chrono::Utc>::from_timestamp_millis(t.0) {
+    match chrono::DateTime::<chrono::Utc>::from_timestamp_millis(t.clamped().0) {
         Some(d) => d.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
-        None => format!("{}ms", t.0),
+        None => t.clamped().to_rfc3339(),
     }
 }
 
@@ -450,6 +488,32 @@ mod tests {
             ("every 1h offset 1h", "UTC", None, None, "spec"),
             ("0 * * * *", "Mars/Olympus", None, None, "time_zone"),
             ("0 * * * *", "UTC", Some(10), Some(5), "end"),
+            ("every 36526d", "UTC", None, None, "spec"),
+            ("every 1h offset 36600d", "UTC", None, None, "spec"),
+            ("after 99999999999d", "UTC", None, None, "spec"),
+            // Starting 9999-12-31T23:30Z every hour: the first tick would be in year 10000.
+            (
+                "every 1h",
+                "UTC",
+                Some(253_402_299_000_000),
+                None,
+                "start_at",
+            ),
+            (
+                "0 * * * *",
+                "UTC",
+                Some(253_402_299_000_000),
+                None,
+                "start_at",
+            ),
+            (
+                "every 1h",
+                "UTC",
+                Some(260_000_000_000_000),
+                None,
+                "start_at",
+            ),
+            ("every 1h", "UTC", None, Some(i64::MAX), "end_at"),
         ] {
             let made = spec
                 .parse::<Spec>()
@@ -473,6 +537,42 @@ mod tests {
             .collect();
         assert!(spread.len() > 40, "each tick its own draw");
         assert_eq!(jitter("x", Timestamp(1), Duration::ZERO), Duration::ZERO);
+    }
+
+    #[test]
+    fn no_tick_comes_after_the_end_of_the_calendar() {
+        let last_hour = Timestamp(253_402_297_200_000); // 9999-12-31T23:00:00Z
+        for text in ["every 1h", "0 * * * *", "after 1h"] {
+            let s = Schedule::new(
+                text.parse().expect("spec"),
+                Tz::UTC,
+                None,
+                None,
+                Timestamp(0),
+            )
+            .expect("schedule");
+            if !s.spec.follows_runs() {
+                let next = s.next_after(Timestamp(last_hour.0 - 1));
+                assert_eq!(next, Some(last_hour), "{text}");
+            }
+            assert_eq!(s.next_after(last_hour), None, "{text}: no next tick");
+            assert_eq!(s.upcoming(last_hour, 3), vec![], "{text}");
+            assert_eq!(s.next_after(Timestamp(i64::MAX - 1)), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn ticks_print_within_the_calendar() {
+        assert_eq!(
+            rfc3339(Timestamp(1_800_000_000_000)),
+            "2027-01-15T08:00:00Z"
+        );
+        assert_eq!(
+            rfc3339(Timestamp(1_800_000_000_250)),
+            "2027-01-15T08:00:00.250Z"
+        );
+        assert_eq!(rfc3339(Timestamp(i64::MAX)), "9999-12-31T23:59:59.999Z");
+        assert_eq!(rfc3339(Timestamp(i64::MIN)), "0001-01-01T00:00:00Z");
     }
 
     #[test]

@@ -2,11 +2,20 @@
 
 import { h } from './dom.js';
 
-/** A Date from an RFC 3339 string or milliseconds since the epoch (null when absent). */
+// The calendar Ratchet stores and shows: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z.
+const FIRST_MS = -62135596800000;
+const LAST_MS = 253402300799999;
+
+/**
+ * A Date from an RFC 3339 string or milliseconds since the epoch (null when absent or not a
+ * time). A time outside the calendar (a history written by an older version) becomes the
+ * nearest end of it, so no formatting below throws.
+ */
 export function toDate(value) {
   if (value === null || value === undefined || value === '') return null;
-  const d = typeof value === 'number' ? new Date(value) : new Date(String(value));
-  return Number.isNaN(d.getTime()) ? null : d;
+  const ms = typeof value === 'number' ? value : new Date(String(value)).getTime();
+  if (Number.isNaN(ms)) return null;
+  return new Date(Math.min(LAST_MS, Math.max(FIRST_MS, ms)));
 }
 
 const sameDay = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit' });
@@ -15,6 +24,7 @@ const full = new Intl.DateTimeFormat(undefined, { year: 'numeric', month: 'short
 
 /** The local time, shorter when it is today or this year. */
 export function localText(date) {
+  if (!date || Number.isNaN(date.getTime())) return '—';
   const now = new Date();
   if (date.toDateString() === now.toDateString()) return sameDay.format(date);
   if (date.getFullYear() === now.getFullYear()) return sameYear.format(date);
@@ -23,6 +33,7 @@ export function localText(date) {
 
 /** The exact UTC time: `2026-05-01 12:00:00.123 UTC`. */
 export function utcText(date) {
+  if (!date || Number.isNaN(date.getTime())) return '—';
   return date.toISOString().replace('T', ' ').replace('Z', ' UTC');
 }
 

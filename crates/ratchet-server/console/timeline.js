@@ -7,7 +7,7 @@
 // so a bar is the time from the scheduling turn to the turn that saw the result.
 
 import { h } from './dom.js';
-import { duration, localText, utcText } from './time.js';
+import { duration, localText, toDate, utcText } from './time.js';
 import { jsonBlock, jsonInline } from './json.js';
 import { showJson } from './dialog.js';
 import { instanceRoute } from './url.js';
@@ -125,7 +125,7 @@ function executionView(ex, end, many, live, open) {
   const start = ex.start ?? end;
   const span = Math.max(1, end - start);
   const pos = (t) => Math.min(100, Math.max(0, ((t - start) / span) * 100));
-  const ticks = [0, 0.25, 0.5, 0.75, 1].map((f) => h('span', { class: 'tl-tick', style: { left: `${f * 100}%` } }, f === 0 ? localText(new Date(start)) : `+${duration(span * f)}`));
+  const ticks = [0, 0.25, 0.5, 0.75, 1].map((f) => h('span', { class: 'tl-tick', style: { left: `${f * 100}%` } }, f === 0 ? localText(toDate(start)) : `+${duration(span * f)}`));
   const rows = ex.rows.map((row) => {
     const key = `${ex.execution}:${row.kind}:${row.seq ?? row.start}:${row.name}`;
     const rowEnd = row.end ?? end;
@@ -136,7 +136,7 @@ function executionView(ex, end, many, live, open) {
       ? h('span', { class: `tl-point status-${status}`, style: { left: `${left}%` } })
       : h('span', { class: `tl-bar status-${status}${row.end === null && live ? ' live' : ''}`, style: { left: `${left}%`, width: `max(3px, ${width}%)` } });
     const fire = row.kind === 'timer' && row.fireAt && row.end === null
-      ? h('span', { class: 'tl-fire', style: { left: `${pos(row.fireAt)}%` }, title: `Fires at ${utcText(new Date(row.fireAt))}` })
+      ? h('span', { class: 'tl-fire', style: { left: `${pos(row.fireAt)}%` }, title: `Fires at ${utcText(toDate(row.fireAt))}` })
       : null;
     const took = row.point ? '' : row.end === null ? (live ? `${duration(end - row.start)}…` : 'not needed') : duration(row.end - row.start);
     const details = h('details', { open: open.has(key) },
@@ -200,14 +200,15 @@ const dateFormat = new Intl.DateTimeFormat(undefined, { month: 'short', day: 'nu
 
 /** A time to the millisecond (the date too unless it is today), exact UTC on hover. */
 function exact(ms) {
-  const d = new Date(ms);
+  const d = toDate(ms);
+  if (!d) return h('span', { class: 'muted' }, '—');
   const today = d.toDateString() === new Date().toDateString();
   return h('time', { datetime: d.toISOString(), title: utcText(d) }, (today ? '' : dateFormat.format(d) + ', ') + msFormat.format(d));
 }
 
 function timeCell(ms) {
-  if (ms === null || ms === undefined) return h('span', { class: 'muted' }, '—');
-  const d = new Date(ms);
+  const d = toDate(ms);
+  if (!d) return h('span', { class: 'muted' }, '—');
   return h('time', { datetime: d.toISOString(), title: utcText(d) }, msFormat.format(d));
 }
 
@@ -228,7 +229,7 @@ function describe(e) {
     case 'SubOrchestrationFailed':
       return `#${e.seq} ${e.error.kind}: ${e.error.message}`;
     case 'TimerCreated':
-      return `#${e.seq} fires at ${localText(new Date(e.fire_at))}`;
+      return `#${e.seq} fires at ${localText(toDate(e.fire_at))}`;
     case 'TimerFired':
       return `#${e.seq}`;
     case 'SubOrchestrationScheduled':

@@ -86,7 +86,9 @@ pub(crate) async fn render(State(state): State<ServerState>) -> Result<Response,
         metrics::gauge!("ratchet_queue_paused", "queue" => queue.queue.clone())
             .set(if queue.paused { 1.0 } else { 0.0 });
         // How far behind the queue's workers are: 0 when nothing waits.
-        let waited_ms = queue.oldest_available.map_or(0, |at| (now.0 - at.0).max(0));
+        let waited_ms = queue
+            .oldest_available
+            .map_or(0, |at| now.0.saturating_sub(at.0).max(0));
         metrics::gauge!("ratchet_queue_oldest_ready_seconds", "queue" => queue.queue.clone())
             .set(waited_ms as f64 / 1000.0);
     }

@@ -203,6 +203,7 @@ impl From<Error> for Problem {
                 detail,
             ),
             Error::InvalidInput(_) | Error::Decode { .. } => Self::invalid(detail),
+            Error::Limit(limit) => Self::invalid(detail).field(limit.field),
             Error::PayloadTooLarge { limit, .. } => Self::too_large(detail, limit as u64),
             Error::AppendConflict { position } => Self::new(
                 StatusCode::CONFLICT,

@@ -22,26 +22,26 @@ RETURNING 1;
 -- name: schedule_get
 SELECT name, spec, time_zone, action, overlap, catch_up, jitter_ms, paused, note, start_at,
        end_at, remaining, last_tick, next_fire_at, running, buffered, missed, version,
-       created_at, updated_at
+       created_at, updated_at, settled_through
 FROM ratchet.schedules WHERE name = $1;
 
 -- name: schedule_list
 SELECT name, spec, time_zone, action, overlap, catch_up, jitter_ms, paused, note, start_at,
        end_at, remaining, last_tick, next_fire_at, running, buffered, missed, version,
-       created_at, updated_at
+       created_at, updated_at, settled_through
 FROM ratchet.schedules ORDER BY name;
 
 -- name: schedule_due
 -- The due ones, and in a last row with no name, the next time one is due.
 (SELECT name, spec, time_zone, action, overlap, catch_up, jitter_ms, paused, note, start_at,
         end_at, remaining, last_tick, next_fire_at, running, buffered, missed, version,
-        created_at, updated_at
+        created_at, updated_at, settled_through
  FROM ratchet.schedules
  WHERE NOT paused AND next_fire_at IS NOT NULL AND next_fire_at <= $1
  ORDER BY next_fire_at LIMIT $2)
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       min(next_fire_at), NULL, NULL, NULL, NULL, NULL, NULL
+       min(next_fire_at), NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM ratchet.schedules WHERE NOT paused AND next_fire_at IS NOT NULL AND next_fire_at > $1;
 
 -- name: schedule_set_running
@@ -58,11 +58,17 @@ SELECT $1, f.nominal, f.kind, $2, f.run, f.skipped
 FROM unnest($3::bigint[], $4::text[], $5::text[], $6::text[]) AS f (nominal, kind, run, skipped);
 
 -- name: schedule_fires_prune
--- The newest $2 records of the schedule stay.
-DELETE FROM ratchet.schedule_fires
-WHERE schedule = $1
-  AND nominal < (SELECT nominal FROM ratchet.schedule_fires WHERE schedule = $1
-                 ORDER BY nominal DESC OFFSET $2 - 1 LIMIT 1);
+-- The newest $2 records of the schedule stay; the newest tick of those dropped settles the
+-- ticks up to it (the mark only moves forward).
+WITH dropped AS (
+    DELETE FROM ratchet.schedule_fires
+    WHERE schedule = $1
+      AND nominal < (SELECT nominal FROM ratchet.schedule_fires WHERE schedule = $1
+                     ORDER BY nominal DESC OFFSET $2 - 1 LIMIT 1)
+    RETURNING nominal)
+UPDATE ratchet.schedules
+SET settled_through = greatest(settled_through, (SELECT max(nominal) FROM dropped))
+WHERE name = $1 AND EXISTS (SELECT 1 FROM dropped);
 
 -- name: schedule_fires
 SELECT schedule, nominal, actual, kind, run, skipped FROM ratchet.schedule_fires

@@ -1,13 +1,13 @@
 //! Schedules and their fire records.
 
-use ratchet_core::Timestamp;
+use ratchet_core::{ErrorInfo, HistoryEvent, Timestamp};
 use ratchet_store::{
     FireKind, FireQuery, FireRecord, FireRun, NewInstance, NewTask, ScheduleAction, ScheduleFiring,
-    ScheduleRecord, SchedulesDue, StoreError, FIRES_KEPT,
+    ScheduleRecord, SchedulesDue, StopRun, StoreError, FIRES_KEPT,
 };
 use tokio_postgres::Row;
 
-use crate::convert::{col, Failure, Res};
+use crate::convert::{col, to_json, Failure, Res};
 use crate::instance::CreateArgs;
 use crate::param::{p, Param};
 use crate::share::WorkPayload;
@@ -47,6 +47,7 @@ fn record(r: &Row) -> Res<ScheduleRecord> {
         version: col(r, "version")?,
         created_at: Timestamp(col(r, "created_at")?),
         updated_at: Timestamp(col(r, "updated_at")?),
+        settled_through: ts("settled_through")?,
     })
 }
 
@@ -176,9 +177,51 @@ pub(crate) async fn due(c: &Conn, now: Timestamp, limit: u32) -> Res<SchedulesDu
     Ok(out)
 }
 
-/// A fire in one transaction: the compare-and-set first (nothing else is written when it
-/// finds another version), then the runs, the records, the pruning, the commit; a
-/// notification after, for the runs made ready.
+/// The statement that stops a run (the one `instance_cancel`, `instance_terminate` or
+/// `task_act` runs alone), and its parameters' values.
+enum Stop {
+    Cancel {
+        sql: String,
+        id: String,
+        event: String,
+    },
+    Terminate {
+        sql: String,
+        id: String,
+        error: String,
+    },
+    Task {
+        sql: String,
+        ids: Vec<i64>,
+    },
+}
+
+impl Stop {
+    fn of(c: &Conn, stop: &StopRun) -> Self {
+        match stop {
+            StopRun::Cancel { instance, reason } => Self::Cancel {
+                sql: c.sql("instance_cancel").to_string(),
+                id: instance.clone(),
+                event: to_json(&HistoryEvent::CancelRequested {
+                    reason: reason.clone(),
+                }),
+            },
+            StopRun::Terminate { instance, reason } => Self::Terminate {
+                sql: c.sql("instance_terminate").to_string(),
+                id: instance.clone(),
+                error: to_json(&ErrorInfo::new("Terminated", reason)),
+            },
+            StopRun::CancelTask(id) => Self::Task {
+                sql: c.sql("task_act").to_string(),
+                ids: vec![id.0],
+            },
+        }
+    }
+}
+
+/// A fire in one transaction: the compare-and-set first (nothing else is written, and nothing
+/// stopped, when it finds another version), then the run it stops, the runs it starts, the
+/// records, the pruning, the commit; a notification after, for the runs made ready.
 pub(crate) async fn fire(mut c: Conn, f: &ScheduleFiring) -> Res<Option<Vec<FireRecord>>> {
     let instances: Vec<NewInstance> = f
         .fires
@@ -206,6 +249,8 @@ pub(crate) async fn fire(mut c: Conn, f: &ScheduleFiring) -> Res<Option<Vec<Fire
         c.sql("schedule_fires_prune").to_string(),
     );
     let set_running = c.sql("schedule_set_running").to_string();
+    let stop = f.stop.as_ref().map(|s| Stop::of(&c, s));
+    let notify = c.notify();
     let tx = c.transaction().await?;
     let args = ScheduleArgs::of(&f.schedule, Some(f.expect_version));
     let claimed = tx.query_typed(&update, &args.params()).await?;
@@ -214,6 +259,22 @@ pub(crate) async fn fire(mut c: Conn, f: &ScheduleFiring) -> Res<Option<Vec<Fire
     }
     let now = f.now.0;
     let no = false;
+    // A run that finished meanwhile, or is gone, is left alone: its outcome is not an error.
+    match &stop {
+        Some(Stop::Cancel { sql, id, event }) => {
+            tx.query_typed(sql, &[p(id), p(event), p(&notify)]).await?;
+        }
+        Some(Stop::Terminate { sql, id, error }) => {
+            tx.query_typed(sql, &[p(id), p(error), p(&now), p(&notify)])
+                .await?;
+        }
+        Some(Stop::Task { sql, ids }) => {
+            let action = "Cancel";
+            tx.query_typed(sql, &[p(ids), p(&action), p(&now), p(&notify)])
+                .await?;
+        }
+        None => {}
+    }
     if !instances.is_empty() {
         let args = CreateArgs::of(&instances, None);
         let rows = tx.query_typed(&create, &args.params(&now, &no)).await?;
@@ -265,7 +326,8 @@ pub(crate) async fn fire(mut c: Conn, f: &ScheduleFiring) -> Res<Option<Vec<Fire
         ],
     )
     .await?;
-    if let Some(last) = records.iter().rev().find_map(|r| r.run.clone()) {
+    let watched = records.iter().rev().find_map(|r| r.run.clone());
+    if let (true, Some(last)) = (f.watch, watched) {
         tx.query_typed(&set_running, &[p(&f.schedule.name), p(&last)])
             .await?;
     }

@@ -20,19 +20,19 @@ WHERE name = ?1 AND version = ?20 AND ?18 IS NOT NULL;
 -- name: schedule_get
 SELECT name, spec, time_zone, action, overlap, catch_up, jitter_ms, paused, note, start_at,
        end_at, remaining, last_tick, next_fire_at, running, buffered, missed, version,
-       created_at, updated_at
+       created_at, updated_at, settled_through
 FROM schedules WHERE name = ?1;
 
 -- name: schedule_list
 SELECT name, spec, time_zone, action, overlap, catch_up, jitter_ms, paused, note, start_at,
        end_at, remaining, last_tick, next_fire_at, running, buffered, missed, version,
-       created_at, updated_at
+       created_at, updated_at, settled_through
 FROM schedules ORDER BY name;
 
 -- name: schedule_due
 SELECT name, spec, time_zone, action, overlap, catch_up, jitter_ms, paused, note, start_at,
        end_at, remaining, last_tick, next_fire_at, running, buffered, missed, version,
-       created_at, updated_at
+       created_at, updated_at, settled_through
 FROM schedules WHERE NOT paused AND next_fire_at IS NOT NULL AND next_fire_at <= ?1
 ORDER BY next_fire_at LIMIT ?2;
 
@@ -52,6 +52,17 @@ DELETE FROM schedule_fires WHERE schedule = ?1;
 -- name: schedule_fire_insert
 INSERT INTO schedule_fires (schedule, nominal, kind, actual, run, skipped)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6);
+
+-- name: schedule_fires_settle
+-- Before schedule_fires_prune: the newest tick whose record it drops settles the ticks up to
+-- it (the mark only moves forward).
+UPDATE schedules
+SET settled_through = max(coalesce(settled_through, dropped.nominal), dropped.nominal)
+FROM (SELECT max(nominal) AS nominal FROM schedule_fires
+      WHERE schedule = ?1
+        AND nominal < (SELECT nominal FROM schedule_fires WHERE schedule = ?1
+                       ORDER BY nominal DESC LIMIT 1 OFFSET ?2 - 1)) AS dropped
+WHERE name = ?1 AND dropped.nominal IS NOT NULL;
 
 -- name: schedule_fires_prune
 -- The newest ?2 records of the schedule stay.

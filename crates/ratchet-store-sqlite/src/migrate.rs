@@ -14,6 +14,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0007_workflow_tombstones.sql"),
     include_str!("../migrations/0008_console_indexes.sql"),
     include_str!("../migrations/0009_schedules.sql"),
+    include_str!("../migrations/0010_schedule_settled.sql"),
 ];
 
 /// The schema version this code creates and understands.

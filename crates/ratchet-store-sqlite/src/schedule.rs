@@ -3,7 +3,8 @@
 use ratchet_core::Timestamp;
 use ratchet_store::{
     CreateOutcome, FireKind, FireQuery, FireRecord, FireRun, Result, ScheduleAction,
-    ScheduleFiring, ScheduleRecord, SchedulesDue, StoreError, FIRES_KEPT,
+    ScheduleFiring, ScheduleRecord, SchedulesDue, StopOutcome, StopRun, StoreError, TaskAction,
+    FIRES_KEPT,
 };
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
@@ -45,6 +46,7 @@ fn record(r: &rusqlite::Row<'_>) -> rusqlite::Result<(ScheduleRecord, String)> {
             version: r.get(17)?,
             created_at: Timestamp(r.get(18)?),
             updated_at: Timestamp(r.get(19)?),
+            settled_through: ts(20)?,
         },
         action,
     ))
@@ -152,10 +154,31 @@ pub(crate) fn due(conn: &Connection, now: Timestamp, limit: u32) -> Result<Sched
     })
 }
 
-/// What a fire wrote, and whether it made work ready for this process's workers to hear of.
+/// What a fire wrote, whether it made work ready for this process's workers to hear of, and
+/// the instance it terminated (for those waiting on it).
 pub(crate) struct Fired {
     pub(crate) records: Option<Vec<FireRecord>>,
     pub(crate) work: bool,
+    pub(crate) finished: Option<String>,
+}
+
+/// Stops the run `stop` names; one that finished meanwhile (or is gone) is left alone.
+/// Whether it made work ready, and the instance it terminated.
+fn stop(tx: &Transaction<'_>, stop: &StopRun, now: Timestamp) -> Result<(bool, Option<String>)> {
+    Ok(match stop {
+        StopRun::Cancel { instance, reason } => (
+            instance::cancel(tx, instance, reason)? == StopOutcome::Done,
+            None,
+        ),
+        StopRun::Terminate { instance, reason } => {
+            let done = instance::terminate(tx, instance, reason, now)? == StopOutcome::Done;
+            (done, done.then(|| instance.clone()))
+        }
+        StopRun::CancelTask(id) => {
+            task::act(tx, &[*id], TaskAction::Cancel, now)?;
+            (false, None)
+        }
+    })
 }
 
 pub(crate) fn fire(tx: &Transaction<'_>, f: &ScheduleFiring) -> Result<Fired> {
@@ -163,10 +186,14 @@ pub(crate) fn fire(tx: &Transaction<'_>, f: &ScheduleFiring) -> Result<Fired> {
         return Ok(Fired {
             records: None,
             work: false,
+            finished: None,
         });
     }
+    let (mut work, finished) = match &f.stop {
+        Some(s) => stop(tx, s, f.now)?,
+        None => (false, None),
+    };
     let mut records = Vec::with_capacity(f.fires.len());
-    let mut work = false;
     for fire in &f.fires {
         let run = match &fire.run {
             None => None,
@@ -194,19 +221,23 @@ pub(crate) fn fire(tx: &Transaction<'_>, f: &ScheduleFiring) -> Result<Fired> {
             .map_err(db_err)?;
         records.push(fire.record(&f.schedule.name, f.now, run));
     }
-    if let Some(last) = records.iter().rev().find_map(|r| r.run.clone()) {
+    let watched = records.iter().rev().find_map(|r| r.run.clone());
+    if let (true, Some(last)) = (f.watch, watched) {
         tx.prepare_cached(sql("schedule_set_running"))
             .map_err(db_err)?
             .execute(params![f.schedule.name, last])
             .map_err(db_err)?;
     }
-    tx.prepare_cached(sql("schedule_fires_prune"))
-        .map_err(db_err)?
-        .execute(params![f.schedule.name, FIRES_KEPT])
-        .map_err(db_err)?;
+    for statement in ["schedule_fires_settle", "schedule_fires_prune"] {
+        tx.prepare_cached(sql(statement))
+            .map_err(db_err)?
+            .execute(params![f.schedule.name, FIRES_KEPT])
+            .map_err(db_err)?;
+    }
     Ok(Fired {
         records: Some(records),
         work,
+        finished,
     })
 }
 

@@ -439,6 +439,9 @@ impl Store for SqliteStore {
         firing: ratchet_store::ScheduleFiring,
     ) -> Result<Option<Vec<ratchet_store::FireRecord>>> {
         let fired = self.write(move |tx| schedule::fire(tx, &firing)).await?;
+        if let Some(id) = fired.finished {
+            self.wakeups.finished(id);
+        }
         if fired.work {
             self.wakeups.work_ready();
         }

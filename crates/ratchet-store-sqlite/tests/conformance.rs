@@ -94,7 +94,7 @@ async fn a_version_1_database_migrates_and_keeps_its_tasks() {
     drop(conn);
 
     let store = SqliteStore::open(&path).await.expect("migrating open");
-    assert_eq!(ratchet_store_sqlite::SCHEMA_VERSION, 9);
+    assert_eq!(ratchet_store_sqlite::SCHEMA_VERSION, 10);
     let claim = |now: Timestamp| {
         TaskClaim::activities(
             Lease {

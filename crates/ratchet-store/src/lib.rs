@@ -57,7 +57,7 @@ pub use queue::{
 };
 pub use schedule::{
     FireKind, FireQuery, FireRecord, FireRun, NewFire, ScheduleAction, ScheduleFiring,
-    ScheduleRecord, SchedulesDue, FIRES_KEPT,
+    ScheduleRecord, SchedulesDue, StopRun, FIRES_KEPT,
 };
 pub use sql::NamedQueries;
 pub use store::{

@@ -10,9 +10,10 @@ use ratchet_core::{TaskOptions, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{NewInstance, NewTask};
+use crate::{NewInstance, NewTask, TaskId};
 
-/// How many fire records a schedule keeps; older ones are dropped as new ones are written.
+/// How many fire records a schedule keeps; older ones are dropped as new ones are written,
+/// and the newest tick dropped becomes the schedule's [`ScheduleRecord::settled_through`].
 pub const FIRES_KEPT: u32 = 1_000;
 
 /// What a schedule's tick starts.
@@ -81,6 +82,11 @@ pub struct ScheduleRecord {
     pub buffered: Option<Timestamp>,
     /// How many ticks were missed and not caught up, in all.
     pub missed: u64,
+    /// Ticks at or before this are settled: their fire records were dropped (a schedule keeps
+    /// its newest [`FIRES_KEPT`]), so whether they started a run can no longer be told, and no
+    /// backfill fires them. Kept by the store as it drops records: a write of the schedule
+    /// leaves it as stored, like `version`.
+    pub settled_through: Option<Timestamp>,
     /// Bumped by every write; a write that expects another version is refused.
     pub version: i64,
     /// When it was created.
@@ -147,13 +153,37 @@ pub struct NewFire {
     pub skipped: Option<String>,
 }
 
+/// A run a fire stops, in its transaction and only once its compare-and-set has succeeded
+/// (overlap `cancel_previous`, `terminate_previous`): a fire that loses the race to another
+/// write stops nothing. A run that has finished meanwhile is left alone.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StopRun {
+    /// Asks the instance to cancel (its code sees `Cancelled` and may clean up).
+    Cancel {
+        /// The instance.
+        instance: String,
+        /// Why, as its history records it.
+        reason: String,
+    },
+    /// Terminates the instance.
+    Terminate {
+        /// The instance.
+        instance: String,
+        /// Why, as its error says.
+        reason: String,
+    },
+    /// Cancels the task.
+    CancelTask(TaskId),
+}
+
 /// A fire: the schedule's new state, written only if the stored one is still at
-/// `expect_version`, and the ticks it handled, with their runs, in the same transaction. When
-/// it starts any run, the schedule's `running` becomes the last one's id (a task's is known
-/// only once it is enqueued).
+/// `expect_version`, the ticks it handled with their runs, and the run it stops, in the same
+/// transaction. When `watch` is set and it starts any run, the schedule's `running` becomes
+/// the last one's id (a task's is known only once it is enqueued).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ScheduleFiring {
-    /// The schedule as it is after the fire (its `version` is ignored).
+    /// The schedule as it is after the fire (its `version` and `settled_through` are
+    /// ignored).
     pub schedule: ScheduleRecord,
     /// The version the caller read.
     pub expect_version: i64,
@@ -161,6 +191,12 @@ pub struct ScheduleFiring {
     pub fires: Vec<NewFire>,
     /// The time of the fire (each record's actual time).
     pub now: Timestamp,
+    /// Whether the last run this fire starts becomes the schedule's `running`, the run its
+    /// overlap policy watches: so for the schedule's own ticks; never for a backfill (outside
+    /// the overlap policy), so that the policy goes on watching the run it watched.
+    pub watch: bool,
+    /// The run to stop once the compare-and-set has succeeded.
+    pub stop: Option<StopRun>,
 }
 
 /// A tick handled.

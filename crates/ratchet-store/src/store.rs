@@ -581,10 +581,11 @@ pub trait Store: Send + Sync + 'static {
     async fn schedule_due(&self, now: Timestamp, limit: u32) -> Result<crate::SchedulesDue>;
 
     /// A fire, in one transaction: the schedule's new state (if it is still at the version
-    /// read), a record per tick, and the runs they start (an instance with the fire's
-    /// deterministic id, or a task). `None`, nothing written, when another write came first.
-    /// The records come back with their runs' ids. Keeps the newest [`crate::FIRES_KEPT`]
-    /// records of the schedule.
+    /// read), the run it stops, a record per tick, and the runs they start (an instance with
+    /// the fire's deterministic id, or a task). `None`, nothing written and nothing stopped,
+    /// when another write came first. The records come back with their runs' ids. Keeps the
+    /// newest [`crate::FIRES_KEPT`] records of the schedule, and moves its `settled_through`
+    /// to the newest tick whose record it drops.
     ///
     /// # Errors
     ///

@@ -163,6 +163,18 @@ impl Cx<'_> {
     }
 
     fn duration(&mut self, node: &Node, what: &str) -> Option<Duration> {
+        let d = self.any_duration(node, what)?;
+        if d > ratchet_core::limits::MAX_DURATION {
+            self.error(
+                node.span(),
+                format!("{what}: a duration is at most 100 years (36525 days)"),
+            );
+            return None;
+        }
+        Some(d)
+    }
+
+    fn any_duration(&mut self, node: &Node, what: &str) -> Option<Duration> {
         match node {
             Node::Scalar(s) => match iso8601::duration(s.as_str()) {
                 Ok(d) => Some(d.into()),

@@ -179,6 +179,8 @@ fn a_workflows_own_schedule_is_read_as_a_schedule_spec() {
         ("{cron: 'not cron'}", "not a cron expression"),
         ("{cron: 'every 5s'}", "must be a cron expression"),
         ("{hourly: true}", "hourly"),
+        ("{every: {days: 36526}}", "at most 100 years"),
+        ("{after: P4294967295Y}", "at most 100 years"),
     ] {
         let found = errors(&with(schedule));
         assert!(

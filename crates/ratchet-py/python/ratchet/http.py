@@ -35,7 +35,7 @@ _PROBLEMS = {
 }
 
 _SCHEDULE_TIMES = ("start_at", "end_at", "last_tick", "next_fire_at", "buffered", "created_at",
-                   "updated_at")
+                   "updated_at", "settled_through")
 
 
 def _iso(seconds: Any, field: str) -> Any:

@@ -2,6 +2,7 @@
 //! list and describe. Every change is a compare-and-set on the schedule's version, tried
 //! again when a dispatcher's fire came first.
 
+use ratchet_core::limits::{check_time, LimitError};
 use ratchet_core::Timestamp;
 use ratchet_schedule::{parse_zone, Schedule, SpecError};
 use ratchet_store::{
@@ -11,6 +12,7 @@ use ratchet_store::{
 
 use super::{validate_name, Client};
 use crate::schedule::plan::{run_for, Parsed};
+use crate::schedule::service::previous_run;
 use crate::schedule::{FireResult, ScheduleDescription, ScheduleOptions};
 use crate::{Error, Result};
 
@@ -36,6 +38,11 @@ impl From<SpecError> for Error {
     }
 }
 
+/// A limit at the edge broken by a schedule's field, as the schedule's refusal.
+fn limit(e: LimitError) -> Error {
+    invalid(&e.field, e.rule)
+}
+
 impl Client {
     /// Checks a schedule and computes what a new one stores, without writing it.
     fn schedule_record(
@@ -53,6 +60,7 @@ impl Client {
         let spec = o.spec.parse()?;
         let zone = parse_zone(&o.time_zone)?;
         Schedule::new(spec, zone, o.start_at, o.end_at, now)?;
+        o.catch_up.checked()?;
         if o.jitter_ms > MAX_JITTER_MS {
             return Err(invalid("jitter", "at most a day"));
         }
@@ -72,6 +80,7 @@ impl Client {
             } => {
                 validate_name("task", task).map_err(|e| invalid("action", e.to_string()))?;
                 validate_queue_name(&options.queue).map_err(|e| invalid("action", e))?;
+                super::tasks::check_task_times(options).map_err(limit)?;
                 ScheduleAction::Enqueue {
                     task: task.clone(),
                     input: self.payload("the schedule's input", input)?,
@@ -97,6 +106,7 @@ impl Client {
             running: None,
             buffered: None,
             missed: 0,
+            settled_through: None,
             version: 0,
             created_at: now,
             updated_at: now,
@@ -146,6 +156,7 @@ impl Client {
                 running: old.running.clone(),
                 buffered: old.buffered,
                 missed: old.missed,
+                settled_through: old.settled_through,
                 created_at: old.created_at,
                 version: old.version,
                 ..fresh.clone()
@@ -205,91 +216,116 @@ impl Client {
     }
 
     /// Fires a schedule now, whatever its spec, overlap policy or pause say: one run with
-    /// the tick time now (kind `manual`), which becomes its running one.
+    /// the tick time now (kind `manual`). It becomes the schedule's running one (the run its
+    /// overlap policy watches) unless the run the schedule started last is still going: the
+    /// policy then goes on watching that one.
     ///
     /// # Errors
     ///
     /// [`Error::ScheduleNotFound`], or a store error.
     pub async fn schedule_trigger_now(&self, name: &str) -> Result<FireRecord> {
-        let mut records = self
-            .schedule_fire_with(name, |r, now| {
-                Ok(vec![NewFire {
-                    nominal: now,
-                    kind: FireKind::Manual,
-                    run: Some(run_for(r, now, now)),
-                    skipped: None,
-                }])
-            })
-            .await?;
-        records
-            .pop()
-            .ok_or_else(|| Error::InvalidInput("the store recorded no fire".into()))
+        for _ in 0..TRIES {
+            let old = self.schedule(name).await?;
+            let going = match &old.running {
+                Some(run) => previous_run(self, &old.action, run).await.going,
+                None => false,
+            };
+            let now = self.calls.now().await;
+            let fire = NewFire {
+                nominal: now,
+                kind: FireKind::Manual,
+                run: Some(run_for(&old, now, now)),
+                skipped: None,
+            };
+            if let Some(mut records) = self.fire_once(&old, now, vec![fire], !going).await? {
+                return records
+                    .pop()
+                    .ok_or_else(|| Error::InvalidInput("the store recorded no fire".into()));
+            }
+        }
+        Err(changed_meanwhile(name))
     }
 
     /// Fires each tick of `from..=to` that the schedule has passed (none after its last
     /// handled tick: those are still its own to fire) and that has not started a run yet,
-    /// once, in one transaction (kind `backfill`; overlap policies do not apply). Running it
-    /// again fires nothing more. Returns the fires.
+    /// once, in one transaction (kind `backfill`; overlap policies do not apply, and the
+    /// schedule's running run stays the one they watch). Ticks at or before the schedule's
+    /// `settled_through` are left alone: their fire records were dropped (it keeps its newest
+    /// 1,000), so whether they ran cannot be told. Running it again, however long the range,
+    /// fires nothing more. Returns the fires.
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidSchedule`] on `range` when `from` is after `to` or the range holds more
-    /// than 10,000 ticks; [`Error::ScheduleNotFound`]; a store error.
+    /// [`Error::InvalidSchedule`] on `from` or `to` outside the calendar (years 1 to 9999), on
+    /// `range` when `from` is after `to` or the range holds more than 10,000 ticks to look
+    /// at; [`Error::ScheduleNotFound`]; a store error.
     pub async fn schedule_backfill(
         &self,
         name: &str,
         from: Timestamp,
         to: Timestamp,
     ) -> Result<Vec<FireRecord>> {
+        check_time("from", from).map_err(limit)?;
+        check_time("to", to).map_err(limit)?;
         if from > to {
             return Err(invalid("range", "the start of the range is after its end"));
         }
-        let store = self.store.clone();
-        let done: Vec<FireRecord> = store
-            .schedule_fires(FireQuery {
-                schedule: name.to_string(),
-                from,
-                to,
-                limit: u32::try_from(MAX_BACKFILL * 3).unwrap_or(u32::MAX),
-            })
-            .await?;
-        let started: std::collections::HashSet<i64> = done
-            .iter()
-            .filter(|f| f.run.is_some() && f.kind != FireKind::Manual)
-            .map(|f| f.nominal.0)
-            .collect();
-        self.schedule_fire_with(name, |r, now| {
-            let parsed = Parsed::of(r)?;
+        for _ in 0..TRIES {
+            let old = self.schedule(name).await?;
+            let parsed = Parsed::of(&old)?;
             if parsed.schedule.spec.follows_runs() {
                 return Err(invalid(
                     "spec",
                     "an `after` schedule follows its runs, not a calendar: it has no past ticks to backfill",
                 ));
             }
-            let until = to.min(r.last_tick.unwrap_or(r.created_at));
-            let ticks = parsed.schedule.between(
-                Timestamp(from.0.saturating_sub(1)),
-                until,
-                MAX_BACKFILL + 1,
-            );
+            let until = to.min(old.last_tick.unwrap_or(old.created_at));
+            let after = Timestamp(from.0.saturating_sub(1))
+                .max(old.settled_through.unwrap_or(Timestamp(i64::MIN)));
+            let ticks = parsed.schedule.between(after, until, MAX_BACKFILL + 1);
             if ticks.len() > MAX_BACKFILL {
                 return Err(invalid(
                     "range",
                     format!("more than {MAX_BACKFILL} ticks: backfill a shorter range"),
                 ));
             }
-            Ok(ticks
+            let (Some(first), Some(last)) = (ticks.first(), ticks.last()) else {
+                return Ok(Vec::new());
+            };
+            // Read after the schedule: a fire since would have moved its version, and the
+            // compare-and-set below would refuse this one.
+            let started: std::collections::HashSet<i64> = self
+                .store
+                .schedule_fires(FireQuery {
+                    schedule: name.to_string(),
+                    from: *first,
+                    to: *last,
+                    limit: u32::try_from(MAX_BACKFILL * 3).unwrap_or(u32::MAX),
+                })
+                .await?
+                .iter()
+                .filter(|f| f.run.is_some() && f.kind != FireKind::Manual)
+                .map(|f| f.nominal.0)
+                .collect();
+            let now = self.calls.now().await;
+            let fires: Vec<NewFire> = ticks
                 .into_iter()
                 .filter(|t| !started.contains(&t.0))
                 .map(|t| NewFire {
                     nominal: t,
                     kind: FireKind::Backfill,
-                    run: Some(run_for(r, t, now)),
+                    run: Some(run_for(&old, t, now)),
                     skipped: None,
                 })
-                .collect())
-        })
-        .await
+                .collect();
+            if fires.is_empty() {
+                return Ok(Vec::new());
+            }
+            if let Some(records) = self.fire_once(&old, now, fires, false).await? {
+                return Ok(records);
+            }
+        }
+        Err(changed_meanwhile(name))
     }
 
     /// Deletes a schedule and its fire records; runs it started go on.
@@ -445,40 +481,40 @@ impl Client {
         )))
     }
 
-    /// Fires the ticks `fires` gives (from the stored schedule and the time) as one fire,
-    /// again while another write comes first.
-    async fn schedule_fire_with(
+    /// Writes `fires` as one fire of the schedule `old` read, if it is still at that version:
+    /// `None` when another write came first. `watch`: whether the last run started becomes
+    /// the schedule's running one.
+    async fn fire_once(
         &self,
-        name: &str,
-        fires: impl Fn(&ScheduleRecord, Timestamp) -> Result<Vec<NewFire>>,
-    ) -> Result<Vec<FireRecord>> {
-        for _ in 0..TRIES {
-            let old = self.schedule(name).await?;
-            let now = self.calls.now().await;
-            let fires = fires(&old, now)?;
-            if fires.is_empty() {
-                return Ok(Vec::new());
-            }
-            let firing = ScheduleFiring {
-                schedule: ScheduleRecord {
-                    updated_at: now,
-                    ..old.clone()
-                },
-                expect_version: old.version,
-                fires,
-                now,
-            };
-            if let Some(records) = self.store.schedule_fire(firing).await? {
-                if let Some(shared) = &self.local {
-                    shared.wake.remote_work.notify_one();
-                }
-                return Ok(records);
-            }
+        old: &ScheduleRecord,
+        now: Timestamp,
+        fires: Vec<NewFire>,
+        watch: bool,
+    ) -> Result<Option<Vec<FireRecord>>> {
+        let firing = ScheduleFiring {
+            schedule: ScheduleRecord {
+                updated_at: now,
+                ..old.clone()
+            },
+            expect_version: old.version,
+            fires,
+            now,
+            watch,
+            stop: None,
+        };
+        let records = self.store.schedule_fire(firing).await?;
+        if let (Some(_), Some(shared)) = (&records, &self.local) {
+            shared.wake.remote_work.notify_one();
         }
-        Err(Error::InvalidInput(format!(
-            "schedule {name} changed {TRIES} times while being fired: try again"
-        )))
+        Ok(records)
     }
+}
+
+/// A change that lost the compare-and-set every time it tried.
+fn changed_meanwhile(name: &str) -> Error {
+    Error::InvalidInput(format!(
+        "schedule {name} changed {TRIES} times while being fired: try again"
+    ))
 }
 
 /// When `r` next fires after its last handled tick; `None` when no run is left to start.

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use ratchet_core::limits::{check_duration, check_time, LimitError};
 use ratchet_core::{TaskOptions, Timestamp};
 use ratchet_store::{
     validate_queue_name, EnqueueOutcome, NewTask, QueueLimits, QueueStats, QueueUpdate, TaskAction,
@@ -48,6 +49,28 @@ impl TaskRequest {
     }
 }
 
+/// Checks the times and durations of task options against the limits at the edge (a time
+/// in the calendar, a duration of at most 100 years), naming the field as the HTTP API's
+/// body does (`options.delay_ms`): so the time a task may run, now plus its delay, or any
+/// retry after a backoff, is a time that can be written down.
+///
+/// # Errors
+///
+/// [`LimitError`] naming the first field at fault.
+pub(crate) fn check_task_times(o: &TaskOptions) -> std::result::Result<(), LimitError> {
+    let ms = |field: &str, ms: u64| check_duration(field, Duration::from_millis(ms));
+    ms("options.delay_ms", o.delay_ms)?;
+    if let Some(at) = o.run_at {
+        check_time("options.run_at", at)?;
+    }
+    ms(
+        "options.retry.initial_interval_ms",
+        o.retry.initial_interval_ms,
+    )?;
+    ms("options.retry.max_interval_ms", o.retry.max_interval_ms)?;
+    ms("options.timeout_ms", o.timeout_ms)
+}
+
 impl Client {
     /// Enqueues a task with default options (queue `default`).
     ///
@@ -84,7 +107,8 @@ impl Client {
     ///
     /// [`Error::UnknownTask`] for a name this client's registry lacks,
     /// [`Error::InvalidInput`] for an input that does not decode as the handler's input, a bad
-    /// queue name or unique key, [`Error::PayloadTooLarge`], or a store error.
+    /// queue name or unique key, [`Error::Limit`] for a time outside the calendar or a delay,
+    /// timeout or retry interval over 100 years, [`Error::PayloadTooLarge`], or a store error.
     pub async fn enqueue_many(&self, requests: Vec<TaskRequest>) -> Result<Vec<EnqueueOutcome>> {
         let now = self.calls.now().await;
         let tasks = self.prepare_tasks_at(requests, now)?;
@@ -134,6 +158,7 @@ impl Client {
                         ));
                     }
                 }
+                check_task_times(&r.options)?;
                 let input = self.payload("the task input", &r.input)?;
                 if let Some(metadata) = &r.options.metadata {
                     self.payload("the task metadata", metadata)?;

@@ -5,11 +5,14 @@
 
 use std::time::Duration;
 
+use ratchet_core::limits::MAX_DURATION;
 use ratchet_core::Timestamp;
-use ratchet_schedule::{jitter, keep, parse_zone, tick_id, CatchUp, Overlap, Schedule, SpecError};
+use ratchet_schedule::{
+    jitter, keep, parse_zone, tick_id, CatchUp, Overlap, Schedule, SpecError, MAX_CATCH_UP,
+};
 use ratchet_store::{
     FireKind, FireRun, IfExists, NewFire, NewInstance, NewTask, ScheduleAction, ScheduleFiring,
-    ScheduleRecord,
+    ScheduleRecord, StopRun, TaskId,
 };
 
 /// A tick fired no later than this after its time (plus its jitter) is on time: catch-up
@@ -41,10 +44,16 @@ impl Parsed {
             start: r.start_at,
             end: r.end_at,
         };
+        // A policy stored before its limits came is read within them.
+        let catch_up = match r.catch_up.parse()? {
+            CatchUp::Last(n) => CatchUp::Last(n.min(MAX_CATCH_UP)),
+            CatchUp::Within(d) => CatchUp::Within(d.min(MAX_DURATION)),
+            skip => skip,
+        };
         Ok(Self {
             schedule,
             overlap: r.overlap.parse()?,
-            catch_up: r.catch_up.parse()?,
+            catch_up,
             jitter: Duration::from_millis(r.jitter_ms),
         })
     }
@@ -113,10 +122,32 @@ pub(crate) struct Previous {
 
 /// What the dispatcher does with a due schedule.
 pub(crate) struct Plan {
-    /// The write, or `None` when nothing changed.
+    /// The write (with the previous run to stop, if any, in the same transaction), or `None`
+    /// when nothing changed.
     pub(crate) firing: Option<ScheduleFiring>,
-    /// The previous run is to be cancelled or terminated before the new one starts.
-    pub(crate) stop_previous: Option<Overlap>,
+}
+
+/// The run `r`'s fires started last, to stop as `policy` (`cancel_previous` or
+/// `terminate_previous`) says; `None` when there is none it can name.
+fn stop_of(r: &ScheduleRecord, policy: Overlap) -> Option<StopRun> {
+    let run = r.running.clone()?;
+    let reason = format!("replaced by the next tick of schedule {}", r.name);
+    match &r.action {
+        ScheduleAction::Start { .. } if policy == Overlap::TerminatePrevious => {
+            Some(StopRun::Terminate {
+                instance: run,
+                reason,
+            })
+        }
+        ScheduleAction::Start { .. } => Some(StopRun::Cancel {
+            instance: run,
+            reason,
+        }),
+        // For a task, cancel and terminate are one.
+        ScheduleAction::Enqueue { .. } => {
+            run.parse().ok().map(|id| StopRun::CancelTask(TaskId(id)))
+        }
+    }
 }
 
 /// Plans the fire of `r` at `now`, given where the run its last fire started stands.
@@ -141,7 +172,28 @@ pub(crate) fn plan(
         None if ticks.len() == MAX_TICKS => (&ticks[..], ticks[MAX_TICKS - 1]),
         None => (&ticks[..], now),
     };
-    let (kept, missed) = keep(considered, now, parsed.catch_up, parsed.jitter + LATE_GRACE);
+    let grace = parsed.jitter + LATE_GRACE;
+    // A backlog longer than one look (every process was down for more than MAX_TICKS ticks)
+    // is worked through a look at a time, oldest first; the catch-up policy still applies to
+    // the whole of it, so each look counts what was missed after it.
+    let more = cut.is_none()
+        && ticks.len() == MAX_TICKS
+        && parsed
+            .schedule
+            .next_after(ticks[MAX_TICKS - 1])
+            .is_some_and(|t| t <= now);
+    let later_missed = match parsed.catch_up {
+        CatchUp::Last(n) if more => {
+            let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
+            let last_missed = Timestamp(now.0.saturating_sub(grace_ms).saturating_sub(1));
+            parsed
+                .schedule
+                .between(ticks[MAX_TICKS - 1], last_missed, n as usize)
+                .len()
+        }
+        _ => 0,
+    };
+    let (kept, missed) = keep(considered, now, parsed.catch_up, grace, later_missed);
     let mut next = r.clone();
     next.last_tick = Some(handled_until.max(after));
     next.missed = r.missed + missed as u64;
@@ -189,12 +241,14 @@ pub(crate) fn plan(
                     skip(t, "a run is already buffered", &mut fires);
                 }
             }
-            Overlap::CancelPrevious | Overlap::TerminatePrevious if i < last => {
+            // Only the latest tick of those due starts: a later look at a longer backlog
+            // has a later one.
+            Overlap::CancelPrevious | Overlap::TerminatePrevious if i < last || more => {
                 skip(t, "replaced by a later tick", &mut fires);
             }
             Overlap::CancelPrevious | Overlap::TerminatePrevious => {
                 if busy {
-                    stop_previous = Some(parsed.overlap);
+                    stop_previous = stop_of(r, parsed.overlap);
                 }
                 start(t, &mut next, &mut fires);
             }
@@ -246,13 +300,14 @@ fn plan_after(r: &ScheduleRecord, parsed: &Parsed, now: Timestamp, previous: Pre
     finish(r, next, fires, now, None)
 }
 
-/// The plan that writes `next` and `fires`, unless nothing changed.
+/// The plan that writes `next` and `fires`, stopping `stop` in the same transaction, unless
+/// nothing changed.
 fn finish(
     r: &ScheduleRecord,
     mut next: ScheduleRecord,
     fires: Vec<NewFire>,
     now: Timestamp,
-    stop_previous: Option<Overlap>,
+    stop: Option<StopRun>,
 ) -> Plan {
     // Never due again at once: a schedule that changed under a process would spin.
     next.next_fire_at = next.next_fire_at.map(|t| t.max(Timestamp(now.0 + 1)));
@@ -268,8 +323,10 @@ fn finish(
             expect_version: r.version,
             fires,
             now,
+            // The schedule's own ticks: the last run they start is the one to watch.
+            watch: true,
+            stop,
         }),
-        stop_previous,
     }
 }
 
@@ -300,6 +357,7 @@ mod tests {
             running: None,
             buffered: None,
             missed: 0,
+            settled_through: None,
             version: 1,
             created_at: Timestamp(0),
             updated_at: Timestamp(0),
@@ -374,16 +432,37 @@ mod tests {
     #[test]
     fn overlap_policies_decide_what_a_busy_schedule_does() {
         let at = Timestamp(11_010);
+        let reason = "replaced by the next tick of schedule s".to_string();
         for (overlap, expect_run, stop) in [
             ("skip", false, None),
             ("allow_all", true, None),
-            ("cancel_previous", true, Some(Overlap::CancelPrevious)),
-            ("terminate_previous", true, Some(Overlap::TerminatePrevious)),
+            (
+                "cancel_previous",
+                true,
+                Some(StopRun::Cancel {
+                    instance: "s@1".into(),
+                    reason: reason.clone(),
+                }),
+            ),
+            (
+                "terminate_previous",
+                true,
+                Some(StopRun::Terminate {
+                    instance: "s@1".into(),
+                    reason: reason.clone(),
+                }),
+            ),
         ] {
-            let r = record("every 1s", overlap, "last 1");
+            let mut r = record("every 1s", overlap, "last 1");
+            r.running = Some("s@1".into());
             let p = plan(&r, &Parsed::of(&r).expect("parsed"), at, going());
             assert_eq!(fired(&p), vec![(11_000, expect_run)], "{overlap}");
-            assert_eq!(p.stop_previous, stop, "{overlap}");
+            let firing = p.firing.expect("a write");
+            assert_eq!(
+                firing.stop, stop,
+                "{overlap}: stopped in the fire, or not at all"
+            );
+            assert!(firing.watch, "{overlap}: its run is the one to watch");
         }
         let r = record("every 1s", "buffer_one", "last 1");
         let parsed = Parsed::of(&r).expect("parsed");
@@ -414,6 +493,67 @@ mod tests {
                 "{catch_up}: the rest are counted as missed"
             );
         }
+    }
+
+    /// Plans `r` at `now` again and again, as the dispatcher does while a schedule is due,
+    /// until nothing is left to write: every fire, and the schedule after.
+    fn plan_until_caught_up(
+        mut r: ScheduleRecord,
+        now: Timestamp,
+    ) -> (Vec<NewFire>, ScheduleRecord) {
+        let parsed = Parsed::of(&r).expect("parsed");
+        let mut fires = Vec::new();
+        for _ in 0..100 {
+            let Some(firing) = plan(&r, &parsed, now, idle()).firing else {
+                return (fires, r);
+            };
+            fires.extend(firing.fires);
+            r = ScheduleRecord {
+                version: r.version + 1,
+                ..firing.schedule
+            };
+        }
+        panic!("never caught up: {r:?}");
+    }
+
+    #[test]
+    fn catch_up_after_an_outage_longer_than_a_look_applies_to_all_it_missed() {
+        // Down from 10 s for 2,500 ticks: the five newest are within the grace (on time).
+        let now = Timestamp(2_510_500);
+        let started = |fires: &[NewFire]| -> Vec<i64> {
+            fires
+                .iter()
+                .filter(|f| f.run.is_some())
+                .map(|f| f.nominal.0)
+                .collect()
+        };
+        let on_time: Vec<i64> = (2_506..=2_510).map(|s| s * 1_000).collect();
+        for (catch_up, newest) in [
+            ("last 3", vec![2_503_000, 2_504_000, 2_505_000]),
+            ("last 1", vec![2_505_000]),
+            ("within 10s", (2_501..=2_505).map(|s| s * 1_000).collect()),
+            ("skip", vec![]),
+        ] {
+            let r = record("every 1s", "allow_all", catch_up);
+            let (fires, after) = plan_until_caught_up(r, now);
+            let expected: Vec<i64> = newest.iter().chain(&on_time).copied().collect();
+            assert_eq!(
+                started(&fires),
+                expected,
+                "{catch_up}: the newest of all missed"
+            );
+            assert_eq!(
+                after.missed as usize,
+                2_500 - expected.len(),
+                "{catch_up}: every other tick counted as missed"
+            );
+            assert_eq!(after.last_tick, Some(now), "{catch_up}: caught up");
+        }
+        // Replacing policies start only the latest tick of the whole backlog.
+        let r = record("every 1s", "cancel_previous", "last 3");
+        let (fires, _) = plan_until_caught_up(r, now);
+        assert_eq!(started(&fires), vec![2_510_000]);
+        assert_eq!(fires.len(), 8, "the others kept are recorded as replaced");
     }
 
     #[test]

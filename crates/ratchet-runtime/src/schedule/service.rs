@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use ratchet_core::Timestamp;
 use ratchet_schedule::Overlap;
-use ratchet_store::{FireKind, ScheduleAction, ScheduleRecord, TaskId};
+use ratchet_store::{FireKind, ScheduleAction, ScheduleRecord, StopRun, Store, TaskId};
 
 use super::plan::{plan, Parsed, Previous};
 use crate::runtime::Shared;
@@ -95,8 +95,48 @@ enum Fired {
     Failed,
 }
 
-/// Plans and writes the fire of one due schedule.
+/// Plans and writes the fire of one due schedule, then tells this process of what it did.
 async fn fire(shared: &Arc<Shared>, client: &Client, r: ScheduleRecord, now: Timestamp) -> Fired {
+    let written = fire_on(shared.store.as_ref(), client, r, now).await;
+    if let Fired::Wrote = written.fired {
+        if written.started {
+            // What it started may run here: look for work now.
+            shared.wake.remote_work.notify_one();
+        }
+        if let Some(stop) = &written.stopped {
+            if let StopRun::Terminate { instance, .. } = stop {
+                shared.cache.forget(instance);
+            }
+            // A cancelled instance has a turn to run, maybe here.
+            shared.wake.work.notify_one();
+        }
+    }
+    written.fired
+}
+
+/// What a fire wrote.
+struct Written {
+    fired: Fired,
+    /// It started runs.
+    started: bool,
+    /// The run it stopped (if it still ran).
+    stopped: Option<StopRun>,
+}
+
+impl From<Fired> for Written {
+    fn from(fired: Fired) -> Self {
+        Self {
+            fired,
+            started: false,
+            stopped: None,
+        }
+    }
+}
+
+/// Plans the fire of `r` at `now` and writes it to `store` as one compare-and-set: the runs
+/// it starts, and the previous run it stops (overlap cancel_previous, terminate_previous),
+/// in the same transaction, so a fire that loses to another write stops nothing.
+async fn fire_on(store: &dyn Store, client: &Client, r: ScheduleRecord, now: Timestamp) -> Written {
     let parsed = match Parsed::of(&r) {
         Ok(p) => p,
         Err(e) => {
@@ -109,11 +149,11 @@ async fn fire(shared: &Arc<Shared>, client: &Client, r: ScheduleRecord, now: Tim
                 updated_at: now,
                 ..r.clone()
             };
-            return match shared.store.schedule_put(paused, Some(r.version)).await {
-                Ok(_) => Fired::Wrote,
+            return match store.schedule_put(paused, Some(r.version)).await {
+                Ok(_) => Fired::Wrote.into(),
                 Err(e) => {
                     tracing::warn!(schedule = %r.name, error = %e, "could not pause it");
-                    Fired::Failed
+                    Fired::Failed.into()
                 }
             };
         }
@@ -126,41 +166,39 @@ async fn fire(shared: &Arc<Shared>, client: &Client, r: ScheduleRecord, now: Tim
     };
     let planned = plan(&r, &parsed, now, previous);
     let Some(firing) = planned.firing else {
-        return Fired::Nothing;
+        return Fired::Nothing.into();
     };
-    let starts = firing.fires.iter().any(|f| f.run.is_some());
-    if let (Some(policy), Some(run), true) = (planned.stop_previous, &r.running, starts) {
-        stop(client, &r.action, run, policy, &r.name).await;
-    }
+    let started = firing.fires.iter().any(|f| f.run.is_some());
+    let stopped = firing.stop.clone();
     let fires = firing.fires.len();
-    match shared.store.schedule_fire(firing).await {
+    match store.schedule_fire(firing).await {
         Ok(Some(records)) => {
             for f in records.iter().filter(|f| f.kind == FireKind::Scheduled) {
                 let late = f.actual.since(f.nominal);
                 crate::metrics::schedule_fire(&r.name, late, f.run.is_some());
                 tracing::debug!(schedule = %r.name, tick = %ratchet_schedule::rfc3339(f.nominal), run = ?f.run, skipped = ?f.skipped, late_ms = late.as_millis() as u64, "schedule fired");
             }
-            if starts {
-                // What it started may run here: look for work now.
-                shared.wake.remote_work.notify_one();
+            Written {
+                fired: Fired::Wrote,
+                started,
+                stopped,
             }
-            Fired::Wrote
         }
         // Another process fired it first, or it was changed: the next look reads it again.
         Ok(None) => {
             tracing::debug!(schedule = %r.name, fires, "another process wrote the schedule first");
-            Fired::Wrote
+            Fired::Wrote.into()
         }
         Err(e) => {
             tracing::warn!(schedule = %r.name, error = %e, "could not fire a schedule; will try again");
-            Fired::Failed
+            Fired::Failed.into()
         }
     }
 }
 
 /// Where the run `run` of a schedule doing `action` stands. When it cannot be told (the
 /// database is away), it is taken as going: a tick skipped is better than two at once.
-async fn previous_run(client: &Client, action: &ScheduleAction, run: &str) -> Previous {
+pub(crate) async fn previous_run(client: &Client, action: &ScheduleAction, run: &str) -> Previous {
     let ended = |at: Option<Timestamp>| Previous {
         going: false,
         ended_at: at,
@@ -197,24 +235,95 @@ async fn previous_run(client: &Client, action: &ScheduleAction, run: &str) -> Pr
     })
 }
 
-/// Cancels or terminates a schedule's previous run (overlap `cancel_previous`,
-/// `terminate_previous`); a run that finished meanwhile is left alone.
-async fn stop(client: &Client, action: &ScheduleAction, run: &str, policy: Overlap, name: &str) {
-    let reason = format!("replaced by the next tick of schedule {name}");
-    let outcome = match action {
-        ScheduleAction::Start { .. } if policy == Overlap::TerminatePrevious => {
-            client.terminate(run, &reason).await
-        }
-        ScheduleAction::Start { .. } => client.cancel(run, &reason).await,
-        ScheduleAction::Enqueue { .. } => match run.parse::<i64>() {
-            Ok(id) => client.task_cancel(TaskId(id)).await.map(|_| ()),
-            Err(_) => Ok(()),
-        },
-    };
-    match outcome {
-        Ok(()) | Err(Error::Finished { .. } | Error::NotFound(_) | Error::TaskNotFound(_)) => {}
-        Err(e) => {
-            tracing::warn!(schedule = name, run, error = %e, "could not stop the previous run")
-        }
+#[cfg(test)]
+mod tests {
+    use ratchet_store::InstanceStatus;
+
+    use super::*;
+    use crate::{ScheduleOptions, StartOptions};
+
+    /// Two dispatchers find the same tick of a terminate_previous schedule due while its run
+    /// goes on; the other one's write lands first. This one's compare-and-set then fails, and
+    /// the run it would have replaced goes on (it was terminated before the compare-and-set,
+    /// leaving the schedule with no run at all); from the version stored, the fire replaces
+    /// it.
+    #[tokio::test]
+    async fn a_fire_that_loses_its_compare_and_set_stops_no_run() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let store: Arc<dyn Store> = Arc::new(
+            ratchet_store_sqlite::SqliteStore::open(dir.path().join("race.db"))
+                .await
+                .expect("a store"),
+        );
+        let client = Client::new(store.clone());
+        let options = ScheduleOptions::start("every 1s", "report", ())
+            .expect("options")
+            .overlap(Overlap::TerminatePrevious);
+        client
+            .schedule_create("nightly", options)
+            .await
+            .expect("created");
+        client
+            .start_with("report", (), StartOptions::id("nightly@previous"))
+            .await
+            .expect("started");
+        // The schedule's last fire started that run.
+        let r = store
+            .schedule_get("nightly")
+            .await
+            .expect("read")
+            .expect("it");
+        let running = ScheduleRecord {
+            running: Some("nightly@previous".into()),
+            ..r.clone()
+        };
+        assert!(store
+            .schedule_put(running, Some(r.version))
+            .await
+            .expect("written"));
+        let read = store
+            .schedule_get("nightly")
+            .await
+            .expect("read")
+            .expect("it");
+        let due = Timestamp(read.next_fire_at.expect("a next tick").0 + 10);
+        // The other dispatcher's write comes first.
+        let other = ScheduleRecord {
+            note: Some("written by another process".into()),
+            ..read.clone()
+        };
+        assert!(store
+            .schedule_put(other, Some(read.version))
+            .await
+            .expect("written"));
+        let lost = fire_on(store.as_ref(), &client, read, due).await;
+        assert!(matches!(lost.fired, Fired::Wrote) && lost.stopped.is_none());
+        let previous = client.status("nightly@previous").await.expect("status");
+        assert_eq!(
+            previous.status,
+            InstanceStatus::Pending,
+            "a fire that lost its compare-and-set stopped nothing"
+        );
+        // From the version stored, the tick replaces the run.
+        let read = store
+            .schedule_get("nightly")
+            .await
+            .expect("read")
+            .expect("it");
+        let won = fire_on(store.as_ref(), &client, read, due).await;
+        assert!(won.started && won.stopped.is_some());
+        let previous = client.status("nightly@previous").await.expect("status");
+        assert_eq!(previous.status, InstanceStatus::Terminated);
+        let read = store
+            .schedule_get("nightly")
+            .await
+            .expect("read")
+            .expect("it");
+        let new = read.running.expect("a new run");
+        assert_ne!(new, "nightly@previous");
+        assert_eq!(
+            client.status(&new).await.expect("status").status,
+            InstanceStatus::Pending
+        );
     }
 }

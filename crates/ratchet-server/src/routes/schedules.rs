@@ -69,6 +69,9 @@ pub struct ScheduleView {
     pub buffered: Option<String>,
     /// Ticks missed and not caught up, in all.
     pub missed: u64,
+    /// Ticks up to this are settled: their fire records were dropped (a schedule keeps its
+    /// newest 1,000), and no backfill fires them.
+    pub settled_through: Option<String>,
     /// Bumped by every write.
     pub version: i64,
     /// When it was created.
@@ -99,6 +102,7 @@ impl ScheduleView {
             running: s.running.clone(),
             buffered: time(s.buffered),
             missed: s.missed,
+            settled_through: time(s.settled_through),
             version: s.version,
             created_at: rfc3339(s.created_at),
             updated_at: rfc3339(s.updated_at),
@@ -132,7 +136,7 @@ impl FireView {
         Self {
             tick: rfc3339(f.nominal),
             fired_at: rfc3339(f.actual),
-            late_ms: f.actual.as_millis() - f.nominal.as_millis(),
+            late_ms: f.actual.as_millis().saturating_sub(f.nominal.as_millis()),
             kind: f.kind.as_str().to_string(),
             run: f.run.clone(),
             skipped: f.skipped.clone(),

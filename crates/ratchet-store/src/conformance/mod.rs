@@ -77,7 +77,8 @@ macro_rules! conformance_suite {
             events_appends_of_one_call_apply_in_order, events_bad_input_appends_nothing,
             events_concurrent_conditional_appends_never_overbook,
             events_readers_never_skip_a_late_commit, schedules_are_written_by_compare_and_set,
-            schedules_due_are_found_with_the_next_time, a_fire_is_written_whole_or_not_at_all);
+            schedules_due_are_found_with_the_next_time, a_fire_is_written_whole_or_not_at_all,
+            dropped_fire_records_settle_their_ticks, a_fire_stops_the_previous_run_only_if_it_wins);
     };
     (@tests $make:expr; $($name:ident),*) => {
         $(

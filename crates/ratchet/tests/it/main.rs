@@ -15,4 +15,5 @@ mod replay;
 mod schedules;
 mod signals;
 mod tasks;
+mod times;
 mod workflows;

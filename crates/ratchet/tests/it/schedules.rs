@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use ratchet::{
     CatchUp, Client, Error, FireKind, FireRecord, InstanceStatus, OrchestrationContext,
-    OrchestrationError, Overlap, ScheduleOptions, Store, TaskContext, TaskError, TaskOptions,
-    Timestamp,
+    OrchestrationError, Overlap, ScheduleOptions, ScheduleRecord, StartOptions, Store, TaskContext,
+    TaskError, TaskOptions, TaskState, Timestamp,
 };
 
 use crate::harness::start;
@@ -21,6 +21,9 @@ crate::on_every_backend!(
     bad_schedules_are_refused_naming_the_field,
     a_definitions_own_schedule_starts_it_after_each_run,
     hosts_whose_clocks_are_wrong_fire_each_tick_once_and_on_time,
+    a_backfill_longer_than_the_records_kept_fires_each_tick_once,
+    manual_and_backfilled_runs_leave_the_overlap_policy_its_run,
+    an_outage_longer_than_a_look_fires_the_newest_missed_ticks,
 );
 
 fn ms(t: &str) -> Timestamp {
@@ -548,4 +551,151 @@ async fn hosts_whose_clocks_are_wrong_fire_each_tick_once_and_on_time(store: Arc
     }
     behind.shutdown().await;
     ahead.shutdown().await;
+}
+
+/// Every task of every queue, by state counts.
+async fn tasks_in_all(c: &Client) -> u64 {
+    c.queues()
+        .await
+        .unwrap()
+        .iter()
+        .map(|q| TaskState::ALL.iter().map(|s| q.count(*s)).sum::<u64>())
+        .sum()
+}
+
+/// A backfill of 1,500 ticks of a schedule that enqueues a task fires each once, though the
+/// schedule keeps the records of 1,000: running it again enqueues nothing (it enqueued the
+/// 500 whose records were dropped a second time).
+async fn a_backfill_longer_than_the_records_kept_fires_each_tick_once(store: Arc<dyn Store>) {
+    let c = Client::new(store);
+    let options = ScheduleOptions::enqueue("every 1m", "report", (), TaskOptions::default())
+        .unwrap()
+        .paused("by hand only");
+    let created = c.schedule_create("minutely", options).await.unwrap();
+    let last = Timestamp(created.created_at.0 / 60_000 * 60_000);
+    let first = Timestamp(last.0 - 1_499 * 60_000);
+    let fired = c.schedule_backfill("minutely", first, last).await.unwrap();
+    assert_eq!(fired.len(), 1_500);
+    assert_eq!(tasks_in_all(&c).await, 1_500);
+    let again = c.schedule_backfill("minutely", first, last).await.unwrap();
+    assert!(again.is_empty(), "nothing fires twice: {} did", again.len());
+    assert_eq!(tasks_in_all(&c).await, 1_500, "no task enqueued twice");
+    let settled = c.schedule("minutely").await.unwrap().settled_through;
+    assert_eq!(
+        settled,
+        Some(Timestamp(first.0 + 499 * 60_000)),
+        "the ticks whose records were dropped are settled"
+    );
+    // A part of the range, or more of it: still nothing twice.
+    let part = c
+        .schedule_backfill("minutely", Timestamp(first.0 + 100 * 60_000), last)
+        .await
+        .unwrap();
+    assert!(part.is_empty());
+    assert_eq!(tasks_in_all(&c).await, 1_500);
+}
+
+/// The run an overlap policy watches stays the schedule's own: a manual run started while
+/// it goes does not take its place, nor does a backfill, so the next tick is still skipped
+/// while it runs; once it has finished, a manual run does take its place.
+async fn manual_and_backfilled_runs_leave_the_overlap_policy_its_run(store: Arc<dyn Store>) {
+    // No runtime: every run stays Pending (going) until it is terminated here.
+    let c = Client::new(store.clone());
+    let created = c
+        .schedule_create(
+            "watched",
+            ScheduleOptions::start("every 1m", "report", ())
+                .unwrap()
+                .paused("by hand only"),
+        )
+        .await
+        .unwrap();
+    c.start_with("report", (), StartOptions::id("watched@own"))
+        .await
+        .unwrap();
+    let r = c.schedule("watched").await.unwrap();
+    let own = ScheduleRecord {
+        running: Some("watched@own".into()),
+        ..r.clone()
+    };
+    assert!(store.schedule_put(own, Some(r.version)).await.unwrap());
+    let manual = c.schedule_trigger_now("watched").await.unwrap();
+    let backfilled = c
+        .schedule_backfill(
+            "watched",
+            Timestamp(created.created_at.0 - 180_000),
+            created.created_at,
+        )
+        .await
+        .unwrap();
+    assert_eq!(backfilled.len(), 3);
+    assert_eq!(
+        c.schedule("watched").await.unwrap().running.as_deref(),
+        Some("watched@own"),
+        "the policy still watches the run that goes on"
+    );
+    // Those runs end; the watched one does not: it is still the one watched.
+    for run in backfilled.iter().chain([&manual]) {
+        c.terminate(run.run.as_deref().unwrap(), "done")
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        c.schedule("watched").await.unwrap().running.as_deref(),
+        Some("watched@own")
+    );
+    // Once it has ended, a manual run is the one watched.
+    c.terminate("watched@own", "done").await.unwrap();
+    let manual = c.schedule_trigger_now("watched").await.unwrap();
+    assert_eq!(
+        c.schedule("watched").await.unwrap().running,
+        manual.run,
+        "a manual run started while none goes is watched"
+    );
+}
+
+/// A schedule every second whose processes were all down for 2,500 ticks fires, with
+/// `last 2`, the two newest of the ticks it missed (and those still on time), not the
+/// newest of each 1,000 it looks at.
+async fn an_outage_longer_than_a_look_fires_the_newest_missed_ticks(store: Arc<dyn Store>) {
+    let c = Client::new(store.clone());
+    let options = ScheduleOptions::start("every 1s", "slow", 0)
+        .unwrap()
+        .overlap(Overlap::AllowAll)
+        .catch_up(CatchUp::Last(2));
+    let created = c.schedule_create("outage", options).await.unwrap();
+    // Its last tick handled, 2,500 s before: every process was down since.
+    let down = Timestamp(created.created_at.0 / 1_000 * 1_000 - 2_500_000);
+    let before = ScheduleRecord {
+        last_tick: Some(down),
+        next_fire_at: Some(Timestamp(down.0 + 1_000)),
+        ..created.clone()
+    };
+    assert!(store.schedule_put(before, Some(1)).await.unwrap());
+    let back = Timestamp::now();
+    let r = start(&store, |b| b.orchestration("slow", slow)).await;
+    let deadline = tokio::time::Instant::now() + crate::harness::WAIT;
+    while c.schedule("outage").await.unwrap().last_tick < Some(back) {
+        assert!(tokio::time::Instant::now() < deadline, "never caught up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    c.schedule_pause("outage", "seen enough").await.unwrap();
+    r.shutdown().await;
+    // Late beyond the grace of 5 s when fired: missed ticks caught up.
+    let missed: Vec<FireRecord> = runs(&c, "outage")
+        .await
+        .into_iter()
+        .filter(|f| f.actual.0 - f.nominal.0 > 5_000)
+        .collect();
+    assert_eq!(missed.len(), 2, "the two newest missed: {missed:?}");
+    assert!(
+        missed.iter().all(|f| f.actual.0 - f.nominal.0 <= 10_000),
+        "none from the start of the outage: {missed:?}"
+    );
+    let after = c.schedule("outage").await.unwrap();
+    assert!(
+        after.missed >= 2_480,
+        "the rest counted as missed: {}",
+        after.missed
+    );
 }

@@ -1,0 +1,3 @@
+-- The newest tick whose fire record was dropped: ticks up to it are settled, and no backfill
+-- fires them again (a schedule keeps its newest 1,000 fire records).
+ALTER TABLE ratchet.schedules ADD COLUMN settled_through bigint;
