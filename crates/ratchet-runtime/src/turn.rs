@@ -475,12 +475,15 @@ fn violation(shared: &Shared, turn: &Turn) -> Option<ErrorInfo> {
     let limit = shared.config.max_payload_bytes;
     let too_big = |what: String, v: &Value| {
         let size = serde_json::to_vec(v).map(|b| b.len()).unwrap_or(0);
-        (size > limit).then(|| {
-            OrchestrationError::Limit {
-                message: format!("{what} is {size} bytes, over the limit of {limit} bytes"),
-            }
-            .to_info()
-        })
+        let message = if size > limit {
+            format!("{what} is {size} bytes, over the limit of {limit} bytes")
+        } else if let Err(e) = ratchet_core::limits::check_json_depth(&what, v) {
+            // Written, it could not be read back: history wraps it deeper still.
+            e.to_string()
+        } else {
+            return None;
+        };
+        Some(OrchestrationError::Limit { message }.to_info())
     };
     for event in turn.outbound() {
         let found = match event {

@@ -175,16 +175,20 @@ async fn run(
     {
         Ok(Ok(Ok(output))) => {
             let size = serde_json::to_vec(&output).map(|b| b.len()).unwrap_or(0);
-            if size <= shared.config.max_payload_bytes {
+            let field = format!("the output of {what} \"{}\"", task.name);
+            if size > shared.config.max_payload_bytes {
+                ActivityError::non_retryable(
+                    "LimitExceeded",
+                    format!(
+                        "{field} is {size} bytes, over the limit of {} bytes",
+                        shared.config.max_payload_bytes
+                    ),
+                )
+            } else if let Err(e) = ratchet_core::limits::check_json_depth(&field, &output) {
+                ActivityError::non_retryable("LimitExceeded", e.to_string())
+            } else {
                 return TaskResult::Completed(output);
             }
-            ActivityError::non_retryable(
-                "LimitExceeded",
-                format!(
-                    "the output of {what} \"{}\" is {size} bytes, over the limit of {} bytes",
-                    task.name, shared.config.max_payload_bytes
-                ),
-            )
         }
         Ok(Ok(Err(e))) => e,
         Ok(Err(panic)) => {

@@ -422,6 +422,10 @@ pub fn validate_event(e: &NewEvent) -> Result<()> {
             "payload and metadata are {size} bytes; at most {MAX_EVENT_BYTES} are allowed"
         )));
     }
+    for (field, value) in [("payload", &e.payload), ("metadata", &e.metadata)] {
+        ratchet_core::limits::check_json_depth(field, value)
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
+    }
     Ok(())
 }
 

@@ -150,6 +150,10 @@ impl Client {
                 limit: self.max_payload_bytes,
             });
         }
+        // Stored values are wrapped in history events and rows: one nested near serde_json's
+        // reading limit would be written and then never read back.
+        ratchet_core::limits::check_json_depth(what, &value)
+            .map_err(|e| Error::InvalidInput(e.to_string()))?;
         Ok(value)
     }
 }

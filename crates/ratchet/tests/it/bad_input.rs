@@ -213,9 +213,62 @@ async fn limits_fail_instances_with_clear_errors(store: Arc<dyn Store>) {
     r.shutdown().await;
 }
 
+/// A value nested `depth` levels deep: `[[[...0...]]]`.
+fn nested(depth: usize) -> serde_json::Value {
+    (0..depth).fold(serde_json::json!(0), |v, _| serde_json::json!([v]))
+}
+
+/// Values nested deeper than stored values may (100 levels) are refused where they come in:
+/// each would be written, wrapped deeper still in history or a row, and never read back.
+async fn values_nested_too_deep_are_refused_where_they_come_in(store: Arc<dyn Store>) {
+    let r = start(&store, |b| {
+        b.orchestration(
+            "echo",
+            |ctx: OrchestrationContext, _: serde_json::Value| async move {
+                let deep: serde_json::Value = ctx.activity("deep", ()).await?;
+                Ok::<_, OrchestrationError>(deep)
+            },
+        )
+        .orchestration(
+            "waits",
+            |ctx: OrchestrationContext, _: serde_json::Value| async move {
+                let v: serde_json::Value = ctx.signal("go").await?;
+                Ok::<_, OrchestrationError>(v)
+            },
+        )
+        .activity("deep", |_ctx: ActivityContext, _: ()| async move {
+            Ok::<_, ActivityError>(nested(120))
+        })
+    })
+    .await;
+    let c = r.client();
+    match c.start("waits", nested(101)).await {
+        Err(Error::InvalidInput(m)) => assert!(m.contains("deeper than 100"), "{m}"),
+        other => panic!("{:?}", other.map(|h| h.id().to_string())),
+    }
+    nothing_written(&store).await;
+    let fine = c.start("waits", nested(100)).await.unwrap();
+    match c.signal(fine.id(), "go", nested(101)).await {
+        Err(Error::InvalidInput(m)) => assert!(m.contains("signal payload"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    let event = ratchet::NewEvent::new("Deep", ["k:v"], nested(101));
+    assert!(matches!(
+        c.events().append(vec![event]).await,
+        Err(Error::InvalidInput(_))
+    ));
+    // An activity's result nested too deep fails the activity, not the history.
+    let outcome = c.start("echo", ()).await.unwrap().wait(WAIT).await.unwrap();
+    assert_eq!(outcome.status, InstanceStatus::Failed);
+    let e = outcome.error.unwrap();
+    assert!(e.message.contains("deeper than 100"), "{e}");
+    r.shutdown().await;
+}
+
 crate::on_every_backend!(
     bad_starts_are_refused_and_write_nothing,
     unknown_activity_fails_the_instance_clearly,
     malformed_signal_payload_is_an_error_in_the_code,
     limits_fail_instances_with_clear_errors,
+    values_nested_too_deep_are_refused_where_they_come_in,
 );
