@@ -27,8 +27,9 @@ fuzz_run() {
     shift
     (($#)) || set -- "${FUZZ_TARGETS[@]}"
     fuzz_tools || { echo "== fuzz: error: could not install the fuzzing tools" >&2; return 1; }
-    fuzz_say "building ${*} (nightly, instrumented)"
-    (cd fuzz && PATH=$PWD/../target/tools/bin:$PATH cargo +nightly fuzz build -s none "$@") ||
+    # Every target at once (they share their dependencies' build).
+    fuzz_say "building the targets (nightly, instrumented)"
+    (cd fuzz && PATH=$PWD/../target/tools/bin:$PATH cargo +nightly fuzz build -s none) ||
         return 1
     for target; do
         dir=target/fuzz/$target
