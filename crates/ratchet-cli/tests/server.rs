@@ -5,6 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "server/hostile.rs"]
+mod hostile;
 #[path = "server/times.rs"]
 mod times;
 

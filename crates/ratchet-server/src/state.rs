@@ -18,6 +18,17 @@ pub struct ServerLimits {
     pub max_wait: Duration,
     /// Requests held open at once (long-poll waits and event streams); more get 429.
     pub max_waiting: usize,
+    /// Connections open at once. One more is answered 503 with `Retry-After` and closed
+    /// (over HTTPS it is closed before the handshake, which would cost more than the
+    /// answer saves). The process's open-file limit must be above it.
+    pub max_connections: usize,
+    /// How long a connection may take to send a request's head (over HTTPS, to finish its
+    /// handshake too): a slower one is closed. It also closes a kept-alive connection that
+    /// sends nothing for this long.
+    pub header_read_timeout: Duration,
+    /// How long a graceful stop waits for the requests in flight (long polls and event
+    /// streams end at once when it begins); what is left then is closed.
+    pub shutdown_grace: Duration,
 }
 
 impl Default for ServerLimits {
@@ -30,6 +41,9 @@ impl Default for ServerLimits {
             max_page: 1_000,
             max_wait: Duration::from_secs(60),
             max_waiting: 10_000,
+            max_connections: 10_000,
+            header_read_timeout: Duration::from_secs(10),
+            shutdown_grace: Duration::from_secs(10),
         }
     }
 }
@@ -44,6 +58,8 @@ pub struct ServerState {
     pub(crate) fleet: std::sync::Arc<crate::fleet::Fleet>,
     /// One permit per request held open.
     pub(crate) waiting: std::sync::Arc<tokio::sync::Semaphore>,
+    /// When the tokens of requests held open were last found valid.
+    pub(crate) validity: std::sync::Arc<crate::auth::Validity>,
 }
 
 impl ServerState {
@@ -60,6 +76,7 @@ impl ServerState {
             waiting: std::sync::Arc::new(tokio::sync::Semaphore::new(
                 ServerLimits::default().max_waiting,
             )),
+            validity: std::sync::Arc::default(),
         }
     }
 

@@ -22,6 +22,7 @@ use utoipa_axum::routes;
 
 use super::{comma_list, page_size};
 use crate::extract::{JsonBody, QueryParams};
+use crate::held::Held;
 use crate::problem::{Problem, ProblemBody};
 use crate::state::ServerState;
 use crate::time::rfc3339;
@@ -342,6 +343,7 @@ async fn stream(
     State(state): State<ServerState>,
     headers: HeaderMap,
     QueryParams(p): QueryParams<StreamParams>,
+    held: Held,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Problem> {
     let query = one_item(p.types.as_deref(), p.tags.as_deref());
     query
@@ -360,31 +362,27 @@ async fn stream(
         None => None,
     };
     let after = last_id.or(p.after).map(Position);
-    // Held while the stream is open: it drops with the stream.
-    let held = state.hold()?;
     let events = state
         .client
         .events()
         .subscribe(query, after)
-        .filter_map(move |item| {
-            let _held = &held;
-            async move {
-                match item {
-                    Ok(event) => {
-                        let position = event.position.0;
-                        let data =
-                            serde_json::to_string(&EventView::from(event)).unwrap_or_default();
-                        // No SSE event name: a browser's `onmessage` sees every event, and the
-                        // type is in the data.
-                        Some(Ok(Event::default().id(position.to_string()).data(data)))
-                    }
-                    // The subscription carries on after a pause; the client needs no word of it.
-                    Err(e) => {
-                        tracing::warn!(error = %e, "event stream: reading failed; retrying");
-                        None
-                    }
+        .filter_map(|item| async move {
+            match item {
+                Ok(event) => {
+                    let position = event.position.0;
+                    let data = serde_json::to_string(&EventView::from(event)).unwrap_or_default();
+                    // No SSE event name: a browser's `onmessage` sees every event, and the
+                    // type is in the data.
+                    Some(Ok(Event::default().id(position.to_string()).data(data)))
+                }
+                // The subscription carries on after a pause; the client needs no word of it.
+                Err(e) => {
+                    tracing::warn!(error = %e, "event stream: reading failed; retrying");
+                    None
                 }
             }
         });
+    // Ends when the server stops or the caller's token is revoked.
+    let events = held.bound(events);
     Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }

@@ -15,6 +15,7 @@ use utoipa_axum::routes;
 
 use super::instances::{parse_position, HistoryItem, InstanceView};
 use crate::extract::{PathParam, QueryParams};
+use crate::held::Held;
 use crate::problem::{Problem, ProblemBody};
 use crate::state::ServerState;
 
@@ -80,6 +81,7 @@ async fn stream(
     PathParam(id): PathParam<String>,
     headers: HeaderMap,
     QueryParams(p): QueryParams<StreamParams>,
+    held: Held,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Problem> {
     let last_id = headers
         .get("last-event-id")
@@ -95,7 +97,6 @@ async fn stream(
     };
     // An unknown id is a 404 now, not an empty stream.
     state.client.status(&id).await?;
-    let held = state.hold()?;
     let follow = Follow {
         state,
         id,
@@ -116,10 +117,9 @@ async fn stream(
         Some((stream::iter(messages), f))
     })
     .flatten()
-    .map(move |event| {
-        let _held = &held;
-        Ok(event)
-    });
+    .map(Ok);
+    // Ends when the server stops or the caller's token is revoked.
+    let messages = held.bound(messages);
     Ok(Sse::new(messages).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
 

@@ -23,6 +23,7 @@ use utoipa_axum::routes;
 use super::{comma_list, page_size, WriteParams};
 use crate::extract::{parse_json, JsonBody, PathParam, QueryParams};
 use crate::fleet::{self, Kind};
+use crate::held::Held;
 use crate::problem::{Problem, ProblemBody};
 use crate::state::ServerState;
 use crate::time::{parse_rfc3339, rfc3339};
@@ -682,11 +683,16 @@ async fn wait(
     State(state): State<ServerState>,
     PathParam(id): PathParam<String>,
     QueryParams(params): QueryParams<WaitParams>,
+    held: Held,
 ) -> Result<Json<WaitOutcome>, Problem> {
-    let _held = state.hold()?;
     let timeout =
         Duration::from_millis(params.timeout_ms.unwrap_or(30_000)).min(state.limits.max_wait);
-    let outcome = match state.client.wait(&id, timeout).await {
+    // A stop (or a revoked token) answers as a timeout does: where the instance stands.
+    let waited = tokio::select! {
+        waited = state.client.wait(&id, timeout) => waited,
+        () = held.ended() => Err(Error::Timeout(id.clone())),
+    };
+    let outcome = match waited {
         Ok(o) => WaitOutcome {
             id: o.id,
             finished: true,

@@ -12,8 +12,8 @@ mod workers;
 mod workflows;
 
 use axum::extract::DefaultBodyLimit;
-use axum::http::StatusCode;
-use axum::{Json, Router};
+use axum::http::{header, StatusCode};
+use axum::Router;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
@@ -93,10 +93,15 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 pub fn router(state: ServerState) -> Router {
     let limit = state.limits.max_body_bytes;
     let (routes, document) = documented().split_for_parts();
+    // Written once: each request (and each clone of the route) shares the bytes.
+    let document = axum::body::Bytes::from(serde_json::to_vec(&document).unwrap_or_default());
     routes
         .route(
             "/openapi.json",
-            axum::routing::get(move || async move { Json(document) }),
+            axum::routing::get(move || {
+                let document = document.clone();
+                async move { ([(header::CONTENT_TYPE, "application/json")], document) }
+            }),
         )
         .route("/metrics", axum::routing::get(crate::metrics::render))
         // After the routes: each sees which one matched. The last added runs first, so a

@@ -20,6 +20,7 @@ use utoipa_axum::routes;
 use super::{comma_list, page_size, WriteParams};
 use crate::extract::{JsonBody, PathParam, QueryParams};
 use crate::fleet::{self, Kind};
+use crate::held::Held;
 use crate::problem::{Problem, ProblemBody};
 use crate::state::ServerState;
 use crate::time::{parse_rfc3339, rfc3339};
@@ -419,11 +420,16 @@ async fn wait(
     State(state): State<ServerState>,
     PathParam(id): PathParam<i64>,
     QueryParams(params): QueryParams<WaitParams>,
+    held: Held,
 ) -> Result<Json<TaskView>, Problem> {
     let timeout =
         Duration::from_millis(params.timeout_ms.unwrap_or(30_000)).min(state.limits.max_wait);
-    let _held = state.hold()?;
-    let record = match state.client.task_wait(TaskId(id), timeout).await {
+    // A stop (or a revoked token) answers as a timeout does: the task as it stands.
+    let waited = tokio::select! {
+        waited = state.client.task_wait(TaskId(id), timeout) => waited,
+        () = held.ended() => Err(Error::TaskTimeout(id)),
+    };
+    let record = match waited {
         Ok(record) => record,
         Err(Error::TaskTimeout(_)) => state.client.task(TaskId(id)).await?,
         Err(e) => return Err(e.into()),

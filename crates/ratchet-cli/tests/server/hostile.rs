@@ -1,0 +1,379 @@
+//! `ratchet server` under hostile but ordinary use: many idle connections, a client that
+//! sends its request head a byte at a time, more connections than the cap, a stop with
+//! streams open, a token revoked while its stream is open. Each test asserts what the
+//! server does, with bounds generous enough never to measure its speed.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use reqwest::StatusCode;
+use serde_json::json;
+
+use super::{common, get, http, order, post, Server};
+
+/// The `host:port` a server listens on.
+fn address(server: &Server) -> String {
+    server
+        .base
+        .trim_start_matches("http://")
+        .trim_start_matches("https://")
+        .to_string()
+}
+
+/// Sends one `GET path` on `conn` and reads the whole answer (it must carry a length).
+fn exchange(conn: &mut TcpStream, host: &str, path: &str) -> String {
+    let request = format!("GET {path} HTTP/1.1\r\nhost: {host}\r\n\r\n");
+    conn.write_all(request.as_bytes()).unwrap();
+    read_answer(conn)
+}
+
+/// One answer's head and body, read up to its `content-length` (or to the close).
+fn read_answer(conn: &mut TcpStream) -> String {
+    conn.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&got).to_string();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length = head
+                .lines()
+                .find_map(|l| {
+                    let (name, value) = l.split_once(':')?;
+                    name.eq_ignore_ascii_case("content-length")
+                        .then(|| value.trim().parse::<usize>().ok())?
+                })
+                .unwrap_or(usize::MAX);
+            if body.len() >= length {
+                return text;
+            }
+        }
+        match conn.read(&mut buf) {
+            Ok(0) | Err(_) => return String::from_utf8_lossy(&got).to_string(),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// The resident memory of process `pid`, in KiB (Linux).
+fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// Idle connections are cheap: 500 kept-alive connections, each after one request, add
+/// less than 64 KiB each to the server's memory (it cloned its routes, with the OpenAPI
+/// document, for each connection: about 1.6 MB).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_cost_little_memory() {
+    let (args, _store, _dir) = common::sqlite().await;
+    let server = Server::start(&args, &[]);
+    let host = address(&server);
+    let Some(before) = rss_kib(server.child.id()) else {
+        eprintln!("no /proc here: skipped");
+        return;
+    };
+    const CONNECTIONS: u64 = 500;
+    let held: Vec<TcpStream> = (0..CONNECTIONS)
+        .map(|_| {
+            let mut conn = TcpStream::connect(&host).unwrap();
+            let answer = exchange(&mut conn, &host, "/healthz");
+            assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+            conn
+        })
+        .collect();
+    let after = rss_kib(server.child.id()).unwrap();
+    let each = after.saturating_sub(before) / CONNECTIONS;
+    assert!(
+        each < 64,
+        "{CONNECTIONS} idle connections took {} KiB: {each} KiB each",
+        after.saturating_sub(before)
+    );
+    drop(held);
+}
+
+/// A client that sends its request head a byte at a time is dropped once the header-read
+/// timeout passes, without an answer; a prompt client on another connection is served
+/// meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_request_head_is_dropped() {
+    let (args, _store, _dir) = common::sqlite().await;
+    let server = Server::start(&args, &["--header-timeout-ms", "1000"]);
+    let host = address(&server);
+    let mut slow = TcpStream::connect(&host).unwrap();
+    let head = format!(
+        "GET /healthz HTTP/1.1\r\nhost: {host}\r\nx-padding: {}\r\n\r\n",
+        "a".repeat(100)
+    );
+    // 150 bytes, one each 100 ms: 15 s if the server kept listening.
+    let mut sent = 0;
+    for byte in head.as_bytes() {
+        if slow.write_all(&[*byte]).is_err() {
+            break;
+        }
+        sent += 1;
+        std::thread::sleep(Duration::from_millis(100));
+        if sent == 20 {
+            let mut prompt = TcpStream::connect(&host).unwrap();
+            let answer = exchange(&mut prompt, &host, "/healthz");
+            assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        }
+    }
+    let answer = read_answer(&mut slow);
+    assert!(
+        !answer.contains(" 200 "),
+        "a head sent over {sent} x 100 ms was served: {answer}"
+    );
+    assert!(sent < head.len(), "the server read the whole slow head");
+}
+
+/// Past `--max-connections`, a connection is answered 503 with `Retry-After` as a problem
+/// and closed; once one closes, a new one is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_over_the_cap_are_refused_clearly() {
+    let (args, _store, _dir) = common::sqlite().await;
+    let server = Server::start(&args, &["--max-connections", "3"]);
+    let host = address(&server);
+    let mut open: Vec<TcpStream> = (0..3)
+        .map(|_| {
+            let mut conn = TcpStream::connect(&host).unwrap();
+            let answer = exchange(&mut conn, &host, "/healthz");
+            assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+            conn
+        })
+        .collect();
+    let mut over = TcpStream::connect(&host).unwrap();
+    let answer = exchange(&mut over, &host, "/healthz").to_ascii_lowercase();
+    assert!(answer.starts_with("http/1.1 503"), "{answer}");
+    assert!(answer.contains("retry-after: 1"), "{answer}");
+    assert!(
+        answer.contains("content-type: application/problem+json"),
+        "{answer}"
+    );
+    assert!(answer.contains("too-many-connections"), "{answer}");
+    drop(open.pop());
+    // The server frees the place when it sees the close: try until it has.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut conn = TcpStream::connect(&host).unwrap();
+        let answer = exchange(&mut conn, &host, "/healthz");
+        if answer.starts_with("HTTP/1.1 200") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no place freed: {answer}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Reads an SSE response to its end: `Ok` when the server ended it, `Err` when the
+/// connection broke.
+async fn drain(response: reqwest::Response) -> Result<usize, reqwest::Error> {
+    let mut body = response.bytes_stream();
+    let mut read = 0;
+    while let Some(chunk) = body.next().await {
+        read += chunk?.len();
+    }
+    Ok(read)
+}
+
+/// Waits for the process to exit, up to `bound` (then kills it and fails).
+fn exits_within(server: &mut Server, bound: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + bound;
+    loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = server.child.kill();
+            panic!("the server was still running {bound:?} after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// SIGTERM with 100 event streams, an instance stream and a long poll open: each ends
+/// cleanly at once (the streams end, the wait answers where the instance stands), and the
+/// server exits long before its grace (two minutes here) would close them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_ends_open_streams_and_long_polls() {
+    let (args, _store, _dir) = common::sqlite().await;
+    let mut server = Server::start(&args, &["--shutdown-grace-ms", "120000"]);
+    let (status, _) = post(&server, "/v1/instances", order("held")).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let mut open = Vec::new();
+    for _ in 0..100 {
+        let response = http()
+            .get(server.url("/v1/events/stream"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        open.push(tokio::spawn(drain(response)));
+    }
+    let response = http()
+        .get(server.url("/v1/instances/held/stream"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    open.push(tokio::spawn(drain(response)));
+    let wait = http()
+        .get(server.url("/v1/instances/held/wait?timeout_ms=60000"))
+        .send();
+    let wait = tokio::spawn(async move {
+        let response = wait.await?;
+        let status = response.status();
+        Ok::<_, reqwest::Error>((status, response.json::<serde_json::Value>().await?))
+    });
+    // Every request is in: the server counts 102 held open.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, page) = get(&server, "/metrics").await;
+        if page
+            .as_str()
+            .is_some_and(|p| p.contains("ratchet_http_requests_held 102"))
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not every request came in");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let pid = server.child.id().to_string();
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status();
+    let status = tokio::task::block_in_place(|| exits_within(&mut server, Duration::from_secs(60)));
+    assert!(status.success(), "server exited with {status}");
+    for (i, stream) in open.into_iter().enumerate() {
+        let ended = stream.await.unwrap();
+        assert!(
+            ended.is_ok(),
+            "stream {i} broke instead of ending: {ended:?}"
+        );
+    }
+    let (status, outcome) = wait.await.unwrap().expect("the wait was answered");
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(outcome["finished"], json!(false), "{outcome}");
+}
+
+/// A token revoked while its event stream and instance stream are open ends both (within
+/// seconds; the bound here is generous); a new request with it gets 401.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_tokens_streams_end() {
+    let (args, _store, _dir) = common::sqlite().await;
+    let migrate = common::run(&args, &["migrate"]);
+    assert!(migrate.status.success(), "{}", common::text(&migrate));
+    let out = common::run(
+        &args,
+        &["tokens", "create", "--name", "watcher", "--scope", "write"],
+    );
+    assert!(out.status.success(), "{}", common::text(&out));
+    let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let id = token.split('_').nth(1).unwrap().to_string();
+    let server = Server::start(&args, &["--auth"]);
+    let started = http()
+        .post(server.url("/v1/instances"))
+        .bearer_auth(&token)
+        .json(&order("watched"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(started.status(), StatusCode::CREATED);
+    let mut open = Vec::new();
+    for path in ["/v1/events/stream", "/v1/instances/watched/stream"] {
+        let response = http()
+            .get(server.url(path))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
+        open.push(tokio::spawn(drain(response)));
+    }
+    let out = common::run(&args, &["tokens", "revoke", &id]);
+    assert!(out.status.success(), "{}", common::text(&out));
+    for stream in open {
+        let ended = tokio::time::timeout(Duration::from_secs(60), stream).await;
+        let ended = ended.expect("the stream of a revoked token is still open after 60 s");
+        assert!(ended.unwrap().is_ok(), "the stream broke instead of ending");
+    }
+    let refused = http()
+        .get(server.url("/v1/events"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+}
+
+/// Over HTTPS the cap holds too: a connection past it is closed before its handshake, and
+/// a silent one is closed at the header-read timeout, handshake unfinished.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_connections_are_capped_and_timed() {
+    let (args, _store, dir) = common::sqlite().await;
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let cert = dir.path().join("cert.pem");
+    let key = dir.path().join("key.pem");
+    std::fs::write(&cert, certified.cert.pem()).unwrap();
+    std::fs::write(&key, certified.key_pair.serialize_pem()).unwrap();
+    let (cert, key) = (cert.display().to_string(), key.display().to_string());
+    let server = Server::start(
+        &args,
+        &[
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+            "--max-connections",
+            "1",
+            "--header-timeout-ms",
+            "1000",
+        ],
+    );
+    let port = server.base.rsplit(':').next().unwrap().to_string();
+    let client = || {
+        reqwest::Client::builder()
+            .add_root_certificate(
+                reqwest::Certificate::from_pem(certified.cert.pem().as_bytes()).unwrap(),
+            )
+            .build()
+            .unwrap()
+    };
+    let url = format!("https://localhost:{port}/healthz");
+    // A silent connection holds the one place until the timeout closes it.
+    let mut silent = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+    silent
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut first = client().get(&url).send().await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while first.is_ok() {
+        // The silent connection may not be accepted yet: try until it holds the place.
+        assert!(Instant::now() < deadline, "the cap of one never held");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        first = client().get(&url).send().await;
+    }
+    let mut buf = [0u8; 16];
+    let read = silent.read(&mut buf);
+    assert!(
+        matches!(read, Ok(0)) || read.is_err(),
+        "the silent connection was answered: {read:?}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match client().get(&url).send().await {
+            Ok(answer) => {
+                assert_eq!(answer.status(), StatusCode::OK);
+                break;
+            }
+            Err(e) => assert!(Instant::now() < deadline, "never served again: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
