@@ -131,10 +131,14 @@ pub(crate) async fn run(
         shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
         ..ratchet_server::ServerLimits::default()
     };
-    let state = ServerState::new(client)
+    let mut state = ServerState::new(client)
         .with_limits(limits.clone())
         .with_metrics(metrics)
         .with_auth(args.auth);
+    if !args.auth && address.ip().is_loopback() {
+        // No token guards it: only this machine's own clients and pages may use it.
+        state = state.local_only(address.port());
+    }
     let app = router(state);
     match tls {
         Some(tls) => {

@@ -58,6 +58,9 @@ pub struct ServerState {
     pub(crate) fleet: std::sync::Arc<crate::fleet::Fleet>,
     /// One permit per request held open.
     pub(crate) waiting: std::sync::Arc<tokio::sync::Semaphore>,
+    /// The port of a loopback server that asks for no token: it answers this machine's own
+    /// clients only (see [`ServerState::local_only`]).
+    pub(crate) local_port: Option<u16>,
     /// When the tokens of requests held open were last found valid.
     pub(crate) validity: std::sync::Arc<crate::auth::Validity>,
 }
@@ -76,6 +79,7 @@ impl ServerState {
             waiting: std::sync::Arc::new(tokio::sync::Semaphore::new(
                 ServerLimits::default().max_waiting,
             )),
+            local_port: None,
             validity: std::sync::Arc::default(),
         }
     }
@@ -100,6 +104,16 @@ impl ServerState {
     /// scope it needs (tokens are made with [`crate::issue_token`] and stored in the database).
     pub fn with_auth(mut self, required: bool) -> Self {
         self.auth = required;
+        self
+    }
+
+    /// Answers this machine's own clients only, for a server on a loopback address that asks
+    /// for no token: a request must name it by a loopback address or `localhost` with
+    /// `port` in its `Host` (else 403, against DNS rebinding), and a change (any method but
+    /// GET, HEAD and OPTIONS) sent by a browser must come from a page of that origin, such as
+    /// the console (else 403, against cross-site requests).
+    pub fn local_only(mut self, port: u16) -> Self {
+        self.local_port = Some(port);
         self
     }
 

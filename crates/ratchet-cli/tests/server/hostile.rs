@@ -377,3 +377,103 @@ async fn https_connections_are_capped_and_timed() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Sends `request` (a whole request, head and body) on a new connection and reads the
+/// answer's status code.
+fn status_of(server: &Server, request: &str) -> u16 {
+    let mut conn = TcpStream::connect(address(server)).unwrap();
+    conn.write_all(request.as_bytes()).unwrap();
+    let answer = read_answer(&mut conn);
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {answer:?}"))
+}
+
+/// A loopback server without `--auth` answers only requests that name it by a loopback
+/// address or `localhost` with its port (a page on another name, rebound to 127.0.0.1 by
+/// its DNS, gets 403), and refuses changes sent by a page of another origin (CSRF); its
+/// own console's requests (same origin) go through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loopback_server_without_auth_answers_only_its_own_pages() {
+    let (args, _store, _dir) = common::sqlite().await;
+    let server = Server::start(&args, &[]);
+    let port = server.base.rsplit(':').next().unwrap().to_string();
+    let get_with = |host: &str| format!("GET /v1/queues HTTP/1.1\r\nhost: {host}\r\n\r\n");
+    for good in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        format!("LocalHost:{port}"),
+        format!("[::1]:{port}"),
+        format!("127.1.2.3:{port}"),
+    ] {
+        assert_eq!(status_of(&server, &get_with(&good)), 200, "Host: {good}");
+    }
+    for bad in [
+        "evil.example.com".to_string(),
+        format!("evil.example.com:{port}"),
+        format!("localhost.evil.example.com:{port}"),
+        format!("10.0.0.1:{port}"),
+        "localhost:1".to_string(),
+        "127.0.0.1".to_string(),
+    ] {
+        assert_eq!(status_of(&server, &get_with(&bad)), 403, "Host: {bad}");
+    }
+    let no_host = "GET /v1/queues HTTP/1.0\r\n\r\n";
+    assert_eq!(status_of(&server, no_host), 403, "no Host");
+
+    let host = format!("127.0.0.1:{port}");
+    let pause = |extra: &str| {
+        format!(
+            "POST /v1/queues/default/pause HTTP/1.1\r\nhost: {host}\r\n{extra}\
+             content-length: 0\r\nconnection: close\r\n\r\n"
+        )
+    };
+    for foreign in [
+        "origin: https://evil.example.com\r\n".to_string(),
+        format!("origin: http://evil.example.com:{port}\r\n"),
+        "origin: http://127.0.0.1:1\r\n".to_string(),
+        "origin: null\r\n".to_string(),
+        "sec-fetch-site: cross-site\r\n".to_string(),
+    ] {
+        assert_eq!(status_of(&server, &pause(&foreign)), 403, "{foreign}");
+    }
+    let (_, queues) = get(&server, "/v1/queues").await;
+    let default = queues
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["name"] == "default");
+    assert!(
+        default.is_none_or(|q| q["paused"] == json!(false)),
+        "a refused pause paused: {queues}"
+    );
+    for own in [
+        format!("origin: http://127.0.0.1:{port}\r\nsec-fetch-site: same-origin\r\n"),
+        format!("origin: http://localhost:{port}\r\n"),
+        String::new(),
+    ] {
+        assert_eq!(status_of(&server, &pause(&own)), 200, "{own}");
+    }
+}
+
+/// With `--auth` the token guards the server: a request with a valid token is answered
+/// whatever name it used (a proxy in front may forward any).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_with_auth_answers_any_host() {
+    let (args, _store, _dir) = common::sqlite().await;
+    let migrate = common::run(&args, &["migrate"]);
+    assert!(migrate.status.success(), "{}", common::text(&migrate));
+    let out = common::run(
+        &args,
+        &["tokens", "create", "--name", "p", "--scope", "read"],
+    );
+    assert!(out.status.success(), "{}", common::text(&out));
+    let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let server = Server::start(&args, &["--auth"]);
+    let request = format!(
+        "GET /v1/queues HTTP/1.1\r\nhost: api.example.com\r\nauthorization: Bearer {token}\r\n\r\n"
+    );
+    assert_eq!(status_of(&server, &request), 200);
+}
