@@ -477,3 +477,64 @@ async fn a_server_with_auth_answers_any_host() {
     );
     assert_eq!(status_of(&server, &request), 200);
 }
+
+/// A query's items, types and tags are counted at the edge: over a limit is a 422 naming
+/// the field, on every route that takes a query (before, any number of types was one
+/// lookup each).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_queries_are_bounded_at_the_edge() {
+    let (args, _store, _dir) = common::sqlite().await;
+    let server = Server::start(&args, &[]);
+    let types = |n: usize| (0..n).map(|i| format!("T{i}")).collect::<Vec<_>>();
+    let refused = |(status, p): (StatusCode, serde_json::Value), field: &str| {
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{field}: {p}");
+        assert_eq!(p["field"], json!(field), "{p}");
+    };
+    let (status, _) = get(
+        &server,
+        &format!("/v1/events?types={}", types(64).join(",")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let many = types(65).join(",");
+    refused(
+        get(&server, &format!("/v1/events?types={many}")).await,
+        "types",
+    );
+    let tags: Vec<String> = (0..65).map(|i| format!("k:{i}")).collect();
+    refused(
+        get(&server, &format!("/v1/events?tags={}", tags.join(","))).await,
+        "tags",
+    );
+    refused(
+        get(&server, &format!("/v1/events/stream?types={many}")).await,
+        "types",
+    );
+    refused(
+        post(
+            &server,
+            "/v1/events/query",
+            json!({"query": [{"types": ["A"]}, {"types": types(65)}]}),
+        )
+        .await,
+        "query[1].types",
+    );
+    let items: Vec<_> = (0..65).map(|_| json!({"types": ["A"]})).collect();
+    refused(
+        post(&server, "/v1/events/query", json!({ "query": items })).await,
+        "query",
+    );
+    let items: Vec<_> = (0..5).map(|_| json!({ "types": types(64) })).collect();
+    refused(
+        post(&server, "/v1/events/query", json!({ "query": items })).await,
+        "query[4].types",
+    );
+    let append = json!({"events": [{"type": "A"}],
+        "condition": {"fail_if_events_match": [{"types": types(65)}]}});
+    refused(
+        post(&server, "/v1/events", append).await,
+        "condition.fail_if_events_match[0].types",
+    );
+    let (_, page) = get(&server, "/v1/events").await;
+    assert_eq!(page["events"], json!([]), "nothing was appended");
+}

@@ -83,13 +83,19 @@ struct ItemInput {
     tags: Vec<String>,
 }
 
-fn to_query(items: Vec<ItemInput>) -> EventQuery {
-    EventQuery {
+/// The query of a body's items, its counts, types and tags checked; a refusal names the
+/// field under `field` (`query[3].types`).
+fn to_query(items: Vec<ItemInput>, field: &str) -> Result<EventQuery, Problem> {
+    let query = EventQuery {
         items: items
             .into_iter()
             .map(|i| QueryItem::new(i.types, i.tags))
             .collect(),
-    }
+    };
+    query
+        .check()
+        .map_err(|e| Problem::invalid(e.rule).field(format!("{field}{}", e.field)))?;
+    Ok(query)
 }
 
 /// Fail the append if an event matching `fail_if_events_match` was appended after `after`.
@@ -145,10 +151,18 @@ async fn append(
             .into_iter()
             .map(|e| NewEvent::new(e.kind, e.tags, e.payload).with_metadata(e.metadata))
             .collect(),
-        condition: input.condition.map(|c| AppendCondition {
-            fail_if_events_match: to_query(c.fail_if_events_match),
-            after: c.after.map(Position),
-        }),
+        condition: input
+            .condition
+            .map(|c| {
+                Ok::<_, Problem>(AppendCondition {
+                    fail_if_events_match: to_query(
+                        c.fail_if_events_match,
+                        "condition.fail_if_events_match",
+                    )?,
+                    after: c.after.map(Position),
+                })
+            })
+            .transpose()?,
         idempotency_key: input.idempotency_key,
     };
     let (status, first, last, duplicate) = match state.client.events().submit(append).await? {
@@ -222,13 +236,24 @@ struct QueryInput {
     direction: DirectionParam,
 }
 
-fn one_item(types: Option<&str>, tags: Option<&str>) -> EventQuery {
+/// The query of the `types` and `tags` parameters, checked; a refusal names the parameter.
+fn one_item(types: Option<&str>, tags: Option<&str>) -> Result<EventQuery, Problem> {
     let (types, tags) = (comma_list(types), comma_list(tags));
-    if types.is_empty() && tags.is_empty() {
+    let query = if types.is_empty() && tags.is_empty() {
         EventQuery::all()
     } else {
         EventQuery::item(QueryItem::new(types, tags))
-    }
+    };
+    query.check().map_err(|e| {
+        // `[0].types[2]` is the parameter `types`.
+        let field = if e.field.starts_with("[0].tags") {
+            "tags"
+        } else {
+            "types"
+        };
+        Problem::invalid(e.rule).field(field)
+    })?;
+    Ok(query)
 }
 
 #[utoipa::path(
@@ -248,7 +273,7 @@ async fn read(
     State(state): State<ServerState>,
     QueryParams(p): QueryParams<ReadParams>,
 ) -> Result<Json<EventPageView>, Problem> {
-    let query = one_item(p.types.as_deref(), p.tags.as_deref());
+    let query = one_item(p.types.as_deref(), p.tags.as_deref())?;
     page(&state, query, p.after, p.before, p.limit, p.direction).await
 }
 
@@ -272,7 +297,7 @@ async fn query(
 ) -> Result<Json<EventPageView>, Problem> {
     page(
         &state,
-        to_query(q.query),
+        to_query(q.query, "query")?,
         q.after,
         q.before,
         q.limit,
@@ -345,10 +370,7 @@ async fn stream(
     QueryParams(p): QueryParams<StreamParams>,
     held: Held,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Problem> {
-    let query = one_item(p.types.as_deref(), p.tags.as_deref());
-    query
-        .validate()
-        .map_err(|e| Problem::invalid(e.to_string()))?;
+    let query = one_item(p.types.as_deref(), p.tags.as_deref())?;
     let last_id = match headers.get("last-event-id") {
         Some(v) => Some(
             v.to_str()
