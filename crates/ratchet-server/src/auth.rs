@@ -233,11 +233,13 @@ async fn authenticate(
     state: &ServerState,
     headers: &axum::http::HeaderMap,
 ) -> Result<(ratchet::TokenRecord, String), Response> {
+    // The scheme's name is case-insensitive (RFC 7235): `bearer` is `Bearer`.
     let Some(token) = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
+        .and_then(|v| v.trim().split_once([' ', '\t']))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim())
     else {
         return Err(unauthorized(
             "this server asks for a token: Authorization: Bearer <token>",

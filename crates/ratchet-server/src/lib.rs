@@ -23,6 +23,7 @@ mod console;
 mod extract;
 mod fleet;
 mod held;
+mod json;
 mod local;
 mod metrics;
 mod problem;

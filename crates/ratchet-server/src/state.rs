@@ -97,6 +97,7 @@ impl ServerState {
                 ),
             )
             .limit(most as u64)
+            .retry_after(1)
         })
     }
 

@@ -468,13 +468,19 @@ pub fn validate_event(e: &NewEvent) -> Result<()> {
     for t in &e.tags {
         validate_tag(t)?;
     }
-    let size = json_len(&e.payload) + json_len(&e.metadata);
+    let size = event_size(e);
     if size > MAX_EVENT_BYTES {
         return Err(StoreError::Invalid(format!(
             "payload and metadata are {size} bytes; at most {MAX_EVENT_BYTES} are allowed"
         )));
     }
     Ok(())
+}
+
+/// The size of an event's payload and metadata, serialized: what [`MAX_EVENT_BYTES`]
+/// bounds.
+pub fn event_size(e: &NewEvent) -> usize {
+    json_len(&e.payload) + json_len(&e.metadata)
 }
 
 /// The length of `value` serialized, counted without building the text (appends check every

@@ -122,13 +122,13 @@ pub use ratchet_runtime::{
     ScheduleOptions, StartOptions, TaskContext, TaskRequest, EVENTS_APPEND_ACTIVITY,
 };
 pub use ratchet_store::{
-    validate_queue_name, AppendCondition, AppendOutcome, Direction, EnqueueOutcome, EventAppend,
-    EventPage, EventQuery, EventRead, FireKind, FireRecord, HistoryRecord, IfExists,
+    event_size, validate_queue_name, AppendCondition, AppendOutcome, Direction, EnqueueOutcome,
+    EventAppend, EventPage, EventQuery, EventRead, FireKind, FireRecord, HistoryRecord, IfExists,
     InstanceFilter, InstanceFollow, InstanceRecord, InstanceStatus, NewEvent, NewToken,
     NewWorkflow, Position, QueryItem, QueueLimits, QueueStats, ScheduleAction, ScheduleRecord,
     Store, StoreError, StoreStats, StoredEvent, TaskActionOutcome, TaskFilter, TaskId, TaskRecord,
     TaskState, ThroughputBucket, ThroughputQuery, TokenRecord, WorkerAbout, WorkerRecord,
-    WorkflowPut, WorkflowRecord,
+    WorkflowPut, WorkflowRecord, MAX_EVENT_BYTES,
 };
 #[cfg(feature = "postgres")]
 pub use ratchet_store_postgres::{

@@ -538,3 +538,176 @@ async fn event_queries_are_bounded_at_the_edge() {
     let (_, page) = get(&server, "/v1/events").await;
     assert_eq!(page["events"], json!([]), "nothing was appended");
 }
+
+/// The smaller edges of reading a request: a body over the limit is a problem on every
+/// route (cancel too) and is refused before `100 Continue`; a positional array is not an
+/// object; a whole number written as a float is an integer; an optional body may be
+/// `null`; an event over 1 MiB is 413 as documented; 429 says when to retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_are_read_strictly_where_json_is_loose() {
+    let (args, _store, _dir) = common::sqlite().await;
+    let server = Server::start(&args, &["--max-waiting", "1"]);
+    let (status, _) = post(&server, "/v1/instances", order("o")).await;
+    assert_eq!(status, StatusCode::CREATED);
+
+    // 413 as a problem, also on the routes whose body is optional.
+    let big = "x".repeat(5 << 20);
+    for path in ["/v1/instances/o/cancel", "/v1/instances/o/terminate"] {
+        let response = http()
+            .post(server.url(path))
+            .body(big.clone())
+            .send()
+            .await
+            .unwrap();
+        let (status, p) = super::answer(response).await;
+        assert_eq!(
+            (status, p["limit"].clone()),
+            (StatusCode::PAYLOAD_TOO_LARGE, json!(4 << 20)),
+            "{path}"
+        );
+    }
+    // Refused before the body is sent: no `100 Continue`.
+    let mut conn = TcpStream::connect(address(&server)).unwrap();
+    let head = format!(
+        "POST /v1/events HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nexpect: 100-continue\r\n\r\n",
+        address(&server),
+        5 << 20
+    );
+    conn.write_all(head.as_bytes()).unwrap();
+    let answer = read_answer(&mut conn);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("application/problem+json"), "{answer}");
+
+    // An optional body may be `null` (or nothing); `[null]` is not an object.
+    let stop = |body: &'static str| {
+        http()
+            .post(server.url("/v1/instances/o/cancel"))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    let (status, p) = super::answer(stop("[\"why\"]").await.unwrap()).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{p}");
+    let (status, p) = super::answer(stop("null").await.unwrap()).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{p}");
+
+    // Positional arrays are refused where an object is expected, nested ones too.
+    let limits = |body: serde_json::Value| {
+        let url = server.url("/v1/queues/default/limits");
+        async move { super::answer(http().put(url).json(&body).send().await.unwrap()).await }
+    };
+    let (status, _) = limits(json!({"concurrency": 5})).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, p) = limits(json!([null, null, null])).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{p}");
+    let (_, queues) = get(&server, "/v1/queues").await;
+    let default = queues
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["name"] == "default")
+        .cloned()
+        .unwrap();
+    assert_eq!(default["limits"]["concurrency"], json!(5), "{default}");
+    let batch = json!({"tasks": [["work", {}]]});
+    let (status, p) = post(&server, "/v1/tasks/batch", batch).await;
+    assert_eq!(
+        (status, p["field"].clone()),
+        (StatusCode::UNPROCESSABLE_ENTITY, json!("tasks[0]"))
+    );
+
+    // Whole numbers written as floats, as Python writes them, are integers.
+    let task = json!({"name": "work", "input": {"ms": 1},
+        "options": {"priority": 3.0, "delay_ms": 1168.0, "retry": {"max_attempts": 2.0}}});
+    let (status, p) = post(&server, "/v1/tasks", task).await;
+    assert_eq!(status, StatusCode::CREATED, "{p}");
+    let task = json!({"name": "work", "input": {}, "options": {"priority": 3.5}});
+    let (status, p) = post(&server, "/v1/tasks", task).await;
+    assert_eq!(
+        (status, p["field"].clone()),
+        (StatusCode::UNPROCESSABLE_ENTITY, json!("options.priority"))
+    );
+    let (status, p) = get(&server, "/v1/events?limit=2").await;
+    assert_eq!(status, StatusCode::OK, "{p}");
+
+    // An event over 1 MiB is too large (413), naming it, within a body under 4 MiB.
+    let event =
+        json!({"events": [{"type": "A"}, {"type": "Big", "payload": "y".repeat(1_100_000)}]});
+    let (status, p) = post(&server, "/v1/events", event).await;
+    assert_eq!(
+        (status, p["field"].clone(), p["limit"].clone()),
+        (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            json!("events[1].payload"),
+            json!(1 << 20)
+        ),
+        "{p}"
+    );
+
+    // 429 says when to try again.
+    let (status, _) = post(&server, "/v1/instances", order("w")).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let url = server.url("/v1/instances/w/wait?timeout_ms=20000");
+    let holder = tokio::spawn(async move { http().get(url).send().await.unwrap().status() });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, page) = get(&server, "/metrics").await;
+        if page
+            .as_str()
+            .is_some_and(|p| p.contains("ratchet_http_requests_held 1"))
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the wait never held its place");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let refused = http()
+        .get(server.url("/v1/events/stream"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        refused
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap()),
+        Some("1")
+    );
+    let signal = json!({"name": "delivered", "payload": "here"});
+    let (status, _) = post(&server, "/v1/instances/w/signals", signal).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    assert_eq!(holder.await.unwrap(), StatusCode::OK);
+}
+
+/// The bearer scheme's name is case-insensitive (RFC 7235).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bearer_scheme_in_any_case() {
+    let (args, _store, _dir) = common::sqlite().await;
+    let migrate = common::run(&args, &["migrate"]);
+    assert!(migrate.status.success(), "{}", common::text(&migrate));
+    let out = common::run(
+        &args,
+        &["tokens", "create", "--name", "c", "--scope", "read"],
+    );
+    assert!(out.status.success(), "{}", common::text(&out));
+    let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let server = Server::start(&args, &["--auth"]);
+    for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
+        let response = http()
+            .get(server.url("/v1/queues"))
+            .header("authorization", format!("{scheme} {token}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{scheme}");
+    }
+    let response = http()
+        .get(server.url("/v1/queues"))
+        .header("authorization", format!("Basic {token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+}

@@ -145,12 +145,26 @@ async fn append(
     State(state): State<ServerState>,
     JsonBody(input): JsonBody<AppendInput>,
 ) -> Result<Response, Problem> {
+    let events = input
+        .events
+        .into_iter()
+        .map(|e| NewEvent::new(e.kind, e.tags, e.payload).with_metadata(e.metadata));
+    let events: Vec<NewEvent> = events.collect();
+    for (i, event) in events.iter().enumerate() {
+        let size = ratchet::event_size(event);
+        if size > ratchet::MAX_EVENT_BYTES {
+            return Err(Problem::too_large(
+                format!(
+                    "the payload and metadata are {size} bytes; at most {} are allowed",
+                    ratchet::MAX_EVENT_BYTES
+                ),
+                ratchet::MAX_EVENT_BYTES as u64,
+            )
+            .field(format!("events[{i}].payload")));
+        }
+    }
     let append = EventAppend {
-        events: input
-            .events
-            .into_iter()
-            .map(|e| NewEvent::new(e.kind, e.tags, e.payload).with_metadata(e.metadata))
-            .collect(),
+        events,
         condition: input
             .condition
             .map(|c| {

@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -21,7 +20,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{comma_list, page_size, WriteParams};
-use crate::extract::{parse_json, JsonBody, PathParam, QueryParams};
+use crate::extract::{JsonBody, OptionalJsonBody, PathParam, QueryParams};
 use crate::fleet::{self, Kind};
 use crate::held::Held;
 use crate::problem::{Problem, ProblemBody};
@@ -582,13 +581,11 @@ struct StopRequest {
     reason: Option<String>,
 }
 
-/// The body of a cancel or terminate is optional: `{"reason": "..."}` or nothing.
-fn reason(body: &[u8], default: &str) -> Result<String, Problem> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(default.to_string());
-    }
-    let stop: StopRequest = parse_json(body)?;
-    Ok(stop.reason.unwrap_or_else(|| default.to_string()))
+/// The reason a cancel or terminate gives, or `default`: its body is optional (`{"reason":
+/// "..."}`, `{}`, `null` or nothing).
+fn reason(body: Option<StopRequest>, default: &str) -> String {
+    body.and_then(|b| b.reason)
+        .unwrap_or_else(|| default.to_string())
 }
 
 #[utoipa::path(
@@ -608,9 +605,9 @@ fn reason(body: &[u8], default: &str) -> Result<String, Problem> {
 async fn cancel(
     State(state): State<ServerState>,
     PathParam(id): PathParam<String>,
-    body: Bytes,
+    OptionalJsonBody(body): OptionalJsonBody<StopRequest>,
 ) -> Result<StatusCode, Problem> {
-    let reason = reason(&body, "cancelled through the API")?;
+    let reason = reason(body, "cancelled through the API");
     state.client.cancel(&id, &reason).await?;
     Ok(StatusCode::ACCEPTED)
 }
@@ -632,9 +629,9 @@ async fn cancel(
 async fn terminate(
     State(state): State<ServerState>,
     PathParam(id): PathParam<String>,
-    body: Bytes,
+    OptionalJsonBody(body): OptionalJsonBody<StopRequest>,
 ) -> Result<StatusCode, Problem> {
-    let reason = reason(&body, "terminated through the API")?;
+    let reason = reason(body, "terminated through the API");
     state.client.terminate(&id, &reason).await?;
     Ok(StatusCode::ACCEPTED)
 }

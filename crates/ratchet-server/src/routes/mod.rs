@@ -125,6 +125,11 @@ pub fn router(state: ServerState) -> Router {
             )
         })
         .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::extract::declared_length,
+        ))
+        .layer(axum::middleware::map_response(crate::problem::ensure))
         // Outermost: a request for another host is refused before anything else.
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
