@@ -75,10 +75,8 @@ pub struct IssuedToken {
 ///
 /// [`TokenError`] for an empty or overlong name, no scope, or no random source.
 pub fn issue(name: &str, scopes: &[Scope], now: Timestamp) -> Result<IssuedToken, TokenError> {
-    if name.trim().is_empty() || name.len() > 200 || name.chars().any(char::is_control) {
-        return Err(TokenError(
-            "a token's name has 1 to 200 bytes without control characters".into(),
-        ));
+    if let Err(e) = ratchet::limits::check_identifier("name", name.trim(), 200) {
+        return Err(TokenError(format!("the token's name {}", e.rule)));
     }
     if scopes.is_empty() {
         return Err(TokenError("a token needs at least one scope".into()));

@@ -109,6 +109,8 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// The limits at the edge, stated once: times, durations, nesting and identifiers.
+pub use ratchet_core::limits;
 pub use ratchet_core::{
     join_all, race, ActivityError, ActivityOptions, ErrorInfo, HistoryEvent, Limits,
     OrchestrationContext, OrchestrationError, RetryPolicy, TaskError, TaskOptions, Timestamp,

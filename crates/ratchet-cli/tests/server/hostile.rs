@@ -711,3 +711,126 @@ async fn the_bearer_scheme_in_any_case() {
         .unwrap();
     assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
 }
+
+/// Identifiers a caller chooses are printable: an instance id, an orchestration, task or
+/// signal name, a queue or schedule name holding a bidi override or a zero-width character
+/// (which make two ids look alike in the console and the terminal) is refused with 422
+/// naming the field, and nothing is written. One stored before the rule stays readable and
+/// can be cancelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identifiers_with_invisible_or_reordering_characters_are_refused() {
+    let (args, store, _dir) = common::sqlite().await;
+    let server = Server::start(&args, &[]);
+    let refused = |(status, p): (StatusCode, serde_json::Value), field: &str| {
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{field}: {p}");
+        assert_eq!(p["field"], json!(field), "{p}");
+    };
+    let spoof = "order-1\u{202E}gpj.exe";
+    let zero_width = "order\u{200B}-1";
+    refused(post(&server, "/v1/instances", order(spoof)).await, "id");
+    refused(
+        post(&server, "/v1/instances", order(zero_width)).await,
+        "id",
+    );
+    refused(
+        post(
+            &server,
+            "/v1/instances/batch",
+            json!({"instances": [order("fine"), order(zero_width)]}),
+        )
+        .await,
+        "instances[1].id",
+    );
+    refused(
+        post(
+            &server,
+            "/v1/instances?allow_unknown=true",
+            json!({"name": "ord\u{2066}er", "input": {}}),
+        )
+        .await,
+        "name",
+    );
+    let (status, _) = post(&server, "/v1/instances", order("o")).await;
+    assert_eq!(status, StatusCode::CREATED);
+    refused(
+        post(
+            &server,
+            "/v1/instances/o/signals",
+            json!({"name": "deli\u{200D}vered"}),
+        )
+        .await,
+        "name",
+    );
+    refused(
+        post(
+            &server,
+            "/v1/tasks?allow_unknown=true",
+            json!({"name": "wo\u{FEFF}rk", "input": {}}),
+        )
+        .await,
+        "name",
+    );
+    let (status, p) = post(
+        &server,
+        "/v1/tasks",
+        json!({"name": "work", "input": {}, "options": {"queue": "mail\u{200B}"}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{p}");
+    let (status, p) = post(
+        &server,
+        "/v1/schedules",
+        json!({"name": "night\u{202E}ly", "spec": "every 1h", "task": "work"}),
+    )
+    .await;
+    assert_eq!(
+        (status, p["field"].clone()),
+        (StatusCode::UNPROCESSABLE_ENTITY, json!("name")),
+        "{p}"
+    );
+    let (_, listed) = get(&server, "/v1/instances").await;
+    let ids: Vec<_> = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids, ["o"], "nothing else was written");
+    let out = common::run(
+        &args,
+        &["tokens", "create", "--name", spoof, "--scope", "read"],
+    );
+    assert!(!out.status.success(), "{}", common::text(&out));
+    assert!(
+        common::text(&out).contains("U+202E"),
+        "{}",
+        common::text(&out)
+    );
+
+    // Stored before the rule: still read, listed and cancelled.
+    let legacy = "legacy\u{200B}id";
+    let created = store
+        .instance_create(
+            vec![ratchet_store::NewInstance {
+                id: legacy.to_string(),
+                name: "order".to_string(),
+                input: json!({"id": legacy, "items": ["book"], "amount_cents": 1, "step_ms": 0}),
+                parent: None,
+                if_exists: ratchet::IfExists::Fail,
+                trace: None,
+            }],
+            None,
+            ratchet::Timestamp::now(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.len(), 1);
+    let path = format!("/v1/instances/{}", "legacy%E2%80%8Bid");
+    let (status, shown) = get(&server, &path).await;
+    assert_eq!(
+        (status, shown["id"].clone()),
+        (StatusCode::OK, json!(legacy))
+    );
+    let (status, p) = post(&server, &format!("{path}/cancel"), json!({})).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{p}");
+}
