@@ -35,3 +35,39 @@ fn docs_openapi_json_is_in_sync_with_the_code() {
     }
     assert!(ids.len() >= 30, "{ids:?}");
 }
+
+/// The document says what every route can answer: a token refused (401, 403) wherever one
+/// is asked for, and it is asked for (not optional) everywhere but the probes and whoami; a
+/// malformed or unacceptable request (400, 422) wherever a route takes input; a body too
+/// large (413) wherever it takes one; the server at its limits (503) everywhere.
+#[test]
+fn every_answer_a_route_can_give_is_listed() {
+    let doc: serde_json::Value =
+        serde_json::from_str(&ratchet_server::openapi().to_pretty_json().unwrap()).unwrap();
+    assert_eq!(doc["security"], serde_json::json!([{"bearer": []}]));
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        let public = ["/healthz", "/readyz", "/v1/whoami"].contains(&path.as_str());
+        for (method, op) in item.as_object().unwrap() {
+            let has = |status: &str| op["responses"].get(status).is_some();
+            let at = format!("{method} {path}");
+            if public {
+                assert_eq!(op["security"], serde_json::json!([]), "{at}");
+            } else {
+                assert!(
+                    op.get("security").is_none(),
+                    "{at}: asks as the document does"
+                );
+                assert!(has("401") && has("403"), "{at}");
+            }
+            let input = op["parameters"].as_array().is_some_and(|p| !p.is_empty())
+                || op.get("requestBody").is_some();
+            if input {
+                assert!(has("400") && has("422"), "{at}");
+            }
+            if op.get("requestBody").is_some() {
+                assert!(has("413"), "{at}");
+            }
+            assert!(has("503"), "{at}");
+        }
+    }
+}

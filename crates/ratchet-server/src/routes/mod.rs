@@ -1,5 +1,6 @@
 //! The routes, one file per resource.
 
+mod document;
 mod events;
 mod instance_stream;
 mod instances;
@@ -32,8 +33,6 @@ use crate::state::ServerState;
         license(name = "Apache-2.0", identifier = "Apache-2.0")
     ),
     modifiers(&BearerTokens),
-    // A server started with --auth asks for a token; one without asks for none.
-    security(("bearer" = []), ()),
     tags(
         (name = "instances", description = "Orchestration instances: start, inspect, steer, wait"),
         (name = "tasks", description = "Standalone tasks: enqueue, inspect, steer, wait"),
@@ -82,10 +81,12 @@ fn documented() -> OpenApiRouter<ServerState> {
         .merge(schedules::routes())
 }
 
-/// The OpenAPI 3.1 document of the API, generated from its handlers and types (served at
-/// `/openapi.json`; `docs/openapi.json` is a copy a test keeps in sync).
+/// The OpenAPI 3.1 document of the API as a server with `--auth` serves it at
+/// `/openapi.json` (every route but the probes and `/v1/whoami` asks for a bearer token),
+/// generated from its handlers and types; `docs/openapi.json` is a copy a test keeps in
+/// sync. A server without tokens serves it without the security requirement and the 401s.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    documented().into_openapi()
+    document::complete(documented().into_openapi(), true)
 }
 
 /// The API's router on `state`: every route under `/v1`, `/healthz`, `/readyz`,
@@ -93,6 +94,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 pub fn router(state: ServerState) -> Router {
     let limit = state.limits.max_body_bytes;
     let (routes, document) = documented().split_for_parts();
+    let document = document::complete(document, state.auth);
     // Written once: each request (and each clone of the route) shares the bytes.
     let document = axum::body::Bytes::from(serde_json::to_vec(&document).unwrap_or_default());
     routes
