@@ -83,6 +83,13 @@ impl Strict<'_> {
     }
 
     fn integer<'de, V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        // Integers are 64-bit signed as the document (`int64`) and the database read them.
+        if let Some(u) = self.0.as_u64().filter(|u| i64::try_from(*u).is_err()) {
+            return Err(de::Error::invalid_value(
+                Unexpected::Unsigned(u),
+                &"an integer of at most 2^63 - 1",
+            ));
+        }
         match self.whole() {
             Some(n) => Strict(&Value::Number(n)).deserialize_any_inner(visitor),
             None => self.deserialize_any_inner(visitor),
@@ -241,6 +248,8 @@ mod tests {
         #[serde(default)]
         limit: Option<u32>,
         #[serde(default)]
+        position: Option<u64>,
+        #[serde(default)]
         input: Value,
     }
 
@@ -309,10 +318,14 @@ mod tests {
             br#"{"items":[],"limit":-1.0}"#,
             br#"{"items":[],"limit":1e20}"#,
             br#"{"items":[{"priority":40000.0}]}"#,
+            // Integers are 64-bit signed, as the document says (`int64`).
+            br#"{"items":[],"position":9223372036854775808}"#,
         ] {
             let p = parse_json::<Outer>(bad).unwrap_err();
             assert_eq!(p.status, 422, "{}", String::from_utf8_lossy(bad));
         }
+        let ok = parse_json::<Outer>(br#"{"items":[],"position":9223372036854775807}"#).unwrap();
+        assert_eq!(ok.position, Some(i64::MAX as u64));
         // A float stays a float inside a value.
         let ok = parse_json::<Outer>(br#"{"items":[],"input":2.0}"#).unwrap();
         assert_eq!(ok.input, serde_json::json!(2.0));

@@ -130,7 +130,8 @@ pub use ratchet_store::{
     NewWorkflow, Position, QueryItem, QueueLimits, QueueStats, ScheduleAction, ScheduleRecord,
     Store, StoreError, StoreStats, StoredEvent, TaskActionOutcome, TaskFilter, TaskId, TaskRecord,
     TaskState, ThroughputBucket, ThroughputQuery, TokenRecord, WorkerAbout, WorkerRecord,
-    WorkflowPut, WorkflowRecord, MAX_EVENT_BYTES,
+    WorkflowPut, WorkflowRecord, MAX_EVENTS_PER_APPEND, MAX_EVENT_BYTES, MAX_EVENT_TYPE_BYTES,
+    MAX_QUERY_ITEMS, MAX_QUERY_TYPES, MAX_QUERY_TYPES_IN_ALL, MAX_TAGS, MAX_TAG_BYTES,
 };
 #[cfg(feature = "postgres")]
 pub use ratchet_store_postgres::{

@@ -12,7 +12,7 @@ use axum::Json;
 use futures::{Stream, StreamExt};
 use ratchet::{
     AppendCondition, AppendOutcome, Direction, EventAppend, EventQuery, EventRead, NewEvent,
-    Position, QueryItem, StoredEvent,
+    QueryItem, StoredEvent,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -20,7 +20,8 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{comma_list, page_size};
+use super::text::{EventType, Tag, TagList, TypeList};
+use super::{comma_list, page_size, position};
 use crate::extract::{JsonBody, QueryParams};
 use crate::held::Held;
 use crate::problem::{Problem, ProblemBody};
@@ -33,6 +34,33 @@ pub(crate) fn routes() -> OpenApiRouter<ServerState> {
         .routes(routes!(query))
         .routes(routes!(stream))
 }
+
+/// A Server-Sent Events message of `/v1/events/stream`: `id` is the event's position,
+/// `data` the event as JSON (an [`EventView`]).
+pub(crate) enum EventMessage {}
+
+impl utoipa::PartialSchema for EventMessage {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        ObjectBuilder::new()
+            .description(Some(
+                "A Server-Sent Events message: `id` the event's position, `data` the event \
+                 as JSON (an EventView)",
+            ))
+            .property("id", ObjectBuilder::new().schema_type(Type::String))
+            .property("event", ObjectBuilder::new().schema_type(Type::String))
+            .property(
+                "data",
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .content_media_type("application/json"),
+            )
+            .required("data")
+            .into()
+    }
+}
+
+impl ToSchema for EventMessage {}
 
 /// An event as the API shows it.
 #[derive(Debug, Serialize, ToSchema)]
@@ -64,8 +92,11 @@ impl From<StoredEvent> for EventView {
 #[serde(deny_unknown_fields)]
 struct EventInput {
     #[serde(rename = "type")]
+    #[schema(value_type = EventType)]
     kind: String,
+    /// At most 64.
     #[serde(default)]
+    #[schema(value_type = Vec<Tag>, max_items = 64)]
     tags: Vec<String>,
     #[serde(default)]
     payload: Value,
@@ -77,9 +108,13 @@ struct EventInput {
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ItemInput {
+    /// At most 64 (and 256 over all the items of a query).
     #[serde(default)]
+    #[schema(value_type = Vec<EventType>, max_items = 64)]
     types: Vec<String>,
+    /// At most 64.
     #[serde(default)]
+    #[schema(value_type = Vec<Tag>, max_items = 64)]
     tags: Vec<String>,
 }
 
@@ -102,18 +137,25 @@ fn to_query(items: Vec<ItemInput>, field: &str) -> Result<EventQuery, Problem> {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ConditionInput {
+    /// At most 64 items.
+    #[schema(max_items = 64)]
     fail_if_events_match: Vec<ItemInput>,
     #[serde(default)]
+    #[schema(maximum = 9223372036854775807_u64)]
     after: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct AppendInput {
+    /// 1 to 10,000 events; each event's payload and metadata together at most 1 MiB
+    /// serialized (413 over it).
+    #[schema(min_items = 1, max_items = 10000)]
     events: Vec<EventInput>,
     #[serde(default)]
     condition: Option<ConditionInput>,
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 256)]
     idempotency_key: Option<String>,
 }
 
@@ -173,7 +215,7 @@ async fn append(
                         c.fail_if_events_match,
                         "condition.fail_if_events_match",
                     )?,
-                    after: c.after.map(Position),
+                    after: position(c.after, "condition.after")?,
                 })
             })
             .transpose()?,
@@ -223,12 +265,18 @@ enum DirectionParam {
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct ReadParams {
-    /// Types, comma-separated (any of them).
+    /// Types, comma-separated (any of them; at most 64).
+    #[param(value_type = Option<TypeList>)]
     types: Option<String>,
-    /// `key:value` tags, comma-separated (all of them).
+    /// `key:value` tags, comma-separated (all of them; at most 64).
+    #[param(value_type = Option<TagList>)]
     tags: Option<String>,
+    #[param(maximum = 9223372036854775807_u64)]
     after: Option<u64>,
+    #[param(maximum = 9223372036854775807_u64)]
     before: Option<u64>,
+    /// 1 to 1,000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
     #[serde(default)]
     direction: DirectionParam,
@@ -238,13 +286,19 @@ struct ReadParams {
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct QueryInput {
+    /// At most 64 items.
     #[serde(default)]
+    #[schema(max_items = 64)]
     query: Vec<ItemInput>,
     #[serde(default)]
+    #[schema(maximum = 9223372036854775807_u64)]
     after: Option<u64>,
     #[serde(default)]
+    #[schema(maximum = 9223372036854775807_u64)]
     before: Option<u64>,
+    /// 1 to 1,000 (default 100).
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
     #[serde(default)]
     direction: DirectionParam,
@@ -331,8 +385,8 @@ async fn page(
     let limit = page_size(limit, 100, state)?;
     let read = EventRead {
         query,
-        after: after.map(Position),
-        before: before.map(Position),
+        after: position(after, "after")?,
+        before: position(before, "before")?,
         limit,
         direction: match direction {
             DirectionParam::Forward => Direction::Forward,
@@ -354,10 +408,15 @@ async fn page(
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct StreamParams {
+    /// Types, comma-separated (any of them; at most 64).
+    #[param(value_type = Option<TypeList>)]
     types: Option<String>,
+    /// `key:value` tags, comma-separated (all of them; at most 64).
+    #[param(value_type = Option<TagList>)]
     tags: Option<String>,
     /// Start after this position (default: from the first event); a `Last-Event-ID` header,
     /// which browsers send when they reconnect, wins over it.
+    #[param(maximum = 9223372036854775807_u64)]
     after: Option<u64>,
 }
 
@@ -371,7 +430,7 @@ struct StreamParams {
     operation_id = "events_stream",
     params(StreamParams, ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this position (sent by browsers when they reconnect)")),
     responses(
-        (status = 200, description = "Server-Sent Events: each message's `id` is the event's position and its `data` the event as JSON", content_type = "text/event-stream", body = EventView),
+        (status = 200, description = "Server-Sent Events: each message's `id` is the event's position and its `data` the event as JSON (an EventView)", content_type = "text/event-stream", body = EventMessage),
         (status = 400, description = "Malformed JSON, query or path", body = ProblemBody, content_type = "application/problem+json"),
         (status = 422, description = "A value is not acceptable; `field` names it", body = ProblemBody, content_type = "application/problem+json"),
         (status = 429, description = "Too many requests held open; `limit` says how many", body = ProblemBody, content_type = "application/problem+json"),
@@ -397,7 +456,11 @@ async fn stream(
         ),
         None => None,
     };
-    let after = last_id.or(p.after).map(Position);
+    let after = position(p.after, "after")?;
+    let after = match last_id {
+        Some(id) => position(Some(id), "Last-Event-ID")?,
+        None => after,
+    };
     let events = state
         .client
         .events()

@@ -14,6 +14,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::instances::{parse_position, HistoryItem, InstanceView};
+use super::text::{HistoryPosition, InstanceId};
 use crate::extract::{PathParam, QueryParams};
 use crate::held::Held;
 use crate::problem::{Problem, ProblemBody};
@@ -37,6 +38,7 @@ const PAGE: u32 = 500;
 struct StreamParams {
     /// Start after this history position, `execution.seq` (default: from the first event);
     /// a `Last-Event-ID` header, which browsers send when they reconnect, wins over it.
+    #[param(value_type = Option<HistoryPosition>)]
     after: Option<String>,
 }
 
@@ -64,9 +66,9 @@ struct Follow {
     tag = "instances",
     operation_id = "instances_stream",
     params(
-        ("id" = String, Path, description = "Instance id"),
+        ("id" = InstanceId, Path, description = "Instance id"),
         StreamParams,
-        ("Last-Event-ID" = Option<String>, Header, description = "Resume after this history position (sent by browsers when they reconnect)")
+        ("Last-Event-ID" = Option<HistoryPosition>, Header, description = "Resume after this history position (sent by browsers when they reconnect)")
     ),
     responses(
         (status = 200, description = "Server-Sent Events: `instance` (the instance as `GET /v1/instances/{id}` shows it), `history` (an event of its history, as the history route pages them), `end` (finished; nothing more comes)", content_type = "text/event-stream"),

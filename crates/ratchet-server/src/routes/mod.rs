@@ -9,6 +9,7 @@ mod schedules;
 mod stats;
 mod system;
 mod tasks;
+mod text;
 mod workers;
 mod workflows;
 
@@ -33,6 +34,13 @@ use crate::state::ServerState;
         license(name = "Apache-2.0", identifier = "Apache-2.0")
     ),
     modifiers(&BearerTokens),
+    // The strings the API checks: routes name some only in their path or headers, where
+    // utoipa does not collect what they name.
+    components(schemas(
+        text::Identifier, text::ScheduleName, text::QueueName, text::InstanceId,
+        text::EventType, text::Tag, text::TypeList, text::TagList, text::Time,
+        text::HistoryPosition, text::StatusList, text::TaskStateList, text::Key
+    )),
     tags(
         (name = "instances", description = "Orchestration instances: start, inspect, steer, wait"),
         (name = "tasks", description = "Standalone tasks: enqueue, inspect, steer, wait"),
@@ -167,6 +175,33 @@ pub(crate) fn page_size(
                 .limit(u64::from(max)),
         ),
         Some(n) => Ok(n),
+    }
+}
+
+/// How long a wait may hold its request: `timeout_ms` (default 30 s) up to the server's
+/// limit; a number past 2^63 - 1 is refused, as the document's `int64` says.
+pub(crate) fn wait_time(
+    timeout_ms: Option<u64>,
+    state: &ServerState,
+) -> Result<std::time::Duration, Problem> {
+    let ms = timeout_ms.unwrap_or(30_000);
+    if i64::try_from(ms).is_err() {
+        return Err(Problem::invalid(format!("{ms} is past 2^63 - 1")).field("timeout_ms"));
+    }
+    Ok(std::time::Duration::from_millis(ms).min(state.limits.max_wait))
+}
+
+/// An event position a caller gives: at most 2^63 - 1, as positions are stored.
+pub(crate) fn position(
+    given: Option<u64>,
+    field: &str,
+) -> Result<Option<ratchet::Position>, Problem> {
+    match given {
+        Some(p) if i64::try_from(p).is_err() => Err(Problem::invalid(format!(
+            "{p} is past the last position there can be (2^63 - 1)"
+        ))
+        .field(field)),
+        other => Ok(other.map(ratchet::Position)),
     }
 }
 
