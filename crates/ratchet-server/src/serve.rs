@@ -226,6 +226,7 @@ impl Connection {
         let mut http = hyper::server::conn::http1::Builder::new();
         http.timer(TokioTimer::new())
             .header_read_timeout(self.header_read_timeout)
+            .max_header_size(MAX_HEAD_BYTES)
             .max_buf_size(MAX_HEAD_BYTES);
         let conn = http.serve_connection(TokioIo::new(io), service);
         let mut conn = std::pin::pin!(conn);

@@ -834,3 +834,20 @@ async fn identifiers_with_invisible_or_reordering_characters_are_refused() {
     let (status, p) = post(&server, &format!("{path}/cancel"), json!({})).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{p}");
 }
+
+/// A request head over 64 KiB is refused (431) and its connection closed: a client cannot
+/// make a connection hold more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_head_over_64_kib_is_refused() {
+    let (args, _store, _dir) = common::sqlite().await;
+    let server = Server::start(&args, &[]);
+    let host = address(&server);
+    let head = |padding: usize| {
+        format!(
+            "GET /healthz HTTP/1.1\r\nhost: {host}\r\nx-padding: {}\r\n\r\n",
+            "a".repeat(padding)
+        )
+    };
+    assert_eq!(status_of(&server, &head(60_000)), 200);
+    assert_eq!(status_of(&server, &head(100_000)), 431);
+}
