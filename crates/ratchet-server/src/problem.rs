@@ -344,6 +344,33 @@ fn unavailable(detail: String) -> Problem {
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn an_error_answered_in_plain_text_becomes_a_problem() {
+        let plain = (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            [(header::RETRY_AFTER, "3")],
+            "length limit exceeded",
+        )
+            .into_response();
+        let answer = ensure(plain).await;
+        assert_eq!(answer.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(answer.headers()[header::CONTENT_TYPE], PROBLEM_JSON);
+        assert_eq!(answer.headers()[header::RETRY_AFTER], "3");
+        let body = axum::body::to_bytes(answer.into_body(), 4096)
+            .await
+            .unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(json["type"], "urn:ratchet:problem:too-large");
+        assert_eq!(json["detail"], "length limit exceeded");
+        // A problem, or a success, passes as it is.
+        let ok = ensure((StatusCode::OK, "fine").into_response()).await;
+        assert_eq!(ok.status(), StatusCode::OK);
+        let problem = ensure(Problem::not_found("x").into_response()).await;
+        assert_eq!(problem.headers()[header::CONTENT_TYPE], PROBLEM_JSON);
+        let retry = Problem::invalid("x").retry_after(1).into_response();
+        assert_eq!(retry.headers()[header::RETRY_AFTER], "1");
+    }
+
     #[test]
     fn errors_map_to_statuses_with_stable_types() {
         let p = Problem::from(Error::UnknownTask("nope".into()));
