@@ -69,9 +69,13 @@ pub(crate) async fn run(
     let base = format!("http://{}", listener.local_addr()?);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let app = ratchet_server::router(ratchet_server::ServerState::new(client.clone()));
-    let server = tokio::spawn(ratchet_server::serve(listener, app, async {
-        let _ = stopped.await;
-    }));
+    let limits = ratchet_server::ServerLimits::default();
+    let server = tokio::spawn(async move {
+        ratchet_server::serve(listener, app, &limits, async {
+            let _ = stopped.await;
+        })
+        .await
+    });
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(args.clients * 2)
         .build()?;

@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use ratchet::{Client, Store};
@@ -34,6 +35,18 @@ pub(crate) struct ServerArgs {
     /// Requests held open at once (long-poll waits and event streams); more get 429.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     max_waiting: u64,
+    /// Connections open at once; one more is answered 503 with Retry-After (over HTTPS,
+    /// closed). Keep it under the open-file limit (`ulimit -n`).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    max_connections: u64,
+    /// How long a connection may take to send a request's head (or a TLS handshake), in
+    /// milliseconds; a kept-alive connection idle this long is closed too.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    header_timeout_ms: u64,
+    /// How long a graceful stop (SIGTERM, Ctrl-C) waits for requests in flight, in
+    /// milliseconds; long polls and event streams end at once, what is left after is closed.
+    #[arg(long, default_value_t = 10_000)]
+    shutdown_grace_ms: u64,
     /// Print the API's OpenAPI document and exit (docs/openapi.json is this output).
     #[arg(long)]
     pub(crate) print_openapi: bool,
@@ -113,21 +126,27 @@ pub(crate) async fn run(
     out!("ratchet server on {scheme}://{address} ({about}), {what}; Ctrl-C to stop");
     let limits = ratchet_server::ServerLimits {
         max_waiting: usize::try_from(args.max_waiting).unwrap_or(usize::MAX),
+        max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+        header_read_timeout: Duration::from_millis(args.header_timeout_ms),
+        shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
         ..ratchet_server::ServerLimits::default()
     };
-    let state = ServerState::new(client)
-        .with_limits(limits)
+    let mut state = ServerState::new(client)
+        .with_limits(limits.clone())
         .with_metrics(metrics)
         .with_auth(args.auth);
+    if !args.auth && address.ip().is_loopback() {
+        // No token guards it: only this machine's own clients and pages may use it.
+        state = state.local_only(address.port());
+    }
     let app = router(state);
     match tls {
         Some(tls) => {
-            let listener = listener.into_std().context("preparing the listener")?;
-            ratchet_server::serve_tls(listener, app, tls, worker::wait_for_stop())
+            ratchet_server::serve_tls(listener, app, tls, &limits, worker::wait_for_stop())
                 .await
                 .context("serving HTTPS")?;
         }
-        None => serve(listener, app, worker::wait_for_stop())
+        None => serve(listener, app, &limits, worker::wait_for_stop())
             .await
             .context("serving")?,
     }

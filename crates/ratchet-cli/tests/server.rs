@@ -5,6 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "server/hostile.rs"]
+mod hostile;
 #[path = "server/times.rs"]
 mod times;
 
@@ -624,9 +626,29 @@ async fn every_route(store_args: &[String], store: &dyn ratchet::Store) {
     assert_eq!(status, StatusCode::OK);
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/openapi.json");
     let checked_in: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    // docs/openapi.json is the document of a server with --auth; this one asks for no token,
+    // and says so: no security requirement, no 401, a 403 for another host or origin.
+    assert!(served.get("security").is_none(), "no token asked");
+    let text = served.to_string();
+    assert!(!text.contains("\"401\""), "no 401 without tokens");
+    assert!(text.contains("forbidden-host"), "the 403 of another host");
+    let without_tokens = |doc: &Value| {
+        let mut doc = doc.clone();
+        doc.as_object_mut().unwrap().remove("security");
+        for item in doc["paths"].as_object_mut().unwrap().values_mut() {
+            for op in item.as_object_mut().unwrap().values_mut() {
+                let responses = op["responses"].as_object_mut().unwrap();
+                responses.remove("401");
+                responses.remove("403");
+                op.as_object_mut().unwrap().remove("security");
+            }
+        }
+        doc
+    };
     assert_eq!(
-        served, checked_in,
-        "the served document is docs/openapi.json"
+        without_tokens(&served),
+        without_tokens(&checked_in),
+        "the served document is docs/openapi.json but for its tokens"
     );
     bad_input(&server).await;
     instances(&server).await;
@@ -1474,6 +1496,14 @@ async fn auth(store_args: &[String]) {
         async move { answer(request.send().await.unwrap()).await }
     };
     use reqwest::Method;
+    // A server with --auth serves docs/openapi.json as it is.
+    let (_, served) = call(Method::GET, "/openapi.json", None, None).await;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/openapi.json");
+    let checked_in: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(
+        served, checked_in,
+        "the served document is docs/openapi.json"
+    );
     for open in ["/healthz", "/readyz", "/openapi.json"] {
         assert_eq!(
             call(Method::GET, open, None, None).await.0,

@@ -503,7 +503,7 @@ fn violation(shared: &Shared, turn: &Turn) -> Option<ErrorInfo> {
                 instance,
                 ..
             } => {
-                if let Err(e) = crate::client::validate_id(instance) {
+                if let Err(e) = crate::client::check_new_id(instance) {
                     Some(ErrorInfo::new(
                         "InvalidInput",
                         format!("sub-orchestration \"{name}\": {e}"),

@@ -2,6 +2,9 @@
 //! never the token, so a leaked database gives no usable token. Each request's token is looked
 //! up by its hash (one indexed read), so a revoked token is refused from the next request.
 
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
@@ -72,10 +75,8 @@ pub struct IssuedToken {
 ///
 /// [`TokenError`] for an empty or overlong name, no scope, or no random source.
 pub fn issue(name: &str, scopes: &[Scope], now: Timestamp) -> Result<IssuedToken, TokenError> {
-    if name.trim().is_empty() || name.len() > 200 || name.chars().any(char::is_control) {
-        return Err(TokenError(
-            "a token's name has 1 to 200 bytes without control characters".into(),
-        ));
+    if let Err(e) = ratchet::limits::check_identifier("name", name.trim(), 200) {
+        return Err(TokenError(format!("the token's name {}", e.rule)));
     }
     if scopes.is_empty() {
         return Err(TokenError("a token needs at least one scope".into()));
@@ -120,6 +121,59 @@ pub(crate) struct Caller {
     pub(crate) name: String,
     /// Its scopes, each including the ones before it.
     pub(crate) scopes: Vec<Scope>,
+}
+
+/// The token a request was let in with (its hash), for the requests held open to check it
+/// again while they last.
+#[derive(Clone, Debug)]
+pub(crate) struct Authenticated {
+    pub(crate) hash: String,
+}
+
+/// How long a token found valid is taken as valid by the requests held open that check it
+/// again: at most one read per token per this, however many streams it has open.
+const VALID_FOR: Duration = Duration::from_secs(1);
+
+/// When each token with requests held open was last found valid.
+#[derive(Debug, Default)]
+pub(crate) struct Validity(std::sync::Mutex<HashMap<String, Instant>>);
+
+/// Whether the token of `hash` still lets requests in: false once it is revoked or gone. A
+/// database out of reach keeps it valid (the next check tries again).
+pub(crate) async fn still_valid(state: &ServerState, hash: &str) -> bool {
+    let now = Instant::now();
+    let fresh = |seen: &HashMap<String, Instant>| {
+        seen.get(hash)
+            .is_some_and(|at| now.duration_since(*at) < VALID_FOR)
+    };
+    if fresh(&lock(&state.validity)) {
+        return true;
+    }
+    let valid = match state.client.store().token_find(hash).await {
+        Ok(Some(record)) => record.revoked_at.is_none(),
+        Ok(None) => false,
+        Err(e) => {
+            tracing::warn!(error = %e, "checking a token again failed; keeping its requests");
+            return true;
+        }
+    };
+    let mut seen = lock(&state.validity);
+    if valid {
+        // Forget tokens no request has checked for a while, so the map stays small.
+        if seen.len() >= 1024 {
+            seen.retain(|_, at| now.duration_since(*at) < VALID_FOR * 60);
+        }
+        seen.insert(hash.to_string(), now);
+    } else {
+        seen.remove(hash);
+    }
+    valid
+}
+
+fn lock(v: &Validity) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
+    // A panic elsewhere while it was held leaves a map of times, still good to read.
+    v.0.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Every scope `granted` includes, lowest first.
@@ -171,23 +225,27 @@ fn unauthorized(detail: &str) -> Response {
     response
 }
 
-/// The token a request carries, looked up: refused (401) when missing, unknown or revoked.
+/// The token a request carries, looked up, with its hash: refused (401) when missing,
+/// unknown or revoked.
 async fn authenticate(
     state: &ServerState,
     headers: &axum::http::HeaderMap,
-) -> Result<ratchet::TokenRecord, Response> {
+) -> Result<(ratchet::TokenRecord, String), Response> {
+    // The scheme's name is case-insensitive (RFC 7235): `bearer` is `Bearer`.
     let Some(token) = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
+        .and_then(|v| v.trim().split_once([' ', '\t']))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim())
     else {
         return Err(unauthorized(
             "this server asks for a token: Authorization: Bearer <token>",
         ));
     };
-    match state.client.store().token_find(&hash(token)).await {
-        Ok(Some(record)) if record.revoked_at.is_none() => Ok(record),
+    let hash = hash(token);
+    match state.client.store().token_find(&hash).await {
+        Ok(Some(record)) if record.revoked_at.is_none() => Ok((record, hash)),
         Ok(Some(_)) => Err(unauthorized("this token was revoked")),
         Ok(None) => Err(unauthorized("this token is not known here")),
         Err(e) => Err(Problem::from(e).into_response()),
@@ -204,7 +262,7 @@ pub(crate) async fn caller(
     if !state.auth || !headers.contains_key(header::AUTHORIZATION) {
         return Ok(None);
     }
-    let record = authenticate(state, headers).await?;
+    let (record, _) = authenticate(state, headers).await?;
     let granted = record
         .scopes
         .iter()
@@ -220,7 +278,7 @@ pub(crate) async fn caller(
 /// Checks the request's bearer token and its scope, when the server asks for tokens.
 pub(crate) async fn check(
     State(state): State<ServerState>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     if !state.auth {
@@ -234,8 +292,8 @@ pub(crate) async fn check(
     if public(&route) {
         return next.run(request).await;
     }
-    let record = match authenticate(&state, request.headers()).await {
-        Ok(record) => record,
+    let (record, hash) = match authenticate(&state, request.headers()).await {
+        Ok(found) => found,
         Err(refused) => return refused,
     };
     let needs = needed(request.method(), &route);
@@ -257,6 +315,7 @@ pub(crate) async fn check(
         )
         .into_response();
     }
+    request.extensions_mut().insert(Authenticated { hash });
     next.run(request).await
 }
 

@@ -33,53 +33,73 @@ impl<T: DeserializeOwned> FromRequest<ServerState> for JsonBody<T> {
                 "the body must be JSON, sent with Content-Type: application/json",
             ));
         }
-        let limit = state.limits.max_body_bytes;
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
-            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                Problem::too_large(
-                    format!("the body is over the limit of {limit} bytes"),
-                    limit as u64,
-                )
-            } else {
-                Problem::bad_request(format!("the body could not be read: {e}"))
-            }
-        })?;
-        parse_json(&bytes).map(JsonBody)
+        let bytes = body(req, state).await?;
+        crate::json::parse_json(&bytes).map(JsonBody)
     }
 }
 
-/// Reads `bytes` as one JSON value of type `T`: malformed JSON is a 400, a well-formed body
-/// with a wrong or unknown field a 422 naming it.
-pub(crate) fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let value = match serde_path_to_error::deserialize(&mut de) {
-        Ok(value) => value,
-        Err(e) => {
-            let path = e.path().to_string();
-            let inner = e.into_inner();
-            if inner.is_syntax() || inner.is_eof() {
-                return Err(Problem::bad_request(format!(
-                    "the body is not valid JSON: {inner}"
-                )));
-            }
-            let message = inner.to_string();
-            // An unknown field's path may stop at its parent; its message names it.
-            let field = match unknown_field(&message) {
-                Some(name) if path == "." => name.to_string(),
-                Some(name) if !path.ends_with(name) => format!("{path}.{name}"),
-                _ => path,
-            };
-            return Err(Problem::invalid(message).field(field.trim_start_matches('.')));
+/// An optional JSON body: none, only white space or `null` is `None`; anything else is
+/// read as [`JsonBody`] reads it (its `Content-Type` is not asked for).
+pub(crate) struct OptionalJsonBody<T>(pub(crate) Option<T>);
+
+impl<T: DeserializeOwned> FromRequest<ServerState> for OptionalJsonBody<T> {
+    type Rejection = Problem;
+
+    async fn from_request(req: Request, state: &ServerState) -> Result<Self, Problem> {
+        let bytes = body(req, state).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Self(None));
         }
-    };
-    de.end()
-        .map_err(|e| Problem::bad_request(format!("the body is not one JSON value: {e}")))?;
-    Ok(value)
+        crate::json::parse_json::<Option<T>>(&bytes).map(OptionalJsonBody)
+    }
 }
 
-fn unknown_field(message: &str) -> Option<&str> {
-    let rest = message.strip_prefix("unknown field `")?;
-    rest.split('`').next()
+/// Refuses a request that waits for `100 Continue` before it sends a body declared over the
+/// limit: it hears 413 at once and sends nothing. (A client that sends its body without
+/// waiting is read up to the limit and then hears 413: answering before reading would break
+/// the connection under its write, and it might never read the answer.)
+pub(crate) async fn declared_length(
+    axum::extract::State(state): axum::extract::State<ServerState>,
+    request: Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    let limit = state.limits.max_body_bytes;
+    let waits = request
+        .headers()
+        .get(header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    if !waits {
+        return next.run(request).await;
+    }
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Problem::too_large(
+            format!("the body is over the limit of {limit} bytes"),
+            limit as u64,
+        )
+        .into_response();
+    }
+    next.run(request).await
+}
+
+/// The request's body, within the body limit (413 as a problem over it).
+async fn body(req: Request, state: &ServerState) -> Result<Bytes, Problem> {
+    let limit = state.limits.max_body_bytes;
+    Bytes::from_request(req, state).await.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            Problem::too_large(
+                format!("the body is over the limit of {limit} bytes"),
+                limit as u64,
+            )
+        } else {
+            Problem::bad_request(format!("the body could not be read: {e}"))
+        }
+    })
 }
 
 /// Query parameters, every one known and of the right type.
@@ -106,44 +126,5 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for PathPar
             .await
             .map(|Path(p)| PathParam(p))
             .map_err(|e| Problem::bad_request(e.body_text()))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde::Deserialize;
-
-    #[derive(Debug, Deserialize)]
-    #[serde(deny_unknown_fields)]
-    #[allow(dead_code)]
-    struct Outer {
-        items: Vec<Inner>,
-    }
-
-    #[derive(Debug, Deserialize)]
-    #[serde(deny_unknown_fields)]
-    #[allow(dead_code)]
-    struct Inner {
-        priority: i16,
-    }
-
-    #[test]
-    fn bad_bodies_name_the_field_at_fault() {
-        let p =
-            parse_json::<Outer>(br#"{"items":[{"priority":1},{"priority":"high"}]}"#).unwrap_err();
-        assert_eq!(
-            (p.status, p.field.as_deref()),
-            (422, Some("items[1].priority"))
-        );
-        let p = parse_json::<Outer>(br#"{"items":[{"priority":1,"colour":2}]}"#).unwrap_err();
-        assert_eq!(p.field.as_deref(), Some("items[0].colour"));
-        let p = parse_json::<Outer>(br#"{"itemz":[]}"#).unwrap_err();
-        assert_eq!(p.field.as_deref(), Some("itemz"));
-        let p = parse_json::<Outer>(br#"{"items":["#).unwrap_err();
-        assert_eq!(p.status, 400);
-        let p = parse_json::<Outer>(br#"{"items":[]} {}"#).unwrap_err();
-        assert_eq!(p.status, 400);
-        assert!(parse_json::<Outer>(br#"{"items":[{"priority":-3}]}"#).is_ok());
     }
 }

@@ -10,9 +10,10 @@
 //!
 //! ```no_run
 //! # async fn serve(client: ratchet::Client) -> std::io::Result<()> {
-//! let app = ratchet_server::router(ratchet_server::ServerState::new(client));
+//! let limits = ratchet_server::ServerLimits::default();
+//! let app = ratchet_server::router(ratchet_server::ServerState::new(client).with_limits(limits.clone()));
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
-//! ratchet_server::serve(listener, app, std::future::pending()).await
+//! ratchet_server::serve(listener, app, &limits, std::future::pending()).await
 //! # }
 //! ```
 #![deny(missing_docs)]
@@ -21,6 +22,9 @@ mod auth;
 mod console;
 mod extract;
 mod fleet;
+mod held;
+mod json;
+mod local;
 mod metrics;
 mod problem;
 mod routes;

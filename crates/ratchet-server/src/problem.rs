@@ -12,9 +12,22 @@ const PROBLEM_JSON: &str = "application/problem+json";
 
 /// A refused or failed request, as the API answers it (boxed: handlers return it in every
 /// `Err`, which stays one pointer wide).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(transparent)]
-pub struct Problem(Box<ProblemBody>);
+#[derive(Clone, Debug, PartialEq)]
+pub struct Problem(Box<Answer>);
+
+/// A problem's body and what its answer says beside it.
+#[derive(Clone, Debug, PartialEq)]
+struct Answer {
+    body: ProblemBody,
+    /// Seconds after which the same request may succeed (`Retry-After`).
+    retry_after: Option<u32>,
+}
+
+impl Serialize for Problem {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.body.serialize(serializer)
+    }
+}
 
 /// The fields of a [`Problem`].
 #[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
@@ -62,27 +75,36 @@ impl Problem {
         title: &'static str,
         detail: impl Into<String>,
     ) -> Self {
-        Self(Box::new(ProblemBody {
-            kind: format!("urn:ratchet:problem:{kind}"),
-            title,
-            status: status.as_u16(),
-            detail: detail.into(),
-            field: None,
-            limit: None,
-            position: None,
-            errors: None,
+        Self(Box::new(Answer {
+            body: ProblemBody {
+                kind: format!("urn:ratchet:problem:{kind}"),
+                title,
+                status: status.as_u16(),
+                detail: detail.into(),
+                field: None,
+                limit: None,
+                position: None,
+                errors: None,
+            },
+            retry_after: None,
         }))
+    }
+
+    /// Says when the same request may succeed (a `Retry-After` header, in seconds).
+    pub fn retry_after(mut self, seconds: u32) -> Self {
+        self.0.retry_after = Some(seconds);
+        self
     }
 
     /// Names the field at fault.
     pub fn field(mut self, field: impl Into<String>) -> Self {
-        self.0.field = Some(field.into()).filter(|f: &String| !f.is_empty());
+        self.0.body.field = Some(field.into()).filter(|f: &String| !f.is_empty());
         self
     }
 
     /// Puts the field at fault under `parent` (`queue` becomes `options.queue`).
     pub(crate) fn prefix_field(mut self, parent: &str) -> Self {
-        self.0.field = Some(match self.0.field.take() {
+        self.0.body.field = Some(match self.0.body.field.take() {
             Some(f) => format!("{parent}.{f}"),
             None => parent.to_string(),
         });
@@ -91,19 +113,19 @@ impl Problem {
 
     /// Names the limit broken.
     pub fn limit(mut self, limit: u64) -> Self {
-        self.0.limit = Some(limit);
+        self.0.body.limit = Some(limit);
         self
     }
 
     /// Lists the errors of a submitted definition.
     pub fn errors(mut self, errors: Vec<SourceError>) -> Self {
-        self.0.errors = Some(errors);
+        self.0.body.errors = Some(errors);
         self
     }
 
     /// Names the event that failed an append's condition.
     pub fn position(mut self, position: u64) -> Self {
-        self.0.position = Some(position);
+        self.0.body.position = Some(position);
         self
     }
 
@@ -152,7 +174,7 @@ impl std::ops::Deref for Problem {
     type Target = ProblemBody;
 
     fn deref(&self) -> &ProblemBody {
-        &self.0
+        &self.0.body
     }
 }
 
@@ -164,11 +186,53 @@ impl IntoResponse for Problem {
         }
         let body = serde_json::to_vec(&self).unwrap_or_default();
         let mut response = (status, body).into_response();
-        response
-            .headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        if let Some(seconds) = self.0.retry_after {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
         response
     }
+}
+
+/// Answers every error as a problem: an error answered by something other than a handler
+/// of ours (a layer, a rejection of an extractor we do not wrap) in plain text becomes a
+/// problem of its status, with that text as its detail.
+pub(crate) async fn ensure(response: Response) -> Response {
+    let status = response.status();
+    let is_problem = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(PROBLEM_JSON.as_bytes()));
+    if !(status.is_client_error() || status.is_server_error()) || is_problem {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
+    let detail = String::from_utf8_lossy(&text).trim().to_string();
+    let (kind, title) = match status {
+        StatusCode::BAD_REQUEST => ("bad-request", "Malformed request"),
+        StatusCode::NOT_FOUND => ("not-found", "Not found"),
+        StatusCode::METHOD_NOT_ALLOWED => ("method-not-allowed", "Method not allowed"),
+        StatusCode::PAYLOAD_TOO_LARGE => ("too-large", "Request too large"),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ("unsupported-media-type", "Unsupported media type"),
+        StatusCode::UNPROCESSABLE_ENTITY => ("invalid-input", "Invalid input"),
+        s if s.is_server_error() => ("internal", "Internal error"),
+        _ => ("http-error", "Request refused"),
+    };
+    let detail = if detail.is_empty() {
+        status.canonical_reason().unwrap_or("refused").to_string()
+    } else {
+        detail
+    };
+    let mut answer = Problem::new(status, kind, title, detail).into_response();
+    // Keep what the first answer said beside its body (Allow, Retry-After, WWW-Authenticate).
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            answer.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    answer
 }
 
 impl From<Error> for Problem {
@@ -273,11 +337,39 @@ fn unavailable(detail: String) -> Problem {
         "Service unavailable",
         detail,
     )
+    .retry_after(1)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn an_error_answered_in_plain_text_becomes_a_problem() {
+        let plain = (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            [(header::RETRY_AFTER, "3")],
+            "length limit exceeded",
+        )
+            .into_response();
+        let answer = ensure(plain).await;
+        assert_eq!(answer.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(answer.headers()[header::CONTENT_TYPE], PROBLEM_JSON);
+        assert_eq!(answer.headers()[header::RETRY_AFTER], "3");
+        let body = axum::body::to_bytes(answer.into_body(), 4096)
+            .await
+            .unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(json["type"], "urn:ratchet:problem:too-large");
+        assert_eq!(json["detail"], "length limit exceeded");
+        // A problem, or a success, passes as it is.
+        let ok = ensure((StatusCode::OK, "fine").into_response()).await;
+        assert_eq!(ok.status(), StatusCode::OK);
+        let problem = ensure(Problem::not_found("x").into_response()).await;
+        assert_eq!(problem.headers()[header::CONTENT_TYPE], PROBLEM_JSON);
+        let retry = Problem::invalid("x").retry_after(1).into_response();
+        assert_eq!(retry.headers()[header::RETRY_AFTER], "1");
+    }
 
     #[test]
     fn errors_map_to_statuses_with_stable_types() {

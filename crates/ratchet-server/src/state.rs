@@ -18,6 +18,17 @@ pub struct ServerLimits {
     pub max_wait: Duration,
     /// Requests held open at once (long-poll waits and event streams); more get 429.
     pub max_waiting: usize,
+    /// Connections open at once. One more is answered 503 with `Retry-After` and closed
+    /// (over HTTPS it is closed before the handshake, which would cost more than the
+    /// answer saves). The process's open-file limit must be above it.
+    pub max_connections: usize,
+    /// How long a connection may take to send a request's head (over HTTPS, to finish its
+    /// handshake too): a slower one is closed. It also closes a kept-alive connection that
+    /// sends nothing for this long.
+    pub header_read_timeout: Duration,
+    /// How long a graceful stop waits for the requests in flight (long polls and event
+    /// streams end at once when it begins); what is left then is closed.
+    pub shutdown_grace: Duration,
 }
 
 impl Default for ServerLimits {
@@ -30,6 +41,9 @@ impl Default for ServerLimits {
             max_page: 1_000,
             max_wait: Duration::from_secs(60),
             max_waiting: 10_000,
+            max_connections: 10_000,
+            header_read_timeout: Duration::from_secs(10),
+            shutdown_grace: Duration::from_secs(10),
         }
     }
 }
@@ -44,6 +58,11 @@ pub struct ServerState {
     pub(crate) fleet: std::sync::Arc<crate::fleet::Fleet>,
     /// One permit per request held open.
     pub(crate) waiting: std::sync::Arc<tokio::sync::Semaphore>,
+    /// The port of a loopback server that asks for no token: it answers this machine's own
+    /// clients only (see [`ServerState::local_only`]).
+    pub(crate) local_port: Option<u16>,
+    /// When the tokens of requests held open were last found valid.
+    pub(crate) validity: std::sync::Arc<crate::auth::Validity>,
 }
 
 impl ServerState {
@@ -60,6 +79,8 @@ impl ServerState {
             waiting: std::sync::Arc::new(tokio::sync::Semaphore::new(
                 ServerLimits::default().max_waiting,
             )),
+            local_port: None,
+            validity: std::sync::Arc::default(),
         }
     }
 
@@ -76,6 +97,7 @@ impl ServerState {
                 ),
             )
             .limit(most as u64)
+            .retry_after(1)
         })
     }
 
@@ -83,6 +105,16 @@ impl ServerState {
     /// scope it needs (tokens are made with [`crate::issue_token`] and stored in the database).
     pub fn with_auth(mut self, required: bool) -> Self {
         self.auth = required;
+        self
+    }
+
+    /// Answers this machine's own clients only, for a server on a loopback address that asks
+    /// for no token: a request must name it by a loopback address or `localhost` with
+    /// `port` in its `Host` (else 403, against DNS rebinding), and a change (any method but
+    /// GET, HEAD and OPTIONS) sent by a browser must come from a page of that origin, such as
+    /// the console (else 403, against cross-site requests).
+    pub fn local_only(mut self, port: u16) -> Self {
+        self.local_port = Some(port);
         self
     }
 

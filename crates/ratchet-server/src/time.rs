@@ -8,17 +8,21 @@ pub(crate) fn rfc3339(t: Timestamp) -> String {
     t.to_rfc3339()
 }
 
-/// An RFC 3339 time (`2026-11-24T00:51:02Z`, fractions allowed).
+/// An RFC 3339 time (`2026-11-24T00:51:02Z`, fractions and offsets allowed; a time without
+/// an offset is in UTC), in the calendar Ratchet keeps (years 1 to 9999).
 pub(crate) fn parse_rfc3339(text: &str) -> Result<Timestamp, String> {
-    let at = humantime::parse_rfc3339_weak(text)
-        .map_err(|e| format!("{text:?} is not an RFC 3339 time ({e})"))?;
-    let ms = at
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_err(|_| format!("{text:?} is before 1970"))?
-        .as_millis();
-    i64::try_from(ms)
-        .map(Timestamp)
-        .map_err(|_| format!("{text:?} is too far in the future"))
+    let ms = match chrono::DateTime::parse_from_rfc3339(text) {
+        Ok(at) => at.timestamp_millis(),
+        // Without an offset (`2026-11-24T00:51:02`), as this API has always read it.
+        Err(e) => {
+            let at = humantime::parse_rfc3339_weak(text)
+                .map_err(|_| format!("{text:?} is not an RFC 3339 time ({e})"))?;
+            Timestamp::from(at).as_millis()
+        }
+    };
+    let t = Timestamp(ms);
+    ratchet::limits::check_time("time", t).map_err(|e| format!("{text:?} {}", e.rule))?;
+    Ok(t)
 }
 
 #[cfg(test)]
@@ -31,6 +35,17 @@ mod tests {
         assert_eq!(rfc3339(t), "2026-11-18T11:06:40.123Z");
         assert_eq!(parse_rfc3339(&rfc3339(t)), Ok(t));
         assert!(parse_rfc3339("yesterday").is_err());
+        // Offsets, lower case, the calendar's ends, and times before 1970.
+        assert_eq!(parse_rfc3339("2026-11-18T12:06:40.123+01:00"), Ok(t));
+        assert_eq!(parse_rfc3339("2026-11-18t11:06:40.123z"), Ok(t));
+        assert_eq!(parse_rfc3339("2026-11-18T11:06:40.123"), Ok(t));
+        assert_eq!(
+            parse_rfc3339("0001-01-01T00:00:00Z"),
+            Ok(Timestamp(ratchet::limits::MIN_TIME_MS))
+        );
+        assert_eq!(parse_rfc3339("1969-12-31T23:59:59Z"), Ok(Timestamp(-1000)));
+        assert!(parse_rfc3339("0000-12-31T23:59:59Z").is_err());
+        assert!(parse_rfc3339("9999-12-31T23:59:59-01:00").is_err());
     }
 
     #[test]

@@ -156,7 +156,8 @@ fn outcome(row: &Row) -> Res<AppendOutcome> {
 const COLUMNS: &str = "position, type, tags, payload, metadata, recorded_at";
 
 /// The rows one query item matches in the read's range, the first `$3` in `order`. The
-/// statement is prepared once per shape and runs on a generic plan, made without the
+/// statement is prepared once per shape (the recent shapes stay prepared: see
+/// `Conn::query_shaped`) and runs on a generic plan, made without the
 /// values, so each shape is written to have one good plan whatever they are:
 /// - with tags: the first tag's events in order from `event_tags`, each checked in full,
 ///   until `$3` match;
@@ -249,7 +250,7 @@ pub(crate) async fn read(c: &Conn, read: &EventRead) -> Res<EventPage> {
     let limit = i64::from(read.limit);
     let mut params: Vec<Param<'_>> = vec![p(&after), p(&before), p(&limit)];
     params.extend(arrays.iter().map(p));
-    let rows = c.query_sql(&sql, &params).await?;
+    let rows = c.query_shaped(&sql, &params).await?;
     let mut page = EventPage::default();
     for row in &rows {
         page.head = position(col(row, "head")?);

@@ -81,8 +81,19 @@ struct Inner {
     /// Varies the key of each announcement, so the work spreads over the processes.
     wake_keys: AtomicU64,
     wakeups: Option<WakeupSender>,
+    /// The statements built per query shape (event reads) that connections keep prepared:
+    /// the most recently used ones only, with their parameter types.
+    shapes: std::sync::Mutex<lru::LruCache<String, Vec<tokio_postgres::types::Type>>>,
     _listener: Option<AbortOnDrop>,
 }
+
+/// How many statements built per query shape stay prepared on each connection. Callers
+/// send a few shapes over and over; one who sends a new shape each time (a read token can)
+/// must not grow every connection's statements, here and on the server, without end.
+const KEPT_SHAPES: std::num::NonZeroUsize = match std::num::NonZeroUsize::new(128) {
+    Some(n) => n,
+    None => panic!("a cache holds at least one"),
+};
 
 /// A [`Store`] on PostgreSQL.
 ///
@@ -161,6 +172,36 @@ impl Conn {
         }
         let statement = self.prepared(sql, params).await?;
         Ok(self.client.query(&statement, &values(params)).await?)
+    }
+
+    /// Runs `sql`, a statement built for the shape of its query (an event read): kept
+    /// prepared as the named statements are, but only while it is among the
+    /// [`KEPT_SHAPES`] shapes used last; a shape pushed out is closed on every connection.
+    /// One round trip (two when this connection prepares it).
+    pub(crate) async fn query_shaped(&self, sql: &str, params: &[Param<'_>]) -> Res<Vec<Row>> {
+        if self.store.config.prepared_statements {
+            let types: Vec<_> = params.iter().map(|(_, t)| t.clone()).collect();
+            let pushed_out = {
+                // The cache holds names only: a panic while it was held leaves it usable.
+                let mut shapes = self
+                    .store
+                    .shapes
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                match shapes.get(sql) {
+                    Some(_) => None,
+                    None => shapes.push(sql.to_string(), types),
+                }
+            };
+            if let Some((old, types)) = pushed_out {
+                self.store
+                    .pool
+                    .manager()
+                    .statement_caches
+                    .remove(&old, &types);
+            }
+        }
+        self.query_sql(sql, params).await
     }
 
     /// `sql` prepared on this connection for `params`: a round trip the first time only.
@@ -383,6 +424,7 @@ impl PostgresStore {
                 // Processes start their keys apart, so their first announcements spread too.
                 wake_keys: AtomicU64::new(u64::from(std::process::id())),
                 wakeups,
+                shapes: std::sync::Mutex::new(lru::LruCache::new(KEPT_SHAPES)),
                 _listener: listener,
             }),
         })

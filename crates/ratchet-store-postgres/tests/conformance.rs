@@ -338,6 +338,55 @@ mod events {
         assert_eq!(kinds, ["Early", "Later"]);
     }
 
+    /// Each read shape is prepared once per connection and kept, but only the most recently
+    /// used shapes are: a caller who may read can send a query of a new shape each time (a
+    /// number of items, of types per item, a direction), and each kept statement costs
+    /// memory here and on the server. A shape pushed out is prepared again when it comes
+    /// back (two round trips instead of one).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn read_shapes_kept_prepared_are_the_recent_ones_only() {
+        let config = ratchet_store_postgres::PostgresConfig {
+            pool_size: 1,
+            ..ratchet_store_postgres::PostgresConfig::default()
+        };
+        let Some(store) = ratchet_store_postgres::testing::fresh_store_with(config).await else {
+            return;
+        };
+        // A read of `n` types, 50 to an item: each type is a lookup of its own, so each
+        // `n` is a shape of its own.
+        let shape = |n: usize| {
+            let types: Vec<String> = (0..n).map(|i| format!("T{i}")).collect();
+            let mut query = EventQuery::all();
+            for chunk in types.chunks(50) {
+                query = query.or(QueryItem::new(chunk.to_vec(), Vec::<String>::new()));
+            }
+            EventRead::forward(query, None, 10)
+        };
+        let trips = |store: &ratchet_store_postgres::PostgresStore| store.stats().round_trips;
+        store.event_read(shape(1)).await.unwrap();
+        let before = trips(&store);
+        store.event_read(shape(1)).await.unwrap();
+        assert_eq!(
+            trips(&store) - before,
+            1,
+            "a shape read again is kept prepared"
+        );
+        // 200 other shapes.
+        for n in 2..=201 {
+            store.event_read(shape(n)).await.unwrap();
+        }
+        let before = trips(&store);
+        store.event_read(shape(1)).await.unwrap();
+        assert_eq!(
+            trips(&store) - before,
+            2,
+            "a shape used long ago is prepared again: the kept ones are bounded"
+        );
+        let before = trips(&store);
+        store.event_read(shape(201)).await.unwrap();
+        assert_eq!(trips(&store) - before, 1, "a recent shape is still kept");
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn appending_under_a_stale_snapshot_is_refused() {
         let Some(store) = fresh_store().await else {

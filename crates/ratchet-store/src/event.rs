@@ -4,6 +4,7 @@
 
 use std::fmt;
 
+use ratchet_core::limits::LimitError;
 use ratchet_core::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -22,6 +23,11 @@ pub const MAX_EVENT_BYTES: usize = 1 << 20;
 pub const MAX_EVENTS_PER_APPEND: usize = 10_000;
 /// Most items in one query.
 pub const MAX_QUERY_ITEMS: usize = 64;
+/// Most types in one query item.
+pub const MAX_QUERY_TYPES: usize = 64;
+/// Most types over all the items of one query: a read looks up each type of an item
+/// without tags on its own, so this bounds the lookups of one read.
+pub const MAX_QUERY_TYPES_IN_ALL: usize = 256;
 
 /// An event's place in the store: strictly increasing, from 1, in the order appends commit.
 #[derive(
@@ -180,24 +186,70 @@ impl EventQuery {
     ///
     /// [`StoreError::Invalid`] naming the first bad item.
     pub fn validate(&self) -> Result<()> {
+        self.check()
+            .map_err(|e| StoreError::Invalid(format!("query{}: {}", e.field, e.rule)))
+    }
+
+    /// Checks the counts of items, types and tags, then every type and tag, before a read
+    /// or a condition is built of them.
+    ///
+    /// # Errors
+    ///
+    /// A [`LimitError`] whose field is a path into the items (`[3].types`, `[0].tags[2]`;
+    /// empty for the items themselves), for an edge to put under its own name of the query.
+    pub fn check(&self) -> std::result::Result<(), LimitError> {
         if self.items.len() > MAX_QUERY_ITEMS {
-            return Err(StoreError::Invalid(format!(
-                "a query has {} items; at most {MAX_QUERY_ITEMS} are allowed",
-                self.items.len()
-            )));
+            return Err(LimitError::new(
+                "",
+                format!(
+                    "{} items; at most {MAX_QUERY_ITEMS} are allowed",
+                    self.items.len()
+                ),
+            ));
         }
-        for item in &self.items {
-            for t in &item.types {
-                validate_event_type(t)?;
+        let mut types = 0;
+        for (i, item) in self.items.iter().enumerate() {
+            if item.types.len() > MAX_QUERY_TYPES {
+                return Err(LimitError::new(
+                    format!("[{i}].types"),
+                    format!(
+                        "{} types; at most {MAX_QUERY_TYPES} are allowed in an item",
+                        item.types.len()
+                    ),
+                ));
+            }
+            types += item.types.len();
+            if types > MAX_QUERY_TYPES_IN_ALL {
+                return Err(LimitError::new(
+                    format!("[{i}].types"),
+                    format!("more than {MAX_QUERY_TYPES_IN_ALL} types over all items"),
+                ));
             }
             if item.tags.len() > MAX_TAGS {
-                return Err(StoreError::Invalid(format!(
-                    "a query item has {} tags; at most {MAX_TAGS} are allowed",
-                    item.tags.len()
-                )));
+                return Err(LimitError::new(
+                    format!("[{i}].tags"),
+                    format!(
+                        "{} tags; at most {MAX_TAGS} are allowed in an item",
+                        item.tags.len()
+                    ),
+                ));
             }
-            for t in &item.tags {
-                validate_tag(t)?;
+        }
+        let rule = |field: String, e: StoreError| {
+            LimitError::new(
+                field,
+                match e {
+                    StoreError::Invalid(m) => m,
+                    other => other.to_string(),
+                },
+            )
+        };
+        for (i, item) in self.items.iter().enumerate() {
+            for (k, t) in item.types.iter().enumerate() {
+                validate_event_type(t).map_err(|e| rule(format!("[{i}].types[{k}]"), e))?;
+            }
+            for (k, t) in item.tags.iter().enumerate() {
+                validate_tag(t).map_err(|e| rule(format!("[{i}].tags[{k}]"), e))?;
             }
         }
         Ok(())
@@ -416,7 +468,7 @@ pub fn validate_event(e: &NewEvent) -> Result<()> {
     for t in &e.tags {
         validate_tag(t)?;
     }
-    let size = json_len(&e.payload) + json_len(&e.metadata);
+    let size = event_size(e);
     if size > MAX_EVENT_BYTES {
         return Err(StoreError::Invalid(format!(
             "payload and metadata are {size} bytes; at most {MAX_EVENT_BYTES} are allowed"
@@ -427,6 +479,12 @@ pub fn validate_event(e: &NewEvent) -> Result<()> {
             .map_err(|e| StoreError::Invalid(e.to_string()))?;
     }
     Ok(())
+}
+
+/// The size of an event's payload and metadata, serialized: what [`MAX_EVENT_BYTES`]
+/// bounds.
+pub fn event_size(e: &NewEvent) -> usize {
+    json_len(&e.payload) + json_len(&e.metadata)
 }
 
 /// The length of `value` serialized, counted without building the text (appends check every
@@ -477,6 +535,43 @@ pub fn validate_appends(appends: &[EventAppend]) -> Result<()> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn queries_are_bounded_in_items_types_and_tags_with_the_field_named() {
+        let types = |n: usize| (0..n).map(|i| format!("T{i}")).collect::<Vec<_>>();
+        let ok = EventQuery::item(QueryItem::new(types(MAX_QUERY_TYPES), ["k:v"]));
+        assert!(ok.check().is_ok());
+        let wide = EventQuery::all()
+            .or(QueryItem::new(["A"], ["k:v"]))
+            .or(QueryItem::new(
+                types(MAX_QUERY_TYPES + 1),
+                Vec::<String>::new(),
+            ));
+        let e = wide.check().unwrap_err();
+        assert_eq!(e.field, "[1].types", "{e}");
+        assert!(wide.validate().is_err());
+        let mut many = EventQuery::all();
+        for _ in 0..MAX_QUERY_TYPES_IN_ALL / MAX_QUERY_TYPES + 1 {
+            many = many.or(QueryItem::new(types(MAX_QUERY_TYPES), Vec::<String>::new()));
+        }
+        let e = many.check().unwrap_err();
+        assert_eq!(
+            e.field,
+            format!("[{}].types", MAX_QUERY_TYPES_IN_ALL / MAX_QUERY_TYPES)
+        );
+        let tags: Vec<String> = (0..=MAX_TAGS).map(|i| format!("k:{i}")).collect();
+        let e = EventQuery::item(QueryItem::new(["A"], tags))
+            .check()
+            .unwrap_err();
+        assert_eq!(e.field, "[0].tags");
+        let mut items = EventQuery::all();
+        for _ in 0..=MAX_QUERY_ITEMS {
+            items = items.or(QueryItem::new(["A"], Vec::<String>::new()));
+        }
+        assert_eq!(items.check().unwrap_err().field, "");
+        let bad = EventQuery::item(QueryItem::new(["A"], ["k:v", "nocolon"]));
+        assert_eq!(bad.check().unwrap_err().field, "[0].tags[1]");
+    }
 
     #[test]
     fn tags_are_key_value() {

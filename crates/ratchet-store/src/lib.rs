@@ -41,10 +41,11 @@ pub use commit::{
 };
 pub use error::{Result, StoreError};
 pub use event::{
-    normalized_tags, validate_appends, validate_event, validate_event_type, validate_tag,
-    AppendCondition, AppendOutcome, Direction, EventAppend, EventPage, EventQuery, EventRead,
-    NewEvent, Position, QueryItem, StoredEvent, MAX_EVENTS_PER_APPEND, MAX_EVENT_BYTES,
-    MAX_EVENT_TYPE_BYTES, MAX_QUERY_ITEMS, MAX_TAGS, MAX_TAG_BYTES,
+    event_size, normalized_tags, validate_appends, validate_event, validate_event_type,
+    validate_tag, AppendCondition, AppendOutcome, Direction, EventAppend, EventPage, EventQuery,
+    EventRead, NewEvent, Position, QueryItem, StoredEvent, MAX_EVENTS_PER_APPEND, MAX_EVENT_BYTES,
+    MAX_EVENT_TYPE_BYTES, MAX_QUERY_ITEMS, MAX_QUERY_TYPES, MAX_QUERY_TYPES_IN_ALL, MAX_TAGS,
+    MAX_TAG_BYTES,
 };
 pub use instance::{
     prefix_end, ClaimedInstance, CreateOutcome, Fence, HistoryRecord, IfExists, InboxEvent,

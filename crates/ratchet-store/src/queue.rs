@@ -239,17 +239,17 @@ pub enum LeaseState {
     CancelRequested,
 }
 
-/// Checks a queue name a user chose: 1 to 128 bytes, no control characters, not starting
-/// with `$` (reserved for Ratchet's own queues).
+/// Checks a queue name a user chose: 1 to 128 bytes, printable and in normal form C
+/// ([`ratchet_core::limits::check_identifier`]: no control, format or separator
+/// characters, so no bidi overrides or zero-width characters), not starting with `$`
+/// (reserved for Ratchet's own queues).
 ///
 /// # Errors
 ///
 /// A message saying what is wrong.
 pub fn validate_queue_name(queue: &str) -> Result<(), String> {
-    if queue.is_empty() || queue.len() > 128 || queue.chars().any(char::is_control) {
-        return Err(format!(
-            "a queue name must be 1 to 128 bytes without control characters, got {queue:?}"
-        ));
+    if let Err(e) = ratchet_core::limits::check_identifier("queue", queue, 128) {
+        return Err(format!("the queue name {queue:?} {}", e.rule));
     }
     if queue.starts_with('$') {
         return Err(format!(

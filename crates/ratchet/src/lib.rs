@@ -109,6 +109,8 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// The limits at the edge, stated once: times, durations, nesting and identifiers.
+pub use ratchet_core::limits;
 pub use ratchet_core::{
     join_all, race, ActivityError, ActivityOptions, ErrorInfo, HistoryEvent, Limits,
     OrchestrationContext, OrchestrationError, RetryPolicy, TaskError, TaskOptions, Timestamp,
@@ -122,13 +124,14 @@ pub use ratchet_runtime::{
     ScheduleOptions, StartOptions, TaskContext, TaskRequest, EVENTS_APPEND_ACTIVITY,
 };
 pub use ratchet_store::{
-    validate_queue_name, AppendCondition, AppendOutcome, Direction, EnqueueOutcome, EventAppend,
-    EventPage, EventQuery, EventRead, FireKind, FireRecord, HistoryRecord, IfExists,
+    event_size, validate_queue_name, AppendCondition, AppendOutcome, Direction, EnqueueOutcome,
+    EventAppend, EventPage, EventQuery, EventRead, FireKind, FireRecord, HistoryRecord, IfExists,
     InstanceFilter, InstanceFollow, InstanceRecord, InstanceStatus, NewEvent, NewToken,
     NewWorkflow, Position, QueryItem, QueueLimits, QueueStats, ScheduleAction, ScheduleRecord,
     Store, StoreError, StoreStats, StoredEvent, TaskActionOutcome, TaskFilter, TaskId, TaskRecord,
     TaskState, ThroughputBucket, ThroughputQuery, TokenRecord, WorkerAbout, WorkerRecord,
-    WorkflowPut, WorkflowRecord,
+    WorkflowPut, WorkflowRecord, MAX_EVENTS_PER_APPEND, MAX_EVENT_BYTES, MAX_EVENT_TYPE_BYTES,
+    MAX_QUERY_ITEMS, MAX_QUERY_TYPES, MAX_QUERY_TYPES_IN_ALL, MAX_TAGS, MAX_TAG_BYTES,
 };
 #[cfg(feature = "postgres")]
 pub use ratchet_store_postgres::{

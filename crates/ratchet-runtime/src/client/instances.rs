@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::{validate_id, validate_name, Client};
+use super::{check_new_id, validate_id, validate_name, Client};
 use crate::hub::{Heard, InstanceOutcome};
 use crate::{Error, Result};
 
@@ -103,7 +103,7 @@ impl Client {
     pub fn check_start(&self, name: &str, input: &Value, options: &StartOptions) -> Result<()> {
         validate_name("orchestration", name)?;
         if let Some(id) = &options.id {
-            validate_id(id)?;
+            check_new_id(id)?;
         }
         self.payload("the input", input)?;
         // Only a runtime's client refuses names it does not run: a client-only process

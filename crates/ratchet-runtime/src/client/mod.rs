@@ -45,6 +45,15 @@ pub struct Client {
     poll_interval: Duration,
 }
 
+/// Checks the id of an instance about to be created: printable, in normal form C, 1 to
+/// 255 bytes ([`ratchet_core::limits::check_identifier`]), so that no two ids look alike in
+/// a console or a terminal. An existing instance is addressed by [`validate_id`], which
+/// keeps ids stored before this rule reachable.
+pub(crate) fn check_new_id(id: &str) -> Result<()> {
+    Ok(ratchet_core::limits::check_identifier("id", id, 255)?)
+}
+
+/// Checks the id of an instance being addressed: 1 to 255 bytes, no control characters.
 pub(crate) fn validate_id(id: &str) -> Result<()> {
     if id.is_empty() || id.len() > 255 {
         return Err(Error::InvalidInput(format!(
@@ -60,13 +69,16 @@ pub(crate) fn validate_id(id: &str) -> Result<()> {
     Ok(())
 }
 
+/// Checks a name a caller gives to something it creates (an orchestration or task to run,
+/// a signal to raise, a workflow a schedule starts): printable, in normal form C, 1 to 255
+/// bytes; the refusal names the field `name` and says what `what` it was.
 pub(crate) fn validate_name(what: &str, name: &str) -> Result<()> {
-    if name.is_empty() || name.len() > 255 || name.chars().any(char::is_control) {
-        return Err(Error::InvalidInput(format!(
-            "a {what} name must be 1 to 255 bytes without control characters"
-        )));
-    }
-    Ok(())
+    ratchet_core::limits::check_identifier("name", name, 255).map_err(|e| {
+        Error::Limit(ratchet_core::limits::LimitError::new(
+            e.field,
+            format!("the {what} name {}", e.rule),
+        ))
+    })
 }
 
 impl Client {

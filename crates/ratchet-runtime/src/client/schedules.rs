@@ -51,11 +51,8 @@ impl Client {
         o: &ScheduleOptions,
         now: Timestamp,
     ) -> Result<ScheduleRecord> {
-        if name.is_empty() || name.len() > 200 || name.chars().any(char::is_control) {
-            return Err(invalid(
-                "name",
-                "a schedule name must be 1 to 200 bytes without control characters",
-            ));
+        if let Err(e) = ratchet_core::limits::check_identifier("name", name, 200) {
+            return Err(invalid("name", format!("the schedule name {}", e.rule)));
         }
         let spec = o.spec.parse()?;
         let zone = parse_zone(&o.time_zone)?;

@@ -166,8 +166,21 @@ impl EventStore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidInput`] for bad events; [`Error::Store`] for database failures.
+    /// [`Error::PayloadTooLarge`] for an event whose payload and metadata are over
+    /// [`ratchet_store::MAX_EVENT_BYTES`]; [`Error::InvalidInput`] for bad events;
+    /// [`Error::Store`] for database failures.
     pub async fn submit(&self, append: EventAppend) -> Result<AppendOutcome> {
+        // An event over the size limit is too large, not malformed (413 over HTTP).
+        for (i, event) in append.events.iter().enumerate() {
+            let size = ratchet_store::event_size(event);
+            if size > ratchet_store::MAX_EVENT_BYTES {
+                return Err(Error::PayloadTooLarge {
+                    what: format!("event {i}'s payload and metadata"),
+                    size,
+                    limit: ratchet_store::MAX_EVENT_BYTES,
+                });
+            }
+        }
         // Checked alone first: a bad append must not fail the others it would be merged with.
         append.validate().map_err(invalid)?;
         let outcomes = match &self.appends {

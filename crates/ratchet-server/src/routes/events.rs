@@ -12,7 +12,7 @@ use axum::Json;
 use futures::{Stream, StreamExt};
 use ratchet::{
     AppendCondition, AppendOutcome, Direction, EventAppend, EventQuery, EventRead, NewEvent,
-    Position, QueryItem, StoredEvent,
+    QueryItem, StoredEvent,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -20,8 +20,10 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{comma_list, page_size};
+use super::text::{EventType, Tag, TagList, TypeList};
+use super::{comma_list, page_size, position};
 use crate::extract::{JsonBody, QueryParams};
+use crate::held::Held;
 use crate::problem::{Problem, ProblemBody};
 use crate::state::ServerState;
 use crate::time::rfc3339;
@@ -32,6 +34,33 @@ pub(crate) fn routes() -> OpenApiRouter<ServerState> {
         .routes(routes!(query))
         .routes(routes!(stream))
 }
+
+/// A Server-Sent Events message of `/v1/events/stream`: `id` is the event's position,
+/// `data` the event as JSON (an [`EventView`]).
+pub(crate) enum EventMessage {}
+
+impl utoipa::PartialSchema for EventMessage {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        ObjectBuilder::new()
+            .description(Some(
+                "A Server-Sent Events message: `id` the event's position, `data` the event \
+                 as JSON (an EventView)",
+            ))
+            .property("id", ObjectBuilder::new().schema_type(Type::String))
+            .property("event", ObjectBuilder::new().schema_type(Type::String))
+            .property(
+                "data",
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .content_media_type("application/json"),
+            )
+            .required("data")
+            .into()
+    }
+}
+
+impl ToSchema for EventMessage {}
 
 /// An event as the API shows it.
 #[derive(Debug, Serialize, ToSchema)]
@@ -63,8 +92,11 @@ impl From<StoredEvent> for EventView {
 #[serde(deny_unknown_fields)]
 struct EventInput {
     #[serde(rename = "type")]
+    #[schema(value_type = EventType)]
     kind: String,
+    /// At most 64.
     #[serde(default)]
+    #[schema(value_type = Vec<Tag>, max_items = 64)]
     tags: Vec<String>,
     #[serde(default)]
     payload: Value,
@@ -76,37 +108,54 @@ struct EventInput {
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ItemInput {
+    /// At most 64 (and 256 over all the items of a query).
     #[serde(default)]
+    #[schema(value_type = Vec<EventType>, max_items = 64)]
     types: Vec<String>,
+    /// At most 64.
     #[serde(default)]
+    #[schema(value_type = Vec<Tag>, max_items = 64)]
     tags: Vec<String>,
 }
 
-fn to_query(items: Vec<ItemInput>) -> EventQuery {
-    EventQuery {
+/// The query of a body's items, its counts, types and tags checked; a refusal names the
+/// field under `field` (`query[3].types`).
+fn to_query(items: Vec<ItemInput>, field: &str) -> Result<EventQuery, Problem> {
+    let query = EventQuery {
         items: items
             .into_iter()
             .map(|i| QueryItem::new(i.types, i.tags))
             .collect(),
-    }
+    };
+    query
+        .check()
+        .map_err(|e| Problem::invalid(e.rule).field(format!("{field}{}", e.field)))?;
+    Ok(query)
 }
 
 /// Fail the append if an event matching `fail_if_events_match` was appended after `after`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ConditionInput {
+    /// At most 64 items.
+    #[schema(max_items = 64)]
     fail_if_events_match: Vec<ItemInput>,
     #[serde(default)]
+    #[schema(maximum = 9223372036854775807_u64)]
     after: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct AppendInput {
+    /// 1 to 10,000 events; each event's payload and metadata together at most 1 MiB
+    /// serialized (413 over it).
+    #[schema(min_items = 1, max_items = 10000)]
     events: Vec<EventInput>,
     #[serde(default)]
     condition: Option<ConditionInput>,
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 256)]
     idempotency_key: Option<String>,
 }
 
@@ -138,16 +187,38 @@ async fn append(
     State(state): State<ServerState>,
     JsonBody(input): JsonBody<AppendInput>,
 ) -> Result<Response, Problem> {
+    let events = input
+        .events
+        .into_iter()
+        .map(|e| NewEvent::new(e.kind, e.tags, e.payload).with_metadata(e.metadata));
+    let events: Vec<NewEvent> = events.collect();
+    for (i, event) in events.iter().enumerate() {
+        let size = ratchet::event_size(event);
+        if size > ratchet::MAX_EVENT_BYTES {
+            return Err(Problem::too_large(
+                format!(
+                    "the payload and metadata are {size} bytes; at most {} are allowed",
+                    ratchet::MAX_EVENT_BYTES
+                ),
+                ratchet::MAX_EVENT_BYTES as u64,
+            )
+            .field(format!("events[{i}].payload")));
+        }
+    }
     let append = EventAppend {
-        events: input
-            .events
-            .into_iter()
-            .map(|e| NewEvent::new(e.kind, e.tags, e.payload).with_metadata(e.metadata))
-            .collect(),
-        condition: input.condition.map(|c| AppendCondition {
-            fail_if_events_match: to_query(c.fail_if_events_match),
-            after: c.after.map(Position),
-        }),
+        events,
+        condition: input
+            .condition
+            .map(|c| {
+                Ok::<_, Problem>(AppendCondition {
+                    fail_if_events_match: to_query(
+                        c.fail_if_events_match,
+                        "condition.fail_if_events_match",
+                    )?,
+                    after: position(c.after, "condition.after")?,
+                })
+            })
+            .transpose()?,
         idempotency_key: input.idempotency_key,
     };
     let (status, first, last, duplicate) = match state.client.events().submit(append).await? {
@@ -194,12 +265,18 @@ enum DirectionParam {
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct ReadParams {
-    /// Types, comma-separated (any of them).
+    /// Types, comma-separated (any of them; at most 64).
+    #[param(value_type = Option<TypeList>)]
     types: Option<String>,
-    /// `key:value` tags, comma-separated (all of them).
+    /// `key:value` tags, comma-separated (all of them; at most 64).
+    #[param(value_type = Option<TagList>)]
     tags: Option<String>,
+    #[param(maximum = 9223372036854775807_u64)]
     after: Option<u64>,
+    #[param(maximum = 9223372036854775807_u64)]
     before: Option<u64>,
+    /// 1 to 1,000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
     #[serde(default)]
     direction: DirectionParam,
@@ -209,25 +286,42 @@ struct ReadParams {
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct QueryInput {
+    /// At most 64 items.
     #[serde(default)]
+    #[schema(max_items = 64)]
     query: Vec<ItemInput>,
     #[serde(default)]
+    #[schema(maximum = 9223372036854775807_u64)]
     after: Option<u64>,
     #[serde(default)]
+    #[schema(maximum = 9223372036854775807_u64)]
     before: Option<u64>,
+    /// 1 to 1,000 (default 100).
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
     #[serde(default)]
     direction: DirectionParam,
 }
 
-fn one_item(types: Option<&str>, tags: Option<&str>) -> EventQuery {
+/// The query of the `types` and `tags` parameters, checked; a refusal names the parameter.
+fn one_item(types: Option<&str>, tags: Option<&str>) -> Result<EventQuery, Problem> {
     let (types, tags) = (comma_list(types), comma_list(tags));
-    if types.is_empty() && tags.is_empty() {
+    let query = if types.is_empty() && tags.is_empty() {
         EventQuery::all()
     } else {
         EventQuery::item(QueryItem::new(types, tags))
-    }
+    };
+    query.check().map_err(|e| {
+        // `[0].types[2]` is the parameter `types`.
+        let field = if e.field.starts_with("[0].tags") {
+            "tags"
+        } else {
+            "types"
+        };
+        Problem::invalid(e.rule).field(field)
+    })?;
+    Ok(query)
 }
 
 #[utoipa::path(
@@ -247,7 +341,7 @@ async fn read(
     State(state): State<ServerState>,
     QueryParams(p): QueryParams<ReadParams>,
 ) -> Result<Json<EventPageView>, Problem> {
-    let query = one_item(p.types.as_deref(), p.tags.as_deref());
+    let query = one_item(p.types.as_deref(), p.tags.as_deref())?;
     page(&state, query, p.after, p.before, p.limit, p.direction).await
 }
 
@@ -271,7 +365,7 @@ async fn query(
 ) -> Result<Json<EventPageView>, Problem> {
     page(
         &state,
-        to_query(q.query),
+        to_query(q.query, "query")?,
         q.after,
         q.before,
         q.limit,
@@ -291,8 +385,8 @@ async fn page(
     let limit = page_size(limit, 100, state)?;
     let read = EventRead {
         query,
-        after: after.map(Position),
-        before: before.map(Position),
+        after: position(after, "after")?,
+        before: position(before, "before")?,
         limit,
         direction: match direction {
             DirectionParam::Forward => Direction::Forward,
@@ -314,10 +408,15 @@ async fn page(
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct StreamParams {
+    /// Types, comma-separated (any of them; at most 64).
+    #[param(value_type = Option<TypeList>)]
     types: Option<String>,
+    /// `key:value` tags, comma-separated (all of them; at most 64).
+    #[param(value_type = Option<TagList>)]
     tags: Option<String>,
     /// Start after this position (default: from the first event); a `Last-Event-ID` header,
     /// which browsers send when they reconnect, wins over it.
+    #[param(maximum = 9223372036854775807_u64)]
     after: Option<u64>,
 }
 
@@ -331,7 +430,7 @@ struct StreamParams {
     operation_id = "events_stream",
     params(StreamParams, ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this position (sent by browsers when they reconnect)")),
     responses(
-        (status = 200, description = "Server-Sent Events: each message's `id` is the event's position and its `data` the event as JSON", content_type = "text/event-stream", body = EventView),
+        (status = 200, description = "Server-Sent Events: each message's `id` is the event's position and its `data` the event as JSON (an EventView)", content_type = "text/event-stream", body = EventMessage),
         (status = 400, description = "Malformed JSON, query or path", body = ProblemBody, content_type = "application/problem+json"),
         (status = 422, description = "A value is not acceptable; `field` names it", body = ProblemBody, content_type = "application/problem+json"),
         (status = 429, description = "Too many requests held open; `limit` says how many", body = ProblemBody, content_type = "application/problem+json"),
@@ -342,11 +441,9 @@ async fn stream(
     State(state): State<ServerState>,
     headers: HeaderMap,
     QueryParams(p): QueryParams<StreamParams>,
+    held: Held,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Problem> {
-    let query = one_item(p.types.as_deref(), p.tags.as_deref());
-    query
-        .validate()
-        .map_err(|e| Problem::invalid(e.to_string()))?;
+    let query = one_item(p.types.as_deref(), p.tags.as_deref())?;
     let last_id = match headers.get("last-event-id") {
         Some(v) => Some(
             v.to_str()
@@ -359,32 +456,32 @@ async fn stream(
         ),
         None => None,
     };
-    let after = last_id.or(p.after).map(Position);
-    // Held while the stream is open: it drops with the stream.
-    let held = state.hold()?;
+    let after = position(p.after, "after")?;
+    let after = match last_id {
+        Some(id) => position(Some(id), "Last-Event-ID")?,
+        None => after,
+    };
     let events = state
         .client
         .events()
         .subscribe(query, after)
-        .filter_map(move |item| {
-            let _held = &held;
-            async move {
-                match item {
-                    Ok(event) => {
-                        let position = event.position.0;
-                        let data =
-                            serde_json::to_string(&EventView::from(event)).unwrap_or_default();
-                        // No SSE event name: a browser's `onmessage` sees every event, and the
-                        // type is in the data.
-                        Some(Ok(Event::default().id(position.to_string()).data(data)))
-                    }
-                    // The subscription carries on after a pause; the client needs no word of it.
-                    Err(e) => {
-                        tracing::warn!(error = %e, "event stream: reading failed; retrying");
-                        None
-                    }
+        .filter_map(|item| async move {
+            match item {
+                Ok(event) => {
+                    let position = event.position.0;
+                    let data = serde_json::to_string(&EventView::from(event)).unwrap_or_default();
+                    // No SSE event name: a browser's `onmessage` sees every event, and the
+                    // type is in the data.
+                    Some(Ok(Event::default().id(position.to_string()).data(data)))
+                }
+                // The subscription carries on after a pause; the client needs no word of it.
+                Err(e) => {
+                    tracing::warn!(error = %e, "event stream: reading failed; retrying");
+                    None
                 }
             }
         });
+    // Ends when the server stops or the caller's token is revoked.
+    let events = held.bound(events);
     Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }

@@ -14,7 +14,9 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::instances::{parse_position, HistoryItem, InstanceView};
+use super::text::{HistoryPosition, InstanceId};
 use crate::extract::{PathParam, QueryParams};
+use crate::held::Held;
 use crate::problem::{Problem, ProblemBody};
 use crate::state::ServerState;
 
@@ -36,6 +38,7 @@ const PAGE: u32 = 500;
 struct StreamParams {
     /// Start after this history position, `execution.seq` (default: from the first event);
     /// a `Last-Event-ID` header, which browsers send when they reconnect, wins over it.
+    #[param(value_type = Option<HistoryPosition>)]
     after: Option<String>,
 }
 
@@ -63,9 +66,9 @@ struct Follow {
     tag = "instances",
     operation_id = "instances_stream",
     params(
-        ("id" = String, Path, description = "Instance id"),
+        ("id" = InstanceId, Path, description = "Instance id"),
         StreamParams,
-        ("Last-Event-ID" = Option<String>, Header, description = "Resume after this history position (sent by browsers when they reconnect)")
+        ("Last-Event-ID" = Option<HistoryPosition>, Header, description = "Resume after this history position (sent by browsers when they reconnect)")
     ),
     responses(
         (status = 200, description = "Server-Sent Events: `instance` (the instance as `GET /v1/instances/{id}` shows it), `history` (an event of its history, as the history route pages them), `end` (finished; nothing more comes)", content_type = "text/event-stream"),
@@ -80,6 +83,7 @@ async fn stream(
     PathParam(id): PathParam<String>,
     headers: HeaderMap,
     QueryParams(p): QueryParams<StreamParams>,
+    held: Held,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Problem> {
     let last_id = headers
         .get("last-event-id")
@@ -95,7 +99,6 @@ async fn stream(
     };
     // An unknown id is a 404 now, not an empty stream.
     state.client.status(&id).await?;
-    let held = state.hold()?;
     let follow = Follow {
         state,
         id,
@@ -116,10 +119,9 @@ async fn stream(
         Some((stream::iter(messages), f))
     })
     .flatten()
-    .map(move |event| {
-        let _held = &held;
-        Ok(event)
-    });
+    .map(Ok);
+    // Ends when the server stops or the caller's token is revoked.
+    let messages = held.bound(messages);
     Ok(Sse::new(messages).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
 

@@ -1,9 +1,6 @@
 //! `/v1/instances`: start (one or a batch), get, list, history, signal, cancel, terminate,
 //! wait.
 
-use std::time::Duration;
-
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -20,9 +17,11 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::text::{HistoryPosition, Identifier, InstanceId, StatusList, Time};
 use super::{comma_list, page_size, WriteParams};
-use crate::extract::{parse_json, JsonBody, PathParam, QueryParams};
+use crate::extract::{JsonBody, OptionalJsonBody, PathParam, QueryParams};
 use crate::fleet::{self, Kind};
+use crate::held::Held;
 use crate::problem::{Problem, ProblemBody};
 use crate::state::ServerState;
 use crate::time::{parse_rfc3339, rfc3339};
@@ -126,12 +125,14 @@ impl From<IfExistsParam> for IfExists {
 #[serde(deny_unknown_fields)]
 struct StartRequest {
     /// The orchestration.
+    #[schema(value_type = Identifier)]
     name: String,
     /// Its input (default `null`).
     #[serde(default)]
     input: Value,
     /// The instance id (default: a new UUID).
     #[serde(default)]
+    #[schema(value_type = Option<Identifier>)]
     id: Option<String>,
     #[serde(default)]
     if_exists: IfExistsParam,
@@ -205,6 +206,8 @@ fn created(location: &str, body: impl Serialize) -> Response {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct StartBatch {
+    /// At most 1,000 (the server's `max_batch`).
+    #[schema(max_items = 1000)]
     instances: Vec<StartRequest>,
 }
 
@@ -305,7 +308,7 @@ async fn start_batch(
     path = "/v1/instances/{id}",
     tag = "instances",
     operation_id = "instances_show",
-    params(("id" = String, Path, description = "Instance id")),
+    params(("id" = InstanceId, Path, description = "Instance id")),
     responses(
         (status = 200, description = "The instance", body = InstanceView),
         (status = 404, description = "No such instance or task", body = ProblemBody, content_type = "application/problem+json"),
@@ -324,10 +327,15 @@ async fn show(
 #[serde(deny_unknown_fields)]
 struct ListParams {
     /// Statuses, comma-separated.
+    #[param(value_type = Option<StatusList>)]
     status: Option<String>,
     name: Option<String>,
+    #[param(value_type = Option<Time>)]
     created_after: Option<String>,
+    #[param(value_type = Option<Time>)]
     created_before: Option<String>,
+    /// 1 to 1,000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
     /// The `next` cursor of the previous page.
     cursor: Option<String>,
@@ -417,7 +425,10 @@ fn decode_cursor(text: &str) -> Result<(Timestamp, String), Problem> {
 #[serde(deny_unknown_fields)]
 struct HistoryParams {
     /// Only events after this position, `execution.seq` (the `next` of the previous page).
+    #[param(value_type = Option<HistoryPosition>)]
     after: Option<String>,
+    /// 1 to 1,000 (default 1,000).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
 }
 
@@ -442,7 +453,7 @@ struct HistoryPage {
     path = "/v1/instances/{id}/graph.svg",
     tag = "instances",
     operation_id = "instances_graph",
-    params(("id" = String, Path, description = "Instance id")),
+    params(("id" = InstanceId, Path, description = "Instance id")),
     responses(
         (status = 200, description = "The graph of the instance's current execution, drawn from its history (Rust or declarative): each turn's steps side by side, signals where they arrived, children inside their nodes; completed, running, failed, pending and skipped coloured. A standalone SVG.", body = String, content_type = "image/svg+xml"),
         (status = 404, description = "No such instance", body = ProblemBody, content_type = "application/problem+json"),
@@ -477,7 +488,7 @@ pub(super) fn parse_position(text: &str) -> Result<(u32, u32), Problem> {
     path = "/v1/instances/{id}/history",
     tag = "instances",
     operation_id = "instances_history",
-    params(("id" = String, Path, description = "Instance id"), HistoryParams),
+    params(("id" = InstanceId, Path, description = "Instance id"), HistoryParams),
     responses(
         (status = 200, description = "A page of the history", body = HistoryPage),
         (status = 400, description = "Malformed JSON, query or path", body = ProblemBody, content_type = "application/problem+json"),
@@ -517,6 +528,7 @@ async fn history(
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct SignalRequest {
+    #[schema(value_type = Identifier)]
     name: String,
     #[serde(default)]
     payload: Value,
@@ -536,7 +548,7 @@ struct Signalled {
     path = "/v1/instances/{id}/signals",
     tag = "instances",
     operation_id = "instances_signal",
-    params(("id" = String, Path, description = "Instance id")),
+    params(("id" = InstanceId, Path, description = "Instance id")),
     request_body = SignalRequest,
     responses(
         (status = 202, description = "Raised", body = Signalled), (status = 200, description = "Raised before under this dedup id: nothing raised", body = Signalled),
@@ -581,13 +593,11 @@ struct StopRequest {
     reason: Option<String>,
 }
 
-/// The body of a cancel or terminate is optional: `{"reason": "..."}` or nothing.
-fn reason(body: &[u8], default: &str) -> Result<String, Problem> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(default.to_string());
-    }
-    let stop: StopRequest = parse_json(body)?;
-    Ok(stop.reason.unwrap_or_else(|| default.to_string()))
+/// The reason a cancel or terminate gives, or `default`: its body is optional (`{"reason":
+/// "..."}`, `{}`, `null` or nothing).
+fn reason(body: Option<StopRequest>, default: &str) -> String {
+    body.and_then(|b| b.reason)
+        .unwrap_or_else(|| default.to_string())
 }
 
 #[utoipa::path(
@@ -595,7 +605,7 @@ fn reason(body: &[u8], default: &str) -> Result<String, Problem> {
     path = "/v1/instances/{id}/cancel",
     tag = "instances",
     operation_id = "instances_cancel",
-    params(("id" = String, Path, description = "Instance id")),
+    params(("id" = InstanceId, Path, description = "Instance id")),
     request_body = Option<StopRequest>,
     responses(
         (status = 202, description = "Asked: its code may clean up"),
@@ -607,9 +617,9 @@ fn reason(body: &[u8], default: &str) -> Result<String, Problem> {
 async fn cancel(
     State(state): State<ServerState>,
     PathParam(id): PathParam<String>,
-    body: Bytes,
+    OptionalJsonBody(body): OptionalJsonBody<StopRequest>,
 ) -> Result<StatusCode, Problem> {
-    let reason = reason(&body, "cancelled through the API")?;
+    let reason = reason(body, "cancelled through the API");
     state.client.cancel(&id, &reason).await?;
     Ok(StatusCode::ACCEPTED)
 }
@@ -619,7 +629,7 @@ async fn cancel(
     path = "/v1/instances/{id}/terminate",
     tag = "instances",
     operation_id = "instances_terminate",
-    params(("id" = String, Path, description = "Instance id")),
+    params(("id" = InstanceId, Path, description = "Instance id")),
     request_body = Option<StopRequest>,
     responses(
         (status = 202, description = "Stopped"),
@@ -631,9 +641,9 @@ async fn cancel(
 async fn terminate(
     State(state): State<ServerState>,
     PathParam(id): PathParam<String>,
-    body: Bytes,
+    OptionalJsonBody(body): OptionalJsonBody<StopRequest>,
 ) -> Result<StatusCode, Problem> {
-    let reason = reason(&body, "terminated through the API")?;
+    let reason = reason(body, "terminated through the API");
     state.client.terminate(&id, &reason).await?;
     Ok(StatusCode::ACCEPTED)
 }
@@ -669,7 +679,7 @@ struct WaitOutcome {
     path = "/v1/instances/{id}/wait",
     tag = "instances",
     operation_id = "instances_wait",
-    params(("id" = String, Path, description = "Instance id"), WaitParams),
+    params(("id" = InstanceId, Path, description = "Instance id"), WaitParams),
     responses(
         (status = 200, description = "The outcome once finished, or where it stands at the timeout", body = WaitOutcome),
         (status = 400, description = "Malformed JSON, query or path", body = ProblemBody, content_type = "application/problem+json"),
@@ -682,11 +692,15 @@ async fn wait(
     State(state): State<ServerState>,
     PathParam(id): PathParam<String>,
     QueryParams(params): QueryParams<WaitParams>,
+    held: Held,
 ) -> Result<Json<WaitOutcome>, Problem> {
-    let _held = state.hold()?;
-    let timeout =
-        Duration::from_millis(params.timeout_ms.unwrap_or(30_000)).min(state.limits.max_wait);
-    let outcome = match state.client.wait(&id, timeout).await {
+    let timeout = super::wait_time(params.timeout_ms, &state)?;
+    // A stop (or a revoked token) answers as a timeout does: where the instance stands.
+    let waited = tokio::select! {
+        waited = state.client.wait(&id, timeout) => waited,
+        () = held.ended() => Err(Error::Timeout(id.clone())),
+    };
+    let outcome = match waited {
         Ok(o) => WaitOutcome {
             id: o.id,
             finished: true,
@@ -719,7 +733,7 @@ struct Restarted {
     post,
     path = "/v1/instances/{id}/restart",
     tag = "instances", operation_id = "instances_restart",
-    params(("id" = String, Path, description = "Instance id")),
+    params(("id" = InstanceId, Path, description = "Instance id")),
     responses(
         (status = 201, description = "Started afresh", body = Restarted),
         (status = 404, description = "No such instance", body = ProblemBody, content_type = "application/problem+json"),
@@ -755,6 +769,7 @@ async fn restart(
 #[serde(deny_unknown_fields)]
 struct PurgeRequest {
     /// Remove instances that finished before this time (RFC 3339).
+    #[schema(value_type = Time)]
     finished_before: String,
 }
 

@@ -1,5 +1,6 @@
 //! The routes, one file per resource.
 
+mod document;
 mod events;
 mod instance_stream;
 mod instances;
@@ -8,12 +9,13 @@ mod schedules;
 mod stats;
 mod system;
 mod tasks;
+mod text;
 mod workers;
 mod workflows;
 
 use axum::extract::DefaultBodyLimit;
-use axum::http::StatusCode;
-use axum::{Json, Router};
+use axum::http::{header, StatusCode};
+use axum::Router;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
@@ -32,8 +34,13 @@ use crate::state::ServerState;
         license(name = "Apache-2.0", identifier = "Apache-2.0")
     ),
     modifiers(&BearerTokens),
-    // A server started with --auth asks for a token; one without asks for none.
-    security(("bearer" = []), ()),
+    // The strings the API checks: routes name some only in their path or headers, where
+    // utoipa does not collect what they name.
+    components(schemas(
+        text::Identifier, text::ScheduleName, text::QueueName, text::InstanceId,
+        text::EventType, text::Tag, text::TypeList, text::TagList, text::Time,
+        text::HistoryPosition, text::StatusList, text::TaskStateList, text::Key
+    )),
     tags(
         (name = "instances", description = "Orchestration instances: start, inspect, steer, wait"),
         (name = "tasks", description = "Standalone tasks: enqueue, inspect, steer, wait"),
@@ -82,10 +89,12 @@ fn documented() -> OpenApiRouter<ServerState> {
         .merge(schedules::routes())
 }
 
-/// The OpenAPI 3.1 document of the API, generated from its handlers and types (served at
-/// `/openapi.json`; `docs/openapi.json` is a copy a test keeps in sync).
+/// The OpenAPI 3.1 document of the API as a server with `--auth` serves it at
+/// `/openapi.json` (every route but the probes and `/v1/whoami` asks for a bearer token),
+/// generated from its handlers and types; `docs/openapi.json` is a copy a test keeps in
+/// sync. A server without tokens serves it without the security requirement and the 401s.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    documented().into_openapi()
+    document::complete(documented().into_openapi(), true)
 }
 
 /// The API's router on `state`: every route under `/v1`, `/healthz`, `/readyz`,
@@ -93,10 +102,16 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 pub fn router(state: ServerState) -> Router {
     let limit = state.limits.max_body_bytes;
     let (routes, document) = documented().split_for_parts();
+    let document = document::complete(document, state.auth);
+    // Written once: each request (and each clone of the route) shares the bytes.
+    let document = axum::body::Bytes::from(serde_json::to_vec(&document).unwrap_or_default());
     routes
         .route(
             "/openapi.json",
-            axum::routing::get(move || async move { Json(document) }),
+            axum::routing::get(move || {
+                let document = document.clone();
+                async move { ([(header::CONTENT_TYPE, "application/json")], document) }
+            }),
         )
         .route("/metrics", axum::routing::get(crate::metrics::render))
         // After the routes: each sees which one matched. The last added runs first, so a
@@ -120,6 +135,16 @@ pub fn router(state: ServerState) -> Router {
             )
         })
         .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::extract::declared_length,
+        ))
+        .layer(axum::middleware::map_response(crate::problem::ensure))
+        // Outermost: a request for another host is refused before anything else.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::local::check,
+        ))
         .with_state(state)
 }
 
@@ -150,6 +175,33 @@ pub(crate) fn page_size(
                 .limit(u64::from(max)),
         ),
         Some(n) => Ok(n),
+    }
+}
+
+/// How long a wait may hold its request: `timeout_ms` (default 30 s) up to the server's
+/// limit; a number past 2^63 - 1 is refused, as the document's `int64` says.
+pub(crate) fn wait_time(
+    timeout_ms: Option<u64>,
+    state: &ServerState,
+) -> Result<std::time::Duration, Problem> {
+    let ms = timeout_ms.unwrap_or(30_000);
+    if i64::try_from(ms).is_err() {
+        return Err(Problem::invalid(format!("{ms} is past 2^63 - 1")).field("timeout_ms"));
+    }
+    Ok(std::time::Duration::from_millis(ms).min(state.limits.max_wait))
+}
+
+/// An event position a caller gives: at most 2^63 - 1, as positions are stored.
+pub(crate) fn position(
+    given: Option<u64>,
+    field: &str,
+) -> Result<Option<ratchet::Position>, Problem> {
+    match given {
+        Some(p) if i64::try_from(p).is_err() => Err(Problem::invalid(format!(
+            "{p} is past the last position there can be (2^63 - 1)"
+        ))
+        .field(field)),
+        other => Ok(other.map(ratchet::Position)),
     }
 }
 

@@ -8,6 +8,7 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::text::QueueName;
 use crate::extract::{JsonBody, PathParam};
 use crate::problem::{Problem, ProblemBody};
 use crate::state::ServerState;
@@ -25,10 +26,13 @@ pub(crate) fn routes() -> OpenApiRouter<ServerState> {
 #[serde(deny_unknown_fields)]
 struct Limits {
     #[serde(default)]
+    #[schema(exclusive_minimum = 0.0)]
     rate_per_second: Option<f64>,
     #[serde(default)]
+    #[schema(minimum = 1)]
     burst: Option<u32>,
     #[serde(default)]
+    #[schema(minimum = 1)]
     concurrency: Option<u32>,
 }
 
@@ -92,7 +96,7 @@ struct Done {
     path = "/v1/queues/{name}/pause",
     tag = "queues",
     operation_id = "queues_pause",
-    params(("name" = String, Path, description = "Queue name")),
+    params(("name" = QueueName, Path, description = "Queue name")),
     responses(
         (status = 200, description = "Paused everywhere", body = Done),
         (status = 422, description = "A value is not acceptable; `field` names it", body = ProblemBody, content_type = "application/problem+json"),
@@ -112,7 +116,7 @@ async fn pause(
     path = "/v1/queues/{name}/resume",
     tag = "queues",
     operation_id = "queues_resume",
-    params(("name" = String, Path, description = "Queue name")),
+    params(("name" = QueueName, Path, description = "Queue name")),
     responses(
         (status = 200, description = "Resumed", body = Done),
         (status = 422, description = "A value is not acceptable; `field` names it", body = ProblemBody, content_type = "application/problem+json"),
@@ -133,7 +137,7 @@ async fn resume(
     path = "/v1/queues/{name}/limits",
     tag = "queues",
     operation_id = "queues_limit",
-    params(("name" = String, Path, description = "Queue name")),
+    params(("name" = QueueName, Path, description = "Queue name")),
     request_body = Limits,
     responses(
         (status = 200, description = "Limits replaced", body = Done),

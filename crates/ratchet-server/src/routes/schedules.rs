@@ -16,6 +16,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::tasks::OptionsInput;
+use super::text::{Identifier, ScheduleName, Time};
 use crate::extract::{JsonBody, PathParam, QueryParams};
 use crate::problem::{Problem, ProblemBody};
 use crate::state::ServerState;
@@ -176,6 +177,7 @@ impl DescriptionView {
 #[serde(deny_unknown_fields)]
 struct ScheduleInput {
     /// The name (on create only: a replace names it in its path).
+    #[schema(value_type = Option<ScheduleName>)]
     name: Option<String>,
     /// A cron expression (five fields, or six with seconds first) or
     /// `every <interval> [offset <duration>]`.
@@ -183,8 +185,10 @@ struct ScheduleInput {
     /// The IANA zone the cron expression is read in (default UTC).
     time_zone: Option<String>,
     /// Each tick starts this orchestration (or declarative workflow `namespace/name`).
+    #[schema(value_type = Option<Identifier>)]
     workflow: Option<String>,
     /// Each tick enqueues this task.
+    #[schema(value_type = Option<Identifier>)]
     task: Option<String>,
     /// The input of each run.
     #[serde(default)]
@@ -202,8 +206,10 @@ struct ScheduleInput {
     /// A note.
     note: Option<String>,
     /// No tick before this (RFC 3339).
+    #[schema(value_type = Option<Time>)]
     start_at: Option<String>,
     /// No tick after this (RFC 3339).
+    #[schema(value_type = Option<Time>)]
     end_at: Option<String>,
     /// Start at most this many runs.
     remaining_actions: Option<u64>,
@@ -314,7 +320,7 @@ async fn create(
 #[serde(deny_unknown_fields)]
 struct DescribeParams {
     /// Next ticks to list (default 5, at most 1,000).
-    upcoming: Option<usize>,
+    upcoming: Option<u32>,
     /// Latest fires to list (default 10, at most 1,000).
     recent: Option<u32>,
 }
@@ -340,7 +346,7 @@ async fn describe(
         .client
         .schedule_describe(
             &name,
-            params.upcoming.unwrap_or(5).min(1_000),
+            params.upcoming.unwrap_or(5).min(1_000) as usize,
             params.recent.unwrap_or(10).min(1_000),
         )
         .await?;
@@ -472,8 +478,10 @@ async fn trigger(
 #[serde(deny_unknown_fields)]
 struct BackfillInput {
     /// The first time of the range (RFC 3339).
+    #[schema(value_type = Time)]
     from: String,
     /// The last time of the range (RFC 3339).
+    #[schema(value_type = Time)]
     to: String,
 }
 

@@ -86,8 +86,10 @@ async fn whoami(State(state): State<ServerState>, headers: HeaderMap) -> Respons
 struct ThroughputParams {
     /// How far back, in minutes, up to a day (default 60). The range ends at the end of the
     /// current bucket.
+    #[param(minimum = 1, maximum = 1440)]
     minutes: Option<u32>,
     /// The width of a bucket in seconds, 1 to 3600 (default 60).
+    #[param(minimum = 1, maximum = 3600)]
     bucket_seconds: Option<u32>,
 }
 

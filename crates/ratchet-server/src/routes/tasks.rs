@@ -1,8 +1,6 @@
 //! `/v1/tasks`: enqueue (one or a batch, every task option), get, list, wait, cancel, retry,
 //! discard (one or many).
 
-use std::time::Duration;
-
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -17,9 +15,11 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::text::{Identifier, Key, QueueName, TaskStateList, Time};
 use super::{comma_list, page_size, WriteParams};
 use crate::extract::{JsonBody, PathParam, QueryParams};
 use crate::fleet::{self, Kind};
+use crate::held::Held;
 use crate::problem::{Problem, ProblemBody};
 use crate::state::ServerState;
 use crate::time::{parse_rfc3339, rfc3339};
@@ -87,11 +87,20 @@ impl From<TaskRecord> for TaskView {
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RetryInput {
+    #[schema(minimum = 1)]
     max_attempts: Option<u32>,
+    /// At most 100 years.
+    #[schema(maximum = 3155760000000_u64)]
     initial_interval_ms: Option<u64>,
+    /// At least 1.
+    #[schema(minimum = 1.0)]
     backoff: Option<f64>,
+    /// At most 100 years.
+    #[schema(maximum = 3155760000000_u64)]
     max_interval_ms: Option<u64>,
     non_retryable: Option<Vec<String>>,
+    /// From 0 to 1.
+    #[schema(minimum = 0.0, maximum = 1.0)]
     jitter: Option<f64>,
 }
 
@@ -100,13 +109,21 @@ pub(crate) struct RetryInput {
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct OptionsInput {
+    #[schema(value_type = Option<QueueName>)]
     queue: Option<String>,
+    #[schema(minimum = -32768, maximum = 32767)]
     priority: Option<i16>,
     /// Not run before this time (RFC 3339).
+    #[schema(value_type = Option<Time>)]
     run_at: Option<String>,
+    /// At most 100 years.
+    #[schema(maximum = 3155760000000_u64)]
     delay_ms: Option<u64>,
     retry: Option<RetryInput>,
+    /// At most 100 years.
+    #[schema(maximum = 3155760000000_u64)]
     timeout_ms: Option<u64>,
+    #[schema(value_type = Option<Key>)]
     unique_key: Option<String>,
     metadata: Option<Value>,
 }
@@ -159,6 +176,7 @@ impl OptionsInput {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct EnqueueRequest {
+    #[schema(value_type = Identifier)]
     name: String,
     #[serde(default)]
     input: Value,
@@ -275,6 +293,8 @@ async fn enqueue(
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct EnqueueBatch {
+    /// At most 1,000 (the server's `max_batch`).
+    #[schema(max_items = 1000)]
     tasks: Vec<EnqueueRequest>,
 }
 
@@ -348,8 +368,11 @@ async fn show(
 struct ListParams {
     queue: Option<String>,
     /// States, comma-separated.
+    #[param(value_type = Option<TaskStateList>)]
     state: Option<String>,
     name: Option<String>,
+    /// 1 to 1,000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
     /// Only tasks with an id below this: the last id of the previous page gives the next
     /// (keyset pagination, as fast deep as shallow).
@@ -419,11 +442,15 @@ async fn wait(
     State(state): State<ServerState>,
     PathParam(id): PathParam<i64>,
     QueryParams(params): QueryParams<WaitParams>,
+    held: Held,
 ) -> Result<Json<TaskView>, Problem> {
-    let timeout =
-        Duration::from_millis(params.timeout_ms.unwrap_or(30_000)).min(state.limits.max_wait);
-    let _held = state.hold()?;
-    let record = match state.client.task_wait(TaskId(id), timeout).await {
+    let timeout = super::wait_time(params.timeout_ms, &state)?;
+    // A stop (or a revoked token) answers as a timeout does: the task as it stands.
+    let waited = tokio::select! {
+        waited = state.client.task_wait(TaskId(id), timeout) => waited,
+        () = held.ended() => Err(Error::TaskTimeout(id)),
+    };
+    let record = match waited {
         Ok(record) => record,
         Err(Error::TaskTimeout(_)) => state.client.task(TaskId(id)).await?,
         Err(e) => return Err(e.into()),
@@ -507,6 +534,8 @@ async fn discard(
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ManyIds {
+    /// At most 1,000 (the server's `max_batch`).
+    #[schema(max_items = 1000)]
     ids: Vec<i64>,
 }
 

@@ -42,24 +42,31 @@ async fn bad_starts_are_refused_and_write_nothing(store: Arc<dyn Store>) {
         Err(Error::InvalidInput(m)) => assert!(m.contains("typed"), "{m}"),
         other => panic!("expected InvalidInput, got {:?}", other.err()),
     }
-    assert!(matches!(
-        c.start_with(
-            "typed",
-            serde_json::json!({"id": "a", "qty": 1}),
-            StartOptions::id("")
-        )
-        .await,
-        Err(Error::InvalidInput(_))
-    ));
-    assert!(matches!(
-        c.start_with(
-            "typed",
-            serde_json::json!({"id": "a", "qty": 1}),
-            StartOptions::id("bad\nid")
-        )
-        .await,
-        Err(Error::InvalidInput(_))
-    ));
+    // Ids are printable: no control characters, no bidi overrides or zero-width characters
+    // (which make two ids look alike), in normal form C; the refusal names the field.
+    for id in [
+        "",
+        "bad\nid",
+        "order-1\u{202E}gpj.exe",
+        "order\u{200B}-1",
+        "e\u{301}",
+    ] {
+        match c
+            .start_with(
+                "typed",
+                serde_json::json!({"id": "a", "qty": 1}),
+                StartOptions::id(id),
+            )
+            .await
+        {
+            Err(Error::Limit(e)) => assert_eq!(e.field, "id", "{id:?}: {e}"),
+            other => panic!("{id:?}: expected Limit, got {:?}", other.err()),
+        }
+    }
+    match c.start("ty\u{2066}ped", ()).await {
+        Err(Error::Limit(e)) => assert_eq!(e.field, "name", "{e}"),
+        other => panic!("expected Limit, got {:?}", other.err()),
+    }
     let injection = "x'; DROP TABLE instances; --";
     assert!(matches!(
         c.start(injection, ()).await,

@@ -199,6 +199,10 @@ async fn bad_events_are_refused_and_append_nothing(store: Arc<dyn Store>) {
         let good = NewEvent::new("A", ["k:v"], json!(1));
         match events.append(vec![good, bad]).await {
             Err(Error::InvalidInput(m)) => assert!(m.contains(expected), "{m}"),
+            // An event over the size limit is too large rather than malformed.
+            Err(e @ Error::PayloadTooLarge { .. }) => {
+                assert!(e.to_string().contains(expected), "{e}")
+            }
             other => panic!("expected InvalidInput, got {other:?}"),
         }
     }
