@@ -11,81 +11,14 @@ mod hostile;
 mod times;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-/// A `ratchet server` process on a free port, killed when dropped.
-struct Server {
-    child: Child,
-    base: String,
-    lines: std::sync::mpsc::Receiver<String>,
-}
-
-impl Server {
-    fn start(store_args: &[String], extra: &[&str]) -> Server {
-        let mut child = common::ratchet(store_args)
-            .args(["server", "--listen", "127.0.0.1:0", "--poll-ms", "200"])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn ratchet server");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        // Made first, so that a failure below kills the process as it drops.
-        let mut server = Server {
-            child,
-            base: String::new(),
-            lines: rx,
-        };
-        let line = server
-            .lines
-            .recv_timeout(Duration::from_secs(30))
-            .expect("the server said where it serves");
-        server.base = line
-            .split_whitespace()
-            .find(|w| w.starts_with("http://") || w.starts_with("https://"))
-            .unwrap_or_else(|| panic!("no address in {line:?}"))
-            .to_string();
-        server
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    /// SIGTERM; returns once it exited, asserting it stopped cleanly.
-    fn stop(&mut self) {
-        let pid = self.child.id().to_string();
-        let _ = std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status();
-        let status = self.child.wait().expect("reap");
-        assert!(status.success(), "server exited with {status}");
-        let said: Vec<String> =
-            std::iter::from_fn(|| self.lines.recv_timeout(Duration::from_secs(10)).ok()).collect();
-        assert!(
-            said.iter().any(|l| l == "server stopped"),
-            "last words: {said:?}"
-        );
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use common::Server;
 
 fn http() -> reqwest::Client {
     reqwest::Client::new()

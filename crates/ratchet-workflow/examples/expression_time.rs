@@ -28,8 +28,12 @@ fn order() -> Value {
 /// jaq on its own values, as the engine ran expressions before they were metered.
 fn unmetered(code: &str, input: &Value) -> Duration {
     type F = jaq_core::Filter<data::JustLut<Val>>;
-    let defs = jaq_core::defs().chain(jaq_std::defs()).chain(jaq_json::defs());
-    let funs = jaq_core::funs().chain(jaq_std::funs()).chain(jaq_json::funs());
+    let defs = jaq_core::defs()
+        .chain(jaq_std::defs())
+        .chain(jaq_json::defs());
+    let funs = jaq_core::funs()
+        .chain(jaq_std::funs())
+        .chain(jaq_json::funs());
     let arena = Arena::default();
     let modules = Loader::new(defs)
         .load(&arena, File { code, path: () })

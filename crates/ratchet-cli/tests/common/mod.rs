@@ -61,6 +61,84 @@ pub async fn sqlite() -> (Vec<String>, Arc<dyn Store>, tempfile::TempDir) {
     (args, Arc::new(store), dir)
 }
 
+/// A `ratchet server` process on a free port, killed when dropped.
+pub struct Server {
+    pub child: Child,
+    /// Its address: `http://127.0.0.1:PORT`.
+    pub base: String,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Server {
+    /// Starts `ratchet server` on a free port with `extra` arguments and waits until it says
+    /// where it serves.
+    pub fn start(store_args: &[String], extra: &[&str]) -> Server {
+        let mut child = ratchet(store_args)
+            .args(["server", "--listen", "127.0.0.1:0", "--poll-ms", "200"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn ratchet server");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        // Made first, so that a failure below kills the process as it drops.
+        let mut server = Server {
+            child,
+            base: String::new(),
+            lines: rx,
+        };
+        let line = server
+            .lines
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the server said where it serves");
+        server.base = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://") || w.starts_with("https://"))
+            .unwrap_or_else(|| panic!("no address in {line:?}"))
+            .to_string();
+        server
+    }
+
+    /// `path` on this server.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// Whether the process is still running.
+    pub fn alive(&mut self) -> bool {
+        self.child.try_wait().expect("status").is_none()
+    }
+
+    /// SIGTERM; returns once it exited, asserting it stopped cleanly.
+    pub fn stop(&mut self) {
+        let pid = self.child.id().to_string();
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status();
+        let status = self.child.wait().expect("reap");
+        assert!(status.success(), "server exited with {status}");
+        let said: Vec<String> =
+            std::iter::from_fn(|| self.lines.recv_timeout(Duration::from_secs(10)).ok()).collect();
+        assert!(
+            said.iter().any(|l| l == "server stopped"),
+            "last words: {said:?}"
+        );
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A `ratchet worker` process, killed when dropped.
 pub struct Worker {
     pub child: Child,

@@ -1,4 +1,4 @@
-//! Hostile workflows on a running fleet: a `ratchet server` and two `ratchet worker`
+//! Untrusted input on a running fleet. Hostile workflows: a `ratchet server` and two `ratchet worker`
 //! processes on PostgreSQL run stored workflows whose expressions, after a `listen`, would
 //! stop the process (`halt`), recurse forever, build a billion elements, nest a hundred
 //! thousand parentheses or run four megabytes long. Some are written straight into the
@@ -10,60 +10,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use ratchet::{InstanceFilter, InstanceStatus, NewWorkflow, Store, Timestamp};
 use serde_json::{json, Value};
 
-/// A `ratchet server` process on a free port, killed when dropped.
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Server {
-    fn start(store_args: &[String]) -> Server {
-        let mut child = common::ratchet(store_args)
-            .args(["server", "--listen", "127.0.0.1:0", "--no-worker"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn ratchet server");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut lines = BufReader::new(stdout).lines();
-        let line = lines.next().expect("a line").expect("text");
-        // Keep reading, so the server never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        let base = line
-            .split_whitespace()
-            .find(|w| w.starts_with("http://"))
-            .unwrap_or_else(|| panic!("no address in {line:?}"))
-            .to_string();
-        Server { child, base }
-    }
-
-    fn alive(&mut self) -> bool {
-        self.child.try_wait().expect("status").is_none()
-    }
-
-    fn stop(&mut self) {
-        let pid = self.child.id().to_string();
-        let _ = std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status();
-        let status = self.child.wait().expect("reap");
-        assert!(status.success(), "server exited with {status}");
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use common::Server;
 
 fn definition(name: &str, expression: &str) -> String {
     format!(
@@ -123,7 +75,7 @@ async fn hostile_workflows_fail_their_instances_and_no_process() {
         store.workflow_put(new, Timestamp::now()).await.unwrap();
     }
 
-    let mut server = Server::start(&args);
+    let mut server = Server::start(&args, &["--no-worker"]);
     let mut workers = [
         common::Worker::start(&args, "a", &[]),
         common::Worker::start(&args, "b", &[]),
@@ -205,7 +157,7 @@ async fn hostile_workflows_fail_their_instances_and_no_process() {
     for w in &mut workers {
         w.stop();
     }
-    let mut server = Server::start(&args);
+    let mut server = Server::start(&args, &["--no-worker"]);
     let mut workers = [
         common::Worker::start(&args, "a2", &[]),
         common::Worker::start(&args, "b2", &[]),
@@ -242,7 +194,7 @@ async fn request_bodies_that_broke_the_server_are_answered() {
     let (args, _store, _dir) = common::sqlite().await;
     let migrated = common::run(&args, &["migrate"]);
     assert!(migrated.status.success(), "{}", common::text(&migrated));
-    let mut server = Server::start(&args);
+    let mut server = Server::start(&args, &[]);
     let fuzz = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
     let routes: Vec<(String, String)> = std::fs::read_to_string(fuzz.join("routes.txt"))
         .unwrap()
