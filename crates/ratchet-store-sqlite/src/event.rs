@@ -474,7 +474,8 @@ mod tests {
             positions(&store, read(types, None, None, 10, back)).await.0,
             vec![4, 3, 1]
         );
-        let many: Vec<String> = (0..100)
+        // As many types as one item may hold (64).
+        let many: Vec<String> = (0..63)
             .map(|i| format!("T{i}"))
             .chain(["B".into()])
             .collect();
