@@ -56,8 +56,13 @@ async fn retention_removes_old_finished_instances(store: Arc<dyn Store>) {
         .unwrap();
     let h = r.client().start("quick", 7).await.unwrap();
     let id = h.id().to_string();
-    let out: u32 = h.wait(WAIT).await.unwrap().into_result().unwrap();
-    assert_eq!(out, 7);
+    // It finishes in its first turn, committed with the start: on a loaded machine the
+    // maintenance loop may purge it before the wait reads it.
+    match h.wait(WAIT).await {
+        Ok(outcome) => assert_eq!(outcome.into_result::<u32>().unwrap(), 7),
+        Err(ratchet::Error::NotFound(_)) => {}
+        Err(e) => panic!("{e}"),
+    }
     let deadline = tokio::time::Instant::now() + WAIT;
     while store.instance_get(&id).await.unwrap().is_some() {
         assert!(
