@@ -111,7 +111,7 @@ async fn hostile_workflows_fail_their_instances_and_no_process() {
             ("doubling-on-data", "ExpressionBudget", "string"),
         ])
         .collect();
-    for (name, _, _) in &expected {
+    for (name, kind, _) in &expected {
         // The workers say what they run on their next heartbeat after loading it.
         let start = json!({"name": format!("hostile/{name}"), "id": name, "input": {}});
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -129,7 +129,10 @@ async fn hostile_workflows_fail_their_instances_and_no_process() {
             json!({"name": "go", "payload": {"n": 1_000_000_000}}),
         )
         .await;
-        assert!(status < 300, "signal {name}: {status} {body}");
+        // One whose definition no longer compiles may have failed already, at its first
+        // turn: the signal then finds it finished.
+        let finished = status == 409 && *kind == "DefinitionInvalid";
+        assert!(status < 300 || finished, "signal {name}: {status} {body}");
     }
 
     let client = ratchet::Client::new(store.clone() as std::sync::Arc<dyn Store>)
