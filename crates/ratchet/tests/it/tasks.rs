@@ -158,10 +158,13 @@ async fn priorities_and_delays_order_the_work(store: Arc<dyn Store>) {
     assert_eq!(ran.len(), 5, "{ran:?}");
     // Measured from the call on this host's monotonic clock: the row's `created_at` is the
     // time the merged enqueue was written, which a loaded machine can put after the time the
-    // delay counts from. The few milliseconds allowed cover a re-measured clock offset.
+    // delay counts from. The delay counts on the database's clock, which this process knows
+    // to within half a round trip of its last measurement: on a machine loaded with the
+    // whole test suite that was seen 18 ms off, so 50 ms are allowed (a delay not held at
+    // all runs within a few milliseconds of the resume).
     let waited = delayed_ran.lock().unwrap().expect("the delayed task ran") - enqueued;
     assert!(
-        waited >= Duration::from_millis(690),
+        waited >= Duration::from_millis(650),
         "the delay holds: ran after {waited:?}"
     );
     r.shutdown().await;
