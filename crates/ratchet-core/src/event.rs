@@ -10,6 +10,10 @@ pub struct ErrorInfo {
     pub kind: String,
     /// A human-readable message.
     pub message: String,
+    /// The error whole, when it has more than a kind and a message: a declarative workflow's
+    /// error keeps its `type`, `status`, `title`, `detail` and `instance` here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
 }
 
 impl ErrorInfo {
@@ -18,7 +22,14 @@ impl ErrorInfo {
         Self {
             kind: kind.into(),
             message: message.into(),
+            details: None,
         }
+    }
+
+    /// The same error, with `details` (the error whole).
+    pub fn with_details(mut self, details: Value) -> Self {
+        self.details = Some(details);
+        self
     }
 }
 

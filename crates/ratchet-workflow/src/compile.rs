@@ -10,7 +10,10 @@ use serde_json::Value;
 
 use crate::diagnostic::{CompileError, CompileErrors};
 use crate::expr::{self, Expr};
-use crate::model::{Block, Case, Catch, ErrorTemplate, Flow, Kind, Retry, Task, Template};
+use crate::model::{
+    Auth, Block, CallOutput, Case, Catch, Endpoint, ErrorTemplate, Flow, HttpCall, Kind,
+    OpenApiCall, Retry, Task, Template,
+};
 use crate::Workflow;
 
 /// What the compiler checks names against, when it knows them (a registry): an unknown
@@ -113,8 +116,16 @@ impl Cx<'_> {
         let label = format!("{prefix}`{key}`");
         let m = self.mapping(of.get_node(key)?, &label)?;
         self.only(m, &[inner], &label);
-        m.get_node(inner)
-            .map(|n| self.template(n, scope, &format!("{prefix}{key}.{inner}")))
+        let node = m.get_node(inner)?;
+        let what = format!("{prefix}{key}.{inner}");
+        // A string here is a runtime expression, with or without `${ }` (`from: .order.pet`);
+        // a mapping or list is a value with expressions inside.
+        match node {
+            Node::Scalar(s) if !s.may_coerce_literal() => {
+                self.expr(node, scope, &what).map(Template::Expr)
+            }
+            _ => Some(self.template(node, scope, &what)),
+        }
     }
 
     /// An expression: `${ code }`, or (where the DSL takes only expressions) plain code.
@@ -304,29 +315,51 @@ fn check_shape(source: &str) -> Result<(), CompileError> {
             ),
         });
     }
+    match too_deep(source) {
+        None => Ok(()),
+        Some((line, column)) => Err(CompileError {
+            line,
+            column,
+            message: format!(
+                "a definition may nest at most {MAX_DEFINITION_NESTING} levels; this one goes deeper here"
+            ),
+        }),
+    }
+}
+
+/// Where YAML (or JSON) text nests deeper than [`MAX_DEFINITION_NESTING`], if it does,
+/// read from the parser's events.
+fn too_deep(source: &str) -> Option<(usize, usize)> {
     use yaml_rust2::parser::{Event, Parser};
     let mut parser = Parser::new_from_str(source);
     let mut depth = 0_usize;
     loop {
         match parser.next_token() {
             // The loader reports what does not parse, with its position.
-            Err(_) | Ok((Event::StreamEnd, _)) => return Ok(()),
+            Err(_) | Ok((Event::StreamEnd, _)) => return None,
             Ok((Event::SequenceStart(..) | Event::MappingStart(..), mark)) => {
                 depth += 1;
                 if depth > MAX_DEFINITION_NESTING {
-                    return Err(CompileError {
-                        line: mark.line(),
-                        column: mark.col() + 1,
-                        message: format!(
-                            "a definition may nest at most {MAX_DEFINITION_NESTING} levels; this one goes deeper here"
-                        ),
-                    });
+                    return Some((mark.line(), mark.col() + 1));
                 }
             }
             Ok((Event::SequenceEnd | Event::MappingEnd, _)) => depth = depth.saturating_sub(1),
             Ok(_) => {}
         }
     }
+}
+
+/// YAML text that is not a definition (an OpenAPI document), read within the same nesting
+/// limit.
+pub(crate) fn parse_document(text: &str) -> Result<Value, String> {
+    if let Some((line, column)) = too_deep(text) {
+        return Err(format!(
+            "it nests deeper than {MAX_DEFINITION_NESTING} levels (line {line}, column {column})"
+        ));
+    }
+    parse(text)
+        .map(|node| literal(&node))
+        .map_err(|e| load_error(&e).2)
 }
 
 /// Compiles a definition.
@@ -421,7 +454,7 @@ fn workflow(cx: &mut Cx<'_>, root: &Node, source: &str) -> Option<Workflow> {
     let input_from = cx.transform(map, ("input", "from"), &scope, "");
     let output_as = cx.transform(map, ("output", "as"), &scope, "");
     let body = match map.get_node("do") {
-        Some(node) => block(cx, node, &scope, "the workflow's `do`"),
+        Some(node) => block(cx, node, &scope, "the workflow's `do`", "/do"),
         None => {
             cx.error(place(map), "the workflow has no `do`: the tasks it runs");
             None
@@ -549,7 +582,8 @@ fn document(cx: &mut Cx<'_>, node: &Node) -> Option<(String, String, String)> {
 }
 
 /// A task list: each item a mapping of one task name to its definition.
-fn block(cx: &mut Cx<'_>, node: &Node, scope: &[String], what: &str) -> Option<Block> {
+/// A task list; `path` is where it is (a JSON Pointer), for its tasks' paths.
+fn block(cx: &mut Cx<'_>, node: &Node, scope: &[String], what: &str, path: &str) -> Option<Block> {
     let Some(items) = node.as_sequence() else {
         cx.error(
             node.span(),
@@ -583,7 +617,8 @@ fn block(cx: &mut Cx<'_>, node: &Node, scope: &[String], what: &str) -> Option<B
             cx.error(key.span(), format!("two tasks named `{name}` in {what}"));
         }
         names.insert(name.clone(), tasks.len());
-        let (t, then, case_thens) = task(cx, &name, def, scope).unwrap_or_else(|| {
+        let at = format!("{path}/{}/{}", tasks.len(), pointer_token(&name));
+        let (t, then, case_thens) = task(cx, &name, def, scope, &at).unwrap_or_else(|| {
             // Kept in its place, so the flow of the others is still checked.
             ok = false;
             (placeholder(&name), None, Vec::new())
@@ -673,6 +708,7 @@ fn block(cx: &mut Cx<'_>, node: &Node, scope: &[String], what: &str) -> Option<B
 fn placeholder(name: &str) -> Task {
     Task {
         name: name.to_string(),
+        path: String::new(),
         when: None,
         input_from: None,
         output_as: None,
@@ -693,7 +729,18 @@ type Thens = (Option<Directive>, Vec<Directive>);
 
 type TaskParts = (Task, Option<Directive>, Vec<Directive>);
 
-fn task(cx: &mut Cx<'_>, name: &str, def: &Node, scope: &[String]) -> Option<TaskParts> {
+/// A name as one token of a JSON Pointer (RFC 6901): `~` and `/` escaped.
+fn pointer_token(name: &str) -> String {
+    name.replace('~', "~0").replace('/', "~1")
+}
+
+fn task(
+    cx: &mut Cx<'_>,
+    name: &str,
+    def: &Node,
+    scope: &[String],
+    path: &str,
+) -> Option<TaskParts> {
     let what = format!("task `{name}`");
     let map = cx.mapping(def, &what)?;
     // A `for` task's `do` is its body, not a kind of its own.
@@ -771,16 +818,22 @@ fn task(cx: &mut Cx<'_>, name: &str, def: &Node, scope: &[String]) -> Option<Tas
     let node = map.get_node(&kind_key)?;
     let mut case_thens = Vec::new();
     let kind = match kind_key.as_str() {
-        "do" => Kind::Do(block(cx, node, scope, &format!("{what}: `do`"))?),
+        "do" => Kind::Do(block(
+            cx,
+            node,
+            scope,
+            &format!("{what}: `do`"),
+            &format!("{path}/do"),
+        )?),
         "set" => Kind::Set(cx.template(node, scope, &format!("{what}: `set`"))),
         "wait" => Kind::Wait(cx.duration(node, &format!("{what}: `wait`"))?),
         "call" => call(cx, &what, node, map.get_node("with"), scope)?,
         "switch" => switch(cx, &what, node, scope, &mut case_thens)?,
-        "for" => for_each(cx, &what, node, map, scope)?,
-        "fork" => fork(cx, &what, node, scope)?,
+        "for" => for_each(cx, &what, node, map, scope, path)?,
+        "fork" => fork(cx, &what, node, scope, path)?,
         "listen" => listen(cx, &what, node, scope)?,
         "raise" => raise(cx, &what, node, scope)?,
-        "try" => try_catch(cx, &what, node, map.get_node("catch"), scope)?,
+        "try" => try_catch(cx, &what, node, map.get_node("catch"), scope, path)?,
         "run" => run(cx, &what, node, scope)?,
         "emit" => emit(cx, &what, node, scope)?,
         _ => return None,
@@ -788,6 +841,7 @@ fn task(cx: &mut Cx<'_>, name: &str, def: &Node, scope: &[String]) -> Option<Tas
     Some((
         Task {
             name: name.to_string(),
+            path: path.to_string(),
             when,
             input_from,
             output_as,
@@ -811,10 +865,18 @@ fn call(
     scope: &[String],
 ) -> Option<Kind> {
     let name = cx.text(node, &format!("{what}: `call`"))?;
+    match name {
+        "http" => return http(cx, what, node, with, scope),
+        "openapi" => return openapi(cx, what, node, with, scope),
+        _ => {}
+    }
     if PROTOCOLS.contains(&name) {
         cx.error(
             node.span(),
-            format!("{what}: `call: {name}` is not supported by Ratchet yet; call a Ratchet activity by its name"),
+            format!(
+                "{what}: `call: {name}` is not supported by Ratchet yet; use `call: http` or \
+                 `call: openapi`, or call a Ratchet activity by its name"
+            ),
         );
         return None;
     }
@@ -832,6 +894,299 @@ fn call(
         activity: name.to_string(),
         with,
     })
+}
+
+/// The `with` of a protocol call, which it needs.
+fn call_with<'n>(
+    cx: &mut Cx<'_>,
+    what: &str,
+    node: &Node,
+    with: Option<&'n Node>,
+    protocol: &str,
+) -> Option<&'n MarkedMappingNode> {
+    match with {
+        Some(w) => cx.mapping(w, &format!("{what}: `with`")),
+        None => {
+            cx.error(
+                node.span(),
+                format!("{what}: `call: {protocol}` needs `with`"),
+            );
+            None
+        }
+    }
+}
+
+/// `output` and `redirect` of a call.
+fn call_output(cx: &mut Cx<'_>, what: &str, with: &MarkedMappingNode) -> (CallOutput, bool) {
+    let output = match with.get_node("output") {
+        None => CallOutput::Content,
+        Some(n) => match n.as_scalar().map(|s| s.as_str()) {
+            Some("content") => CallOutput::Content,
+            Some("response") => CallOutput::Response,
+            Some("raw") => CallOutput::Raw,
+            _ => {
+                cx.error(
+                    n.span(),
+                    format!("{what}: with.output is one of content, response, raw"),
+                );
+                CallOutput::Content
+            }
+        },
+    };
+    let redirect = match with.get_node("redirect") {
+        None => false,
+        Some(n) => match n.as_scalar().and_then(|s| s.as_bool()) {
+            Some(b) => b,
+            None => {
+                cx.error(n.span(), format!("{what}: with.redirect is true or false"));
+                false
+            }
+        },
+    };
+    (output, redirect)
+}
+
+fn http(
+    cx: &mut Cx<'_>,
+    what: &str,
+    node: &Node,
+    with: Option<&Node>,
+    scope: &[String],
+) -> Option<Kind> {
+    let with = call_with(cx, what, node, with, "http")?;
+    cx.only(
+        with,
+        &[
+            "method", "endpoint", "headers", "body", "query", "output", "redirect",
+        ],
+        &format!("{what}: `with` of `call: http`"),
+    );
+    let method = match with.get_node("method") {
+        Some(n) => {
+            let t = cx.template(n, scope, &format!("{what}: with.method"));
+            if let Template::Literal(v) = &t {
+                if !v.as_str().is_some_and(crate::call::is_method) {
+                    cx.error(
+                        n.span(),
+                        format!("{what}: with.method `{v}` is not an HTTP method"),
+                    );
+                }
+            }
+            t
+        }
+        None => {
+            cx.error(
+                place(with),
+                format!("{what}: `call: http` has no with.method"),
+            );
+            return None;
+        }
+    };
+    let endpoint = match with.get_node("endpoint") {
+        Some(n) => endpoint(cx, n, scope, &format!("{what}: with.endpoint"))?,
+        None => {
+            cx.error(
+                place(with),
+                format!("{what}: `call: http` has no with.endpoint"),
+            );
+            return None;
+        }
+    };
+    let part = |cx: &mut Cx<'_>, key: &str| {
+        with.get_node(key)
+            .map(|n| cx.template(n, scope, &format!("{what}: with.{key}")))
+    };
+    let headers = part(cx, "headers");
+    let query = part(cx, "query");
+    let body = part(cx, "body");
+    let (output, redirect) = call_output(cx, what, with);
+    Some(Kind::Http(Box::new(HttpCall {
+        method,
+        endpoint,
+        headers,
+        query,
+        body,
+        output,
+        redirect,
+    })))
+}
+
+fn openapi(
+    cx: &mut Cx<'_>,
+    what: &str,
+    node: &Node,
+    with: Option<&Node>,
+    scope: &[String],
+) -> Option<Kind> {
+    let with = call_with(cx, what, node, with, "openapi")?;
+    cx.only(
+        with,
+        &[
+            "document",
+            "operationId",
+            "parameters",
+            "authentication",
+            "output",
+            "redirect",
+        ],
+        &format!("{what}: `with` of `call: openapi`"),
+    );
+    let document = match with.get_node("document") {
+        Some(n) => {
+            let d = cx.mapping(n, &format!("{what}: with.document"))?;
+            cx.only(d, &["name", "endpoint"], &format!("{what}: with.document"));
+            match d.get_node("endpoint") {
+                Some(e) => endpoint(cx, e, scope, &format!("{what}: with.document.endpoint"))?,
+                None => {
+                    cx.error(place(d), format!("{what}: with.document has no `endpoint`"));
+                    return None;
+                }
+            }
+        }
+        None => {
+            cx.error(
+                place(with),
+                format!("{what}: `call: openapi` has no with.document"),
+            );
+            return None;
+        }
+    };
+    let operation = match with.get_node("operationId") {
+        Some(n) => cx
+            .text(n, &format!("{what}: with.operationId"))?
+            .to_string(),
+        None => {
+            cx.error(
+                place(with),
+                format!("{what}: `call: openapi` has no with.operationId"),
+            );
+            return None;
+        }
+    };
+    let parameters = with
+        .get_node("parameters")
+        .map(|n| cx.template(n, scope, &format!("{what}: with.parameters")));
+    let auth = match with.get_node("authentication") {
+        Some(n) => Some(authentication(
+            cx,
+            n,
+            scope,
+            &format!("{what}: with.authentication"),
+        )?),
+        None => None,
+    };
+    let (output, redirect) = call_output(cx, what, with);
+    Some(Kind::OpenApi(Box::new(OpenApiCall {
+        document,
+        operation,
+        parameters,
+        auth,
+        output,
+        redirect,
+    })))
+}
+
+/// An endpoint: a URI (template) or expression, or `{uri, authentication}`.
+fn endpoint(cx: &mut Cx<'_>, node: &Node, scope: &[String], what: &str) -> Option<Endpoint> {
+    let (uri_node, auth) = match node {
+        Node::Mapping(m) => {
+            cx.only(m, &["uri", "authentication"], what);
+            let auth = match m.get_node("authentication") {
+                Some(n) => Some(authentication(
+                    cx,
+                    n,
+                    scope,
+                    &format!("{what}.authentication"),
+                )?),
+                None => None,
+            };
+            match m.get_node("uri") {
+                Some(u) => (u, auth),
+                None => {
+                    cx.error(place(m), format!("{what} has no `uri`"));
+                    return None;
+                }
+            }
+        }
+        other => (other, None),
+    };
+    let text = cx.text(uri_node, &format!("{what} uri"))?;
+    let uri = match expr::strip(text) {
+        Some(_) => cx.template(uri_node, scope, what),
+        None => {
+            // A URI template: checked now, expanded from the task's input when it runs.
+            if let Err(e) = crate::call::uri::check(text) {
+                cx.error(uri_node.span(), format!("{what}: {e}"));
+                return None;
+            }
+            Template::Literal(Value::String(text.to_string()))
+        }
+    };
+    Some(Endpoint { uri, auth })
+}
+
+/// An authentication policy: `basic` or `bearer`, written inline.
+fn authentication(cx: &mut Cx<'_>, node: &Node, scope: &[String], what: &str) -> Option<Auth> {
+    let m = cx.mapping(node, what)?;
+    let given: Vec<&MarkedScalarNode> = m.keys().collect();
+    let [scheme] = given.as_slice() else {
+        cx.error(
+            place(m),
+            format!("{what} names one scheme: basic or bearer"),
+        );
+        return None;
+    };
+    let field = |cx: &mut Cx<'_>, inner: &MarkedMappingNode, key: &str, at: &str| match inner
+        .get_node(key)
+    {
+        Some(n) => Some(cx.template(n, scope, &format!("{at}.{key}"))),
+        None => {
+            cx.error(place(inner), format!("{at} has no `{key}`"));
+            None
+        }
+    };
+    let at = format!("{what}.{}", scheme.as_str());
+    let inner_node = m.get_node(scheme.as_str())?;
+    match scheme.as_str() {
+        "basic" | "bearer" => {
+            let inner = cx.mapping(inner_node, &at)?;
+            if inner.get_node("use").is_some() {
+                cx.error(
+                    place(inner),
+                    format!(
+                        "{at}: credentials from a secret (`use`) are not supported by Ratchet yet"
+                    ),
+                );
+                return None;
+            }
+            if scheme.as_str() == "basic" {
+                cx.only(inner, &["username", "password"], &at);
+                Some(Auth::Basic {
+                    username: field(cx, inner, "username", &at)?,
+                    password: field(cx, inner, "password", &at)?,
+                })
+            } else {
+                cx.only(inner, &["token"], &at);
+                Some(Auth::Bearer {
+                    token: field(cx, inner, "token", &at)?,
+                })
+            }
+        }
+        "use" => {
+            cx.error(
+                scheme.span(),
+                format!("{what}: a named authentication (`use`, from the workflow's `use.authentications`) is not supported by Ratchet yet"),
+            );
+            None
+        }
+        other => {
+            cx.error(
+                scheme.span(),
+                format!("{what}: `{other}` authentication is not supported by Ratchet yet (basic and bearer are)"),
+            );
+            None
+        }
+    }
 }
 
 fn switch(
@@ -903,6 +1258,7 @@ fn for_each(
     node: &Node,
     task: &MarkedMappingNode,
     scope: &[String],
+    path: &str,
 ) -> Option<Kind> {
     let m = cx.mapping(node, &format!("{what}: `for`"))?;
     cx.only(m, &["each", "in", "at"], &format!("{what}: `for`"));
@@ -932,7 +1288,13 @@ fn for_each(
         .get_node("while")
         .and_then(|n| cx.expr(n, &inner, &format!("{what}: `while`")));
     let body = match task.get_node("do") {
-        Some(n) => block(cx, n, &inner, &format!("{what}: `do`")),
+        Some(n) => block(
+            cx,
+            n,
+            &inner,
+            &format!("{what}: `do`"),
+            &format!("{path}/do"),
+        ),
         None => {
             cx.error(place(task), format!("{what}: `for` has no `do`"));
             None
@@ -947,7 +1309,7 @@ fn for_each(
     })
 }
 
-fn fork(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<Kind> {
+fn fork(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String], path: &str) -> Option<Kind> {
     let m = cx.mapping(node, &format!("{what}: `fork`"))?;
     cx.only(m, &["branches", "compete"], &format!("{what}: `fork`"));
     let compete = match m.get_node("compete") {
@@ -964,7 +1326,13 @@ fn fork(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<Ki
         None => false,
     };
     let branches = match m.get_node("branches") {
-        Some(n) => block(cx, n, scope, &format!("{what}: fork.branches")),
+        Some(n) => block(
+            cx,
+            n,
+            scope,
+            &format!("{what}: fork.branches"),
+            &format!("{path}/fork/branches"),
+        ),
         None => {
             cx.error(place(m), format!("{what}: `fork` has no `branches`"));
             None
@@ -1083,8 +1451,15 @@ fn try_catch(
     node: &Node,
     catch: Option<&Node>,
     scope: &[String],
+    path: &str,
 ) -> Option<Kind> {
-    let body = block(cx, node, scope, &format!("{what}: `try`"));
+    let body = block(
+        cx,
+        node,
+        scope,
+        &format!("{what}: `try`"),
+        &format!("{path}/try"),
+    );
     let Some(catch) = catch else {
         cx.error(node.span(), format!("{what}: `try` has no `catch`"));
         return None;
@@ -1133,7 +1508,13 @@ fn try_catch(
         .and_then(|n| cx.expr(n, &inner, &format!("{what}: catch.exceptWhen")));
     let retry = m.get_node("retry").and_then(|n| retry(cx, what, n));
     let handler = match m.get_node("do") {
-        Some(n) => Some(block(cx, n, &inner, &format!("{what}: catch.do"))?),
+        Some(n) => Some(block(
+            cx,
+            n,
+            &inner,
+            &format!("{what}: catch.do"),
+            &format!("{path}/catch/do"),
+        )?),
         None => None,
     };
     Some(Kind::Try {

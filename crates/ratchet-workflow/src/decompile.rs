@@ -7,7 +7,9 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::expr::Expr;
-use crate::model::{Block, Catch, ErrorTemplate, Flow, Kind, Retry, Task, Template};
+use crate::model::{
+    Auth, Block, Catch, Endpoint, ErrorTemplate, Flow, Kind, Retry, Task, Template,
+};
 use crate::Workflow;
 
 /// A YAML node to write.
@@ -134,6 +136,30 @@ fn task(t: &Task, within: &Block) -> Y {
     Y::Map(fields)
 }
 
+fn endpoint(e: &Endpoint) -> Y {
+    let mut fields = vec![("uri".to_string(), template(&e.uri))];
+    if let Some(a) = &e.auth {
+        fields.push(("authentication".into(), auth(a)));
+    }
+    Y::Map(fields)
+}
+
+fn auth(a: &Auth) -> Y {
+    match a {
+        Auth::Basic { username, password } => Y::Map(vec![(
+            "basic".into(),
+            Y::Map(vec![
+                ("username".into(), template(username)),
+                ("password".into(), template(password)),
+            ]),
+        )]),
+        Auth::Bearer { token } => Y::Map(vec![(
+            "bearer".into(),
+            Y::Map(vec![("token".into(), template(token))]),
+        )]),
+    }
+}
+
 fn kind(k: &Kind, within: &Block) -> Vec<(String, Y)> {
     match k {
         Kind::Do(b) => vec![("do".into(), block(b))],
@@ -190,6 +216,45 @@ fn kind(k: &Kind, within: &Block) -> Vec<(String, Y)> {
                 out.push(("with".into(), template(t)));
             }
             out
+        }
+        Kind::Http(c) => {
+            let mut with = vec![
+                ("method".to_string(), template(&c.method)),
+                ("endpoint".to_string(), endpoint(&c.endpoint)),
+            ];
+            for (key, part) in [
+                ("headers", &c.headers),
+                ("query", &c.query),
+                ("body", &c.body),
+            ] {
+                if let Some(t) = part {
+                    with.push((key.to_string(), template(t)));
+                }
+            }
+            with.push(("output".into(), text(c.output.as_str())));
+            with.push(("redirect".into(), Y::Scalar(c.redirect.to_string())));
+            vec![("call".into(), text("http")), ("with".into(), Y::Map(with))]
+        }
+        Kind::OpenApi(c) => {
+            let mut with = vec![
+                (
+                    "document".to_string(),
+                    Y::Map(vec![("endpoint".into(), endpoint(&c.document))]),
+                ),
+                ("operationId".to_string(), text(&c.operation)),
+            ];
+            if let Some(t) = &c.parameters {
+                with.push(("parameters".into(), template(t)));
+            }
+            if let Some(a) = &c.auth {
+                with.push(("authentication".into(), auth(a)));
+            }
+            with.push(("output".into(), text(c.output.as_str())));
+            with.push(("redirect".into(), Y::Scalar(c.redirect.to_string())));
+            vec![
+                ("call".into(), text("openapi")),
+                ("with".into(), Y::Map(with)),
+            ]
         }
         Kind::Wait(d) => vec![("wait".into(), duration(*d))],
         Kind::Listen { signal } => vec![(

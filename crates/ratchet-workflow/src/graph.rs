@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use ratchet_graph::{Graph, Node, Shape};
 
-use crate::model::{Block, Catch, Flow, Kind, Task};
+use serde_json::Value;
+
+use crate::model::{Block, Catch, Flow, Kind, Task, Template};
 use crate::Workflow;
 
 impl Workflow {
@@ -152,6 +154,18 @@ fn task_node(task: &Task, path: &str) -> Node {
             };
             node.detail(detail)
         }
+        Kind::Http(c) => {
+            let method = match &c.method {
+                Template::Literal(Value::String(m)) => m.to_ascii_uppercase(),
+                _ => "HTTP".to_string(),
+            };
+            let target = match &c.endpoint.uri {
+                Template::Literal(Value::String(u)) => u.clone(),
+                _ => "(computed)".to_string(),
+            };
+            node.detail(format!("call {method} {target}"))
+        }
+        Kind::OpenApi(c) => node.detail(format!("call openapi {}", c.operation)),
         Kind::Wait(d) => node.detail(format!("wait {}", duration(*d))),
         Kind::Listen { signal } => {
             let detail = match task.timeout {

@@ -10,6 +10,7 @@
 //! Runtime expressions are jq (`${ .order.total > 100 }`), run by jaq.
 #![deny(missing_docs)]
 
+mod call;
 mod compile;
 mod decompile;
 mod diagnostic;
@@ -27,6 +28,10 @@ use ratchet_runtime::Registry;
 use serde_json::Value;
 use sha2::Digest as _;
 
+pub use call::{
+    register_calls, CallConfig, CallConfigError, CALL_ACTIVITY, DEFAULT_CALL_TIMEOUT,
+    MAX_REDIRECTS, MAX_RESPONSE_BYTES,
+};
 pub use compile::{Known, MAX_DEFINITION_BYTES, MAX_DEFINITION_NESTING};
 pub use diagnostic::{CompileError, CompileErrors};
 pub use expr::{
@@ -148,6 +153,17 @@ impl Expression {
             expr::EvalError::Exhausted(m) => ExpressionError::Budget(m),
         })
     }
+}
+
+/// YAML (or JSON) text whose top level is a mapping or a list, as JSON, read as a
+/// definition's values are (plain `12` a number, `"12"` a string) and within the same
+/// nesting limit ([`MAX_DEFINITION_NESTING`]).
+///
+/// # Errors
+///
+/// What does not read, with where.
+pub fn read_yaml(text: &str) -> Result<Value, String> {
+    compile::parse_document(text)
 }
 
 /// The orchestration name a declarative workflow runs under: `namespace/name`.

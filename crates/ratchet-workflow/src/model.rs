@@ -44,6 +44,9 @@ pub(crate) struct Block {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Task {
     pub(crate) name: String,
+    /// Where the task is in the definition, as a JSON Pointer (`/do/0/tryGetPet/try/0/getPet`):
+    /// the `instance` of the errors it raises.
+    pub(crate) path: String,
     /// Runs only when this holds (`if`).
     pub(crate) when: Option<Expr>,
     /// The task's input, from what it receives (`input.from`).
@@ -88,6 +91,10 @@ pub(crate) enum Kind {
         activity: String,
         with: Option<Template>,
     },
+    /// Calls an HTTP endpoint (`call: http`), as a durable step.
+    Http(Box<HttpCall>),
+    /// Calls an operation of an OpenAPI document (`call: openapi`), as a durable step.
+    OpenApi(Box<OpenApiCall>),
     /// Sleeps on a durable timer.
     Wait(Duration),
     /// Waits for a signal (output: its payload); with the task's timeout, fails with a
@@ -97,8 +104,9 @@ pub(crate) enum Kind {
     /// after the task began (output: the event); with the task's timeout, fails with a
     /// timeout error when none arrives.
     ListenEvent { kind: String, tags: Template },
-    /// Appends an event to the event store (`emit.event.with`: `type`, `source`, `data`, and
-    /// `tags` for its consistency boundary; the other attributes become its metadata).
+    /// Appends a CloudEvent to the event store (`emit.event.with`: `type`, `source`, `data`,
+    /// and `tags` for its consistency boundary; the other attributes become its metadata).
+    /// Its output is the event.
     Emit(Template),
     /// Fails with an error.
     Raise(ErrorTemplate),
@@ -155,4 +163,68 @@ pub(crate) struct Retry {
     pub(crate) factor: u32,
     /// Attempts in all, the first included.
     pub(crate) attempts: u32,
+}
+
+/// What a call answers with (`output`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CallOutput {
+    /// The response's content, decoded when it is JSON.
+    Content,
+    /// The request, status, headers and content.
+    Response,
+    /// The response's content, base64-encoded.
+    Raw,
+}
+
+impl CallOutput {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Content => "content",
+            Self::Response => "response",
+            Self::Raw => "raw",
+        }
+    }
+}
+
+/// How a call authenticates (`endpoint.authentication`): every field may hold expressions.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Auth {
+    Basic {
+        username: Template,
+        password: Template,
+    },
+    Bearer {
+        token: Template,
+    },
+}
+
+/// A resource to call: its URI (a URI template or an expression) and how to authenticate.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Endpoint {
+    pub(crate) uri: Template,
+    pub(crate) auth: Option<Auth>,
+}
+
+/// `call: http`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct HttpCall {
+    pub(crate) method: Template,
+    pub(crate) endpoint: Endpoint,
+    pub(crate) headers: Option<Template>,
+    pub(crate) query: Option<Template>,
+    pub(crate) body: Option<Template>,
+    pub(crate) output: CallOutput,
+    /// Follow redirections, and take 3xx answers as success.
+    pub(crate) redirect: bool,
+}
+
+/// `call: openapi`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct OpenApiCall {
+    pub(crate) document: Endpoint,
+    pub(crate) operation: String,
+    pub(crate) parameters: Option<Template>,
+    pub(crate) auth: Option<Auth>,
+    pub(crate) output: CallOutput,
+    pub(crate) redirect: bool,
 }

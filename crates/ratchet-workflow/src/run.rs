@@ -3,6 +3,7 @@
 //! context, so replay, caching, batching, crash recovery and cancellation work as for Rust
 //! code; expressions are pure functions of recorded values, so replay computes the same.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,13 +13,47 @@ use futures::FutureExt as _;
 use ratchet_core::{ActivityOptions, ErrorInfo, OrchestrationContext, OrchestrationError};
 use ratchet_store::{EventQuery, QueryItem};
 use serde_json::{json, Value};
+use sha2::Digest as _;
 
+use crate::call::{self, CallInput, Credentials, Target};
 use crate::expr::{EvalError, Expr, Scope, EVAL_FUEL};
-use crate::model::{Block, Catch, ErrorTemplate, Flow, Kind, Task, Template};
+use crate::model::{
+    Auth, Block, CallOutput, Catch, Endpoint, ErrorTemplate, Flow, Kind, Task, Template,
+};
 use crate::Workflow;
 
 /// The DSL's error types, as its specification names them.
 const ERRORS: &str = "https://serverlessworkflow.io/spec/1.0.0/errors";
+
+/// Other spellings of the standard error types in the specification's texts (its
+/// conformance kit writes `.../dsl/errors/types/communication`): a `catch` that names a
+/// standard type in any of them matches it.
+const ERROR_TYPE_PREFIXES: [&str; 3] = [
+    "https://serverlessworkflow.io/spec/1.0.0/errors/",
+    "https://serverlessworkflow.io/dsl/errors/types/",
+    "https://serverlessworkflow.io/spec/1.0/errors/",
+];
+
+/// The standard error type a `type` names, when it names one: `communication`.
+fn standard_type(t: &str) -> Option<&str> {
+    ERROR_TYPE_PREFIXES
+        .iter()
+        .find_map(|p| t.strip_prefix(p))
+        .filter(|rest| !rest.is_empty() && !rest.contains('/'))
+}
+
+/// True when the error field `key` of a raised error matches what a `catch` filters on.
+fn field_matches(key: &str, filter: &Value, raised: Option<&Value>) -> bool {
+    let Some(raised) = raised else { return false };
+    if key == "type" {
+        if let (Some(f), Some(r)) = (filter.as_str(), raised.as_str()) {
+            if let (Some(a), Some(b)) = (standard_type(f), standard_type(r)) {
+                return a == b;
+            }
+        }
+    }
+    filter == raised
+}
 
 /// The type of the error a cancelled instance's pending step sees. A `catch` that names it
 /// runs its `do` (compensation) and the cancellation goes on outward, so nested `try`s undo
@@ -54,6 +89,10 @@ impl Fault {
         Fault::error("expression", 400, "Expression failed", message)
     }
 
+    fn timeout(message: String) -> Fault {
+        Fault::error("timeout", 408, "Timeout", message)
+    }
+
     /// The workflow ran out of its budget: the instance fails, whatever `try` it is in.
     fn budget(message: String) -> Fault {
         Fault::Engine(OrchestrationError::Application(ErrorInfo::new(
@@ -76,6 +115,13 @@ const TASK_FUEL: u64 = 100;
 impl From<OrchestrationError> for Fault {
     fn from(e: OrchestrationError) -> Fault {
         match e {
+            OrchestrationError::Activity { name, error, .. } if name == call::CALL_ACTIVITY => {
+                if error.kind == call::TIMEOUT {
+                    Fault::timeout(error.message)
+                } else {
+                    Fault::error("communication", 503, "Communication error", error.message)
+                }
+            }
             OrchestrationError::Activity {
                 name,
                 error,
@@ -107,6 +153,11 @@ struct Run {
     workflow: Arc<Value>,
     /// Fuel left until the next durable step ([`TURN_FUEL`] after each).
     fuel: AtomicU64,
+    /// The definition's hash: an OpenAPI document is read once per revision.
+    revision: String,
+    /// Calls that succeeded, by task path: part of the next call's idempotency key, so a
+    /// retried call keeps its key and a call made again (a loop) gets a new one.
+    answered: Mutex<HashMap<String, u64>>,
 }
 
 impl Run {
@@ -236,6 +287,8 @@ pub(crate) async fn run(
         })),
         context: Mutex::new(Arc::new(json!({}))),
         fuel: AtomicU64::new(TURN_FUEL),
+        revision: workflow.hash.clone(),
+        answered: Mutex::new(HashMap::new()),
         ctx,
     };
     let outcome = async {
@@ -257,14 +310,17 @@ pub(crate) async fn run(
     })
 }
 
-/// An uncaught workflow error as the instance's error: its title (or type) and detail.
+/// An uncaught workflow error as the instance's error: its title (or type) and detail, and
+/// the error whole in its details.
 fn info_of(error: &Value) -> ErrorInfo {
     let text = |key: &str| error.get(key).and_then(Value::as_str).map(str::to_string);
     let kind = text("title")
         .or_else(|| text("type").map(|t| t.rsplit('/').next().unwrap_or_default().to_string()))
         .unwrap_or_else(|| "WorkflowError".to_string());
-    let message = text("detail").unwrap_or_else(|| error.to_string());
-    ErrorInfo::new(kind, message)
+    let message = text("detail")
+        .or_else(|| text("title"))
+        .unwrap_or_else(|| error.to_string());
+    ErrorInfo::new(kind, message).with_details(error.clone())
 }
 
 /// Runs a task list from its first task; `true` when a task ended the workflow.
@@ -316,7 +372,23 @@ fn task<'a>(
             }
             None => (raw, raw_scope),
         };
-        let (output, flow) = kind(run, task, input, &scope).await?;
+        if !run.ctx.is_replaying() {
+            tracing::debug!(target: "ratchet_workflow::task", instance = %run.ctx.instance_id(),
+                task = %task.name, path = %task.path, "task runs");
+        }
+        let (output, flow) = match kind(run, task, input, &scope).await {
+            Ok(done) => done,
+            // An error says where it was raised: the innermost task that raised it.
+            Err(Fault::Error(mut error)) => {
+                if let Value::Object(fields) = &mut error {
+                    fields
+                        .entry("instance")
+                        .or_insert_with(|| Value::String(task.path.clone()));
+                }
+                return Err(Fault::Error(error));
+            }
+            Err(other) => return Err(other),
+        };
         let output = match &task.output_as {
             Some(t) => run.fill(t, &output, &scope)?,
             None => output,
@@ -486,10 +558,49 @@ async fn kind(run: &Run, task: &Task, input: Value, scope: &Scope) -> Result<(Va
             }
         }
         Kind::Emit(t) => {
-            let event = event_of(run.fill(t, &input, scope)?)
+            let attributes = run.fill(t, &input, scope)?;
+            let (event, cloud) = event_of(run, attributes)
                 .map_err(|m| Fault::expression(format!("task `{}`: {m}", task.name)))?;
             run.durable(ratchet_runtime::append_events(ctx, vec![event], None).await)?;
-            input
+            cloud
+        }
+        Kind::Http(c) => {
+            let target = Target::Http {
+                method: text_of(run.fill(&c.method, &input, scope)?, "with.method", task)?
+                    .to_ascii_uppercase(),
+                uri: uri_of(run, &c.endpoint, &input, scope, task)?,
+                headers: strings_of(run, c.headers.as_ref(), &input, scope, task, "headers")?,
+                query: strings_of(run, c.query.as_ref(), &input, scope, task, "query")?,
+                body: match &c.body {
+                    Some(b) => Some(run.fill(b, &input, scope)?),
+                    None => None,
+                },
+                auth: credentials(run, c.endpoint.auth.as_ref(), &input, scope, task)?,
+            };
+            call_out(run, task, target, c.output, c.redirect, scope).await?
+        }
+        Kind::OpenApi(c) => {
+            let parameters = match &c.parameters {
+                None => serde_json::Map::new(),
+                Some(p) => match run.fill(p, &input, scope)? {
+                    Value::Object(fields) => fields,
+                    other => {
+                        return Err(Fault::expression(format!(
+                            "task `{}`: with.parameters gave {other}, not an object",
+                            task.name
+                        )))
+                    }
+                },
+            };
+            let target = Target::Openapi {
+                document: uri_of(run, &c.document, &input, scope, task)?,
+                document_auth: credentials(run, c.document.auth.as_ref(), &input, scope, task)?,
+                revision: run.revision.clone(),
+                operation_id: c.operation.clone(),
+                parameters,
+                auth: credentials(run, c.auth.as_ref(), &input, scope, task)?,
+            };
+            call_out(run, task, target, c.output, c.redirect, scope).await?
         }
         Kind::Raise(error) => return Err(Fault::Error(raised(run, error, &input, scope)?)),
         Kind::Try { body, catch } => return try_catch(run, task, body, catch, input, scope).await,
@@ -540,7 +651,10 @@ async fn try_catch(
         };
         let mut inner = scope.clone();
         inner.insert(catch.var.clone(), Arc::new(error.clone()));
-        let filtered = catch.with.iter().all(|(k, v)| error.get(k) == Some(v));
+        let filtered = catch
+            .with
+            .iter()
+            .all(|(k, v)| field_matches(k, v, error.get(k)));
         let when = match &catch.when {
             Some(w) => truthy(&run.eval(w, &error, &inner)?),
             None => true,
@@ -609,10 +723,12 @@ async fn compensate(
     Err(Fault::Cancelled(cancelled))
 }
 
-/// A DSL event (`type`, `source`, `data`, ...) as an event of the store: `type` is its type,
-/// `data` its payload, `tags` (a list of `key:value` strings) its consistency boundary, and
-/// every other attribute its metadata.
-fn event_of(with: Value) -> Result<ratchet_store::NewEvent, String> {
+/// A DSL event (`type`, `source`, `data`, ...) as an event of the store, and as the
+/// CloudEvent (1.0) the task outputs: `type` is its type, `data` its payload, `tags` (a list
+/// of `key:value` strings) its consistency boundary, and every other attribute its metadata,
+/// with `id` (a UUID recorded in history), `specversion`, `time` and `source` filled in
+/// when the definition gives none.
+fn event_of(run: &Run, with: Value) -> Result<(ratchet_store::NewEvent, Value), String> {
     let Value::Object(mut attributes) = with else {
         return Err(format!("emit.event.with gave {with}, not an object"));
     };
@@ -636,10 +752,200 @@ fn event_of(with: Value) -> Result<ratchet_store::NewEvent, String> {
             .collect::<Result<_, _>>()?,
         Some(other) => return Err(format!("an event's tags are a list, not {other}")),
     };
-    Ok(ratchet_store::NewEvent {
-        kind,
-        tags,
-        payload,
-        metadata: Value::Object(attributes),
+    if !attributes.contains_key("id") {
+        attributes.insert("id".into(), Value::String(run.ctx.uuid().to_string()));
+    }
+    attributes
+        .entry("specversion")
+        .or_insert_with(|| Value::String("1.0".into()));
+    if !attributes.contains_key("time") {
+        let now = run.ctx.now().to_rfc3339();
+        attributes.insert("time".into(), Value::String(now));
+    }
+    if !attributes.contains_key("source") {
+        let source = match run.workflow.get("definition") {
+            Some(d) => format!(
+                "urn:ratchet:workflow:{}/{}",
+                d["namespace"].as_str().unwrap_or_default(),
+                d["name"].as_str().unwrap_or_default()
+            ),
+            None => "urn:ratchet:workflow".to_string(),
+        };
+        attributes.insert("source".into(), Value::String(source));
+    }
+    let mut cloud = attributes.clone();
+    cloud.insert("type".into(), Value::String(kind.clone()));
+    cloud.insert("data".into(), payload.clone());
+    Ok((
+        ratchet_store::NewEvent {
+            kind,
+            tags,
+            payload,
+            metadata: Value::Object(attributes),
+        },
+        Value::Object(cloud),
+    ))
+}
+
+/// A value the definition says is text: a string, or a number or boolean written as one.
+fn text_of(v: Value, what: &str, task: &Task) -> Result<String, Fault> {
+    match v {
+        Value::String(s) => Ok(s),
+        Value::Number(_) | Value::Bool(_) => Ok(v.to_string()),
+        other => Err(Fault::expression(format!(
+            "task `{}`: {what} gave {other}, not text",
+            task.name
+        ))),
+    }
+}
+
+/// An endpoint's URI: its template expanded from the task's input, or its expression's value.
+fn uri_of(
+    run: &Run,
+    endpoint: &Endpoint,
+    input: &Value,
+    scope: &Scope,
+    task: &Task,
+) -> Result<String, Fault> {
+    match &endpoint.uri {
+        Template::Literal(Value::String(template)) => call::uri::expand(template, input)
+            .map_err(|m| Fault::expression(format!("task `{}`: {m}", task.name))),
+        other => text_of(run.fill(other, input, scope)?, "the endpoint", task),
+    }
+}
+
+/// Headers or query parameters: an object whose values become text.
+fn strings_of(
+    run: &Run,
+    template: Option<&Template>,
+    input: &Value,
+    scope: &Scope,
+    task: &Task,
+    what: &str,
+) -> Result<std::collections::BTreeMap<String, String>, Fault> {
+    let Some(t) = template else {
+        return Ok(Default::default());
+    };
+    match run.fill(t, input, scope)? {
+        Value::Object(fields) => fields
+            .into_iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| Ok((k, text_of(v, &format!("with.{what}"), task)?)))
+            .collect(),
+        Value::Null => Ok(Default::default()),
+        other => Err(Fault::expression(format!(
+            "task `{}`: with.{what} gave {other}, not an object",
+            task.name
+        ))),
+    }
+}
+
+fn credentials(
+    run: &Run,
+    auth: Option<&Auth>,
+    input: &Value,
+    scope: &Scope,
+    task: &Task,
+) -> Result<Option<Credentials>, Fault> {
+    let text = |t: &Template, what: &str| text_of(run.fill(t, input, scope)?, what, task);
+    Ok(match auth {
+        None => None,
+        Some(Auth::Basic { username, password }) => Some(Credentials::Basic {
+            username: text(username, "basic.username")?,
+            password: text(password, "basic.password")?,
+        }),
+        Some(Auth::Bearer { token }) => Some(Credentials::Bearer {
+            token: text(token, "bearer.token")?,
+        }),
     })
+}
+
+/// Runs a call as a durable step and gives what the task outputs, or the DSL's
+/// communication error for an answer outside 2xx (3xx too, when redirects are followed).
+async fn call_out(
+    run: &Run,
+    task: &Task,
+    target: Target,
+    output: CallOutput,
+    redirect: bool,
+    scope: &Scope,
+) -> Result<Value, Fault> {
+    let loops: Vec<String> = scope
+        .iter()
+        .filter(|(k, _)| {
+            k.starts_with('$') && !matches!(k.as_str(), "$input" | "$context" | "$workflow")
+        })
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let answered = run
+        .answered
+        .lock()
+        .map(|a| a.get(&task.path).copied().unwrap_or(0))
+        .unwrap_or(0);
+    let key = idempotency_key(&run.ctx.instance_id(), &task.path, &loops, answered);
+    let timeout = task.timeout.unwrap_or(call::DEFAULT_CALL_TIMEOUT);
+    let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+    let input = CallInput {
+        target,
+        output: output.as_str().to_string(),
+        redirect,
+        timeout_ms,
+        idempotency_key: key,
+    };
+    let arg = serde_json::to_value(&input)
+        .map_err(|e| Fault::expression(format!("task `{}`: {e}", task.name)))?;
+    // The DSL's `try` retries a call; the activity runs once per attempt, a little longer
+    // than the call's own timeout so that the call reports it.
+    let mut options = ActivityOptions::default();
+    options.retry.max_attempts = 1;
+    options.start_to_close_ms = timeout_ms.saturating_add(5_000);
+    let answer: Value = run.durable(
+        run.ctx
+            .activity_with::<Value>(call::CALL_ACTIVITY, arg, options)
+            .await,
+    )?;
+    let status = answer["statusCode"].as_u64().unwrap_or(0);
+    let ok = if redirect { 200..400 } else { 200..300 };
+    if ok.contains(&status) {
+        if let Ok(mut a) = run.answered.lock() {
+            *a.entry(task.path.clone()).or_insert(0) += 1;
+        }
+    } else {
+        let request = &answer["request"];
+        return Err(Fault::Error(json!({
+            "type": format!("{ERRORS}/communication"),
+            "status": status,
+            "title": "Communication error",
+            "detail": format!(
+                "{} {} answered {status}",
+                request["method"].as_str().unwrap_or_default(),
+                request["uri"].as_str().unwrap_or_default()
+            ),
+            "response": answer,
+        })));
+    }
+    Ok(match output {
+        CallOutput::Response => answer,
+        CallOutput::Content | CallOutput::Raw => answer["content"].clone(),
+    })
+}
+
+/// The `Idempotency-Key` of a call: the instance, the task's place, the loop variables in
+/// scope and how many calls of this task already succeeded. Retries of a call (a `try`
+/// running it again) send the same key; the next iteration of a loop sends another.
+fn idempotency_key(instance: &str, path: &str, loops: &[String], answered: u64) -> String {
+    let mut hash = sha2::Sha256::new();
+    for part in [instance, path] {
+        hash.update(part.as_bytes());
+        hash.update([0]);
+    }
+    for l in loops {
+        hash.update(l.as_bytes());
+        hash.update([0]);
+    }
+    hash.update(answered.to_le_bytes());
+    hash.finalize()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }

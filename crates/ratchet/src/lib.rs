@@ -189,9 +189,18 @@ pub struct Builder {
     #[cfg(feature = "postgres")]
     postgres: Option<(String, PostgresConfig)>,
     clock: Option<Clock>,
+    calls: Option<workflow::CallConfig>,
 }
 
 impl Builder {
+    /// How the calls of declarative workflows (`call: http`, `call: openapi`) reach the
+    /// world from this process: host names sent to fixed addresses, private root
+    /// certificates. Without it, they go out as DNS and the web's roots say.
+    pub fn calls(mut self, config: workflow::CallConfig) -> Self {
+        self.calls = Some(config);
+        self
+    }
+
     /// Uses the embedded SQLite file at `path` (created if missing).
     #[cfg(feature = "sqlite")]
     pub fn sqlite(mut self, path: impl Into<PathBuf>) -> Self {
@@ -344,6 +353,12 @@ impl Builder {
         let mut config = self.config;
         config.queues.extend(self.queues);
         let clock = self.clock.unwrap_or_default();
+        // Every process can run the calls of declarative workflows.
+        if !self.registry.has_activity(workflow::CALL_ACTIVITY) {
+            let calls = self.calls.take().unwrap_or_default();
+            workflow::register_calls(&mut self.registry, &calls)
+                .map_err(|e| Error::Config(e.to_string()))?;
+        }
         let runtime = Runtime::start_with_clock(store, self.registry, config, clock)?;
         let client = runtime.client();
         Ok(Ratchet { runtime, client })

@@ -156,6 +156,30 @@ fn values_cannot_outgrow_their_limits() {
 }
 
 #[test]
+fn times_outside_the_calendar_are_errors_not_overflows() {
+    // Found by fuzzing: jaq multiplies the seconds by a million in 64 bits (and adds one to
+    // the month in 8 bits) without checking.
+    for (code, input) in [
+        ("gmtime", json!(17_040_671_917_049_i64)),
+        ("strftime(\"%Y\")", json!(-17_040_671_917_049_i64)),
+        ("mktime", json!([2024, 127, 1, 0, 0, 0])),
+        ("strftime(\"%Y\")", json!([20000, 0, 1, 0, 0, 0])),
+    ] {
+        match run(code, input.clone(), json!(1)) {
+            Err(EvalError::Failed(why)) => {
+                assert!(why.contains("between years 1 and 9999"), "{code}: {why}")
+            }
+            other => panic!("`{code}` on {input} gave {other:?}"),
+        }
+    }
+    // The calendar's ends still work.
+    assert_eq!(
+        run("gmtime | mktime", json!(253_402_207_200_i64), json!(1)).unwrap(),
+        json!(253_402_207_200_i64)
+    );
+}
+
+#[test]
 fn long_work_in_one_step_is_charged() {
     let e = exhausted("[range($x)] | sort", json!(2_000_000));
     assert!(e.contains("budget") || e.contains("elements"), "{e}");

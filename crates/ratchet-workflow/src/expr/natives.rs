@@ -66,12 +66,21 @@ const LEFT_OUT: &[&str] = &[
     "range",
 ];
 
-/// Regular expression natives, kept under a reserved name behind a guard (see [`DEFS`]).
+/// Natives kept under a reserved name behind a guard (see [`DEFS`]): regular expressions,
+/// and the time filters, whose arithmetic overflows on times far outside the calendar.
 const GUARDED: &[(&str, &str)] = &[
     ("matches", "_ratchet_matches"),
     ("split_matches", "_ratchet_split_matches"),
     ("split_", "_ratchet_split_"),
+    ("gmtime", "_ratchet_gmtime"),
+    ("mktime", "_ratchet_mktime"),
+    ("strftime", "_ratchet_strftime"),
 ];
+
+/// The seconds from 1970 to late on the last day of year 9999 (the latest time jaq's
+/// calendar holds), and back to year 1: the times the time filters take.
+const MAX_EPOCH_SECONDS: f64 = 253_402_207_200.0;
+const MIN_EPOCH_SECONDS: f64 = -62_135_596_800.0;
 
 /// The longest regular expression a filter may use.
 pub(crate) const MAX_REGEX_BYTES: usize = 1000;
@@ -81,6 +90,9 @@ const DEFS: &str = r#"
 def matches($re; $flags): _ratchet_regex_cost($re) as $_ | _ratchet_matches($re; $flags);
 def split_matches($re; $flags): _ratchet_regex_cost($re) as $_ | _ratchet_split_matches($re; $flags);
 def split_($re; $flags): _ratchet_regex_cost($re) as $_ | _ratchet_split_($re; $flags);
+def gmtime: _ratchet_time_check | _ratchet_gmtime;
+def mktime: _ratchet_time_check | _ratchet_mktime;
+def strftime($fmt): _ratchet_time_check | _ratchet_strftime($fmt);
 "#;
 
 /// The definitions every expression is compiled with, in order.
@@ -140,6 +152,7 @@ fn ours() -> Box<[Filter<RunPtr<Metered>>]> {
                 Ok(V::scalar(Val::Null))
             })
         }),
+        ("_ratchet_time_check", v(0), |cv| bome(time_check(cv.1))),
         ("tojson", v(0), |cv| bome(Ok(V::string(cv.1.json_text())))),
         ("fromjson", v(0), |cv| fromjson(cv.1)),
         ("length", v(0), |cv| bome(length(cv.1))),
@@ -161,6 +174,33 @@ fn ours() -> Box<[Filter<RunPtr<Metered>>]> {
             })
         }),
     ])
+}
+
+/// A time the time filters take: seconds since 1970 within years 1 to 9999, or a broken-down
+/// time whose fields fit the calendar's (jaq's arithmetic on them overflows otherwise).
+fn time_check(v: V) -> ValR<V> {
+    let number = |x: &Val| match x {
+        Val::Num(_) => jaq_std::ValT::as_f64(x),
+        _ => None,
+    };
+    let fits = match &v.val {
+        Val::Num(_) => {
+            number(&v.val).is_some_and(|s| (MIN_EPOCH_SECONDS..=MAX_EPOCH_SECONDS).contains(&s))
+        }
+        Val::Arr(items) => items.iter().take(6).enumerate().all(|(i, x)| {
+            let range = if i == 0 { 1.0..=9999.0 } else { -128.0..=126.0 };
+            number(x).is_none_or(|n| range.contains(&n))
+        }),
+        _ => true,
+    };
+    if fits {
+        Ok(v)
+    } else {
+        Err(Error::str(format_args!(
+            "{} is not a time between years 1 and 9999",
+            v.json_text()
+        )))
+    }
 }
 
 /// jq's `range($from; $upto; $by)`, a unit of fuel an output.

@@ -414,6 +414,10 @@ do:
               total: ${ .total }
 "#;
 
+fn uuid_like(s: &str) -> bool {
+    s.len() == 36 && s.chars().filter(|c| *c == '-').count() == 4
+}
+
 async fn emit_appends_to_the_event_store_once(store: Arc<dyn Store>) {
     let r = start(&store, |b| b.workflow(compiled(EMITS), 1)).await;
     let c = r.client();
@@ -426,11 +430,6 @@ async fn emit_appends_to_the_event_store_once(store: Arc<dyn Store>) {
         .await
         .unwrap();
     let out: Value = h.wait(WAIT).await.unwrap().into_result().unwrap();
-    assert_eq!(
-        out,
-        json!({"id": "o7", "total": 12}),
-        "emit passes its input on"
-    );
     let query =
         ratchet::EventQuery::item(ratchet::QueryItem::new(Vec::<String>::new(), ["order:o7"]));
     let page = c.events().read(query, None, 10).await.unwrap();
@@ -439,6 +438,23 @@ async fn emit_appends_to_the_event_store_once(store: Arc<dyn Store>) {
     assert_eq!(event.kind, "OrderPlaced");
     assert_eq!(event.payload, json!({"total": 12}));
     assert_eq!(event.metadata["source"], "https://shop.example");
+    assert_eq!(event.metadata["specversion"], "1.0");
+    // The task's output is the CloudEvent it emitted: what is stored, with the id and time
+    // the runtime gave it (recorded, so a replay emits the same).
+    let id = event.metadata["id"].as_str().unwrap();
+    assert!(uuid_like(id), "{id}");
+    assert_eq!(
+        out,
+        json!({
+            "id": id,
+            "specversion": "1.0",
+            "source": "https://shop.example",
+            "type": "OrderPlaced",
+            "time": event.metadata["time"],
+            "data": {"total": 12},
+        })
+    );
+    assert!(out["time"].as_str().unwrap().ends_with('Z'), "{out}");
     r.shutdown().await;
 }
 

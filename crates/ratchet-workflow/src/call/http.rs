@@ -1,0 +1,382 @@
+//! Sending a call and reading its answer, within the limits: reqwest over rustls, with the
+//! web's root certificates and any the operator adds.
+
+use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine as _;
+use ratchet_core::ActivityError;
+use ratchet_runtime::ActivityContext;
+use serde_json::{json, Map, Value};
+
+use super::openapi::Document;
+use super::{
+    communication, CallConfig, CallConfigError, CallInput, Credentials, Target, DOCUMENTS_KEPT,
+    MAX_REDIRECTS, MAX_RESPONSE_BYTES, TIMEOUT,
+};
+
+/// Methods a call may use.
+const METHODS: [&str; 9] = [
+    "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
+];
+
+/// True for an HTTP method, in any case.
+pub(crate) fn is_method(m: &str) -> bool {
+    METHODS.contains(&m.to_ascii_uppercase().as_str())
+}
+
+/// The request headers never written into a call's recorded output.
+const SECRET_HEADERS: [&str; 3] = ["authorization", "proxy-authorization", "cookie"];
+
+/// Sends calls: one client that follows redirections and one that does not (reqwest fixes
+/// the policy per client), and the OpenAPI documents read so far.
+pub(crate) struct Caller {
+    follow: reqwest::Client,
+    stay: reqwest::Client,
+    documents: Mutex<lru::LruCache<(String, String), Arc<Document>>>,
+}
+
+fn client(
+    config: &CallConfig,
+    redirect: reqwest::redirect::Policy,
+) -> Result<reqwest::Client, CallConfigError> {
+    let mut builder = reqwest::Client::builder()
+        .redirect(redirect)
+        .connect_timeout(Duration::from_secs(30))
+        .user_agent(concat!("ratchet/", env!("CARGO_PKG_VERSION")));
+    for (host, addr) in &config.resolve {
+        builder = builder.resolve(host, *addr);
+    }
+    for pem in &config.root_certificates {
+        let certs = reqwest::Certificate::from_pem_bundle(pem)
+            .map_err(|e| CallConfigError::Certificate(e.to_string()))?;
+        if certs.is_empty() {
+            return Err(CallConfigError::Certificate("no certificate in it".into()));
+        }
+        for cert in certs {
+            builder = builder.add_root_certificate(cert);
+        }
+    }
+    builder
+        .build()
+        .map_err(|e| CallConfigError::Client(e.to_string()))
+}
+
+impl Caller {
+    pub(crate) fn new(config: &CallConfig) -> Result<Caller, CallConfigError> {
+        let kept = NonZeroUsize::new(DOCUMENTS_KEPT).unwrap_or(NonZeroUsize::MIN);
+        Ok(Caller {
+            follow: client(config, reqwest::redirect::Policy::limited(MAX_REDIRECTS))?,
+            stay: client(config, reqwest::redirect::Policy::none())?,
+            documents: Mutex::new(lru::LruCache::new(kept)),
+        })
+    }
+
+    /// Runs one call: its answer whatever its status (the interpreter decides what is an
+    /// error, from what is recorded), or a communication or timeout error when nothing usable
+    /// came back.
+    pub(crate) async fn call(
+        &self,
+        _ctx: &ActivityContext,
+        input: CallInput,
+    ) -> Result<Value, ActivityError> {
+        let timeout = Duration::from_millis(input.timeout_ms.max(1));
+        let work = self.call_within(&input);
+        match tokio::time::timeout(timeout, work).await {
+            Ok(result) => result,
+            Err(_) => Err(ActivityError::non_retryable(
+                TIMEOUT,
+                format!("the call took longer than its timeout of {timeout:?}"),
+            )),
+        }
+    }
+
+    async fn call_within(&self, input: &CallInput) -> Result<Value, ActivityError> {
+        let client = if input.redirect {
+            &self.follow
+        } else {
+            &self.stay
+        };
+        let request = match &input.target {
+            Target::Http {
+                method,
+                uri,
+                headers,
+                query,
+                body,
+                auth,
+            } => Request {
+                method: method.to_ascii_uppercase(),
+                uri: uri.clone(),
+                headers: headers.clone(),
+                query: query.clone(),
+                body: body.clone(),
+                auth: auth.clone(),
+            },
+            Target::Openapi {
+                document,
+                document_auth,
+                revision,
+                operation_id,
+                parameters,
+                auth,
+            } => {
+                let doc = self
+                    .document(client, document, document_auth.as_ref(), revision)
+                    .await?;
+                let mut request = doc
+                    .request(operation_id, parameters)
+                    .map_err(communication)?;
+                request.auth = auth.clone();
+                request
+            }
+        };
+        send(client, request, &input.idempotency_key, &input.output).await
+    }
+
+    /// An OpenAPI document, read once per URI and definition revision.
+    async fn document(
+        &self,
+        client: &reqwest::Client,
+        uri: &str,
+        auth: Option<&Credentials>,
+        revision: &str,
+    ) -> Result<Arc<Document>, ActivityError> {
+        let key = (uri.to_string(), revision.to_string());
+        if let Some(doc) = self
+            .documents
+            .lock()
+            .ok()
+            .and_then(|mut d| d.get(&key).cloned())
+        {
+            return Ok(doc);
+        }
+        let request = Request {
+            method: "GET".into(),
+            uri: uri.to_string(),
+            headers: BTreeMap::new(),
+            query: BTreeMap::new(),
+            body: None,
+            auth: auth.cloned(),
+        };
+        let answer = send(client, request, "", "content").await?;
+        let status = answer["statusCode"].as_u64().unwrap_or(0);
+        if !(200..300).contains(&status) {
+            return Err(communication(format!(
+                "the OpenAPI document {uri} answered {status}"
+            )));
+        }
+        let doc = Arc::new(
+            Document::read(uri, &answer["content"])
+                .map_err(|e| communication(format!("the OpenAPI document {uri}: {e}")))?,
+        );
+        if let Ok(mut d) = self.documents.lock() {
+            d.put(key, doc.clone());
+        }
+        Ok(doc)
+    }
+}
+
+/// A request ready to send.
+pub(crate) struct Request {
+    pub(crate) method: String,
+    pub(crate) uri: String,
+    pub(crate) headers: BTreeMap<String, String>,
+    pub(crate) query: BTreeMap<String, String>,
+    pub(crate) body: Option<Value>,
+    pub(crate) auth: Option<Credentials>,
+}
+
+/// Sends `request` and reads the answer, at most [`MAX_RESPONSE_BYTES`] of it: `{request,
+/// statusCode, headers, content}`.
+async fn send(
+    client: &reqwest::Client,
+    request: Request,
+    idempotency_key: &str,
+    output: &str,
+) -> Result<Value, ActivityError> {
+    let method = reqwest::Method::from_bytes(request.method.as_bytes())
+        .map_err(|_| communication(format!("`{}` is not an HTTP method", request.method)))?;
+    let mut url = reqwest::Url::parse(&request.uri)
+        .map_err(|e| communication(format!("`{}` is not a URL: {e}", request.uri)))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(communication(format!(
+            "`{}`: a call goes to http or https, not {}",
+            request.uri,
+            url.scheme()
+        )));
+    }
+    if !request.query.is_empty() {
+        url.query_pairs_mut().extend_pairs(&request.query);
+    }
+    let mut builder = client.request(method.clone(), url.clone());
+    let mut has_key = false;
+    let mut has_type = false;
+    for (name, value) in &request.headers {
+        has_key |= name.eq_ignore_ascii_case("idempotency-key");
+        has_type |= name.eq_ignore_ascii_case("content-type");
+        builder = builder.header(name.as_str(), value.as_str());
+    }
+    if !has_key && !idempotency_key.is_empty() {
+        builder = builder.header("Idempotency-Key", idempotency_key);
+    }
+    match &request.auth {
+        Some(Credentials::Basic { username, password }) => {
+            builder = builder.basic_auth(username, Some(password));
+        }
+        Some(Credentials::Bearer { token }) => builder = builder.bearer_auth(token),
+        None => {}
+    }
+    match &request.body {
+        None | Some(Value::Null) => {}
+        Some(Value::String(text)) => {
+            if !has_type {
+                builder = builder.header("content-type", "text/plain; charset=utf-8");
+            }
+            builder = builder.body(text.clone());
+        }
+        Some(other) => {
+            if !has_type {
+                builder = builder.header("content-type", "application/json");
+            }
+            let bytes = serde_json::to_vec(other)
+                .map_err(|e| communication(format!("the body does not serialize: {e}")))?;
+            builder = builder.body(bytes);
+        }
+    }
+    let sent = builder
+        .build()
+        .map_err(|e| communication(format!("{} {}: {e}", request.method, request.uri)))?;
+    let recorded_request = json!({
+        "method": sent.method().as_str(),
+        "uri": sent.url().as_str(),
+        "headers": headers_of(sent.headers(), true),
+    });
+    let mut response = client.execute(sent).await.map_err(|e| {
+        let what = if e.is_timeout() {
+            TIMEOUT
+        } else {
+            super::COMMUNICATION
+        };
+        ActivityError::non_retryable(
+            what,
+            format!("{} {}: {}", request.method, url, error_chain(&e)),
+        )
+    })?;
+    let status = response.status().as_u16();
+    let headers = headers_of(response.headers(), false);
+    let json_content = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.to_ascii_lowercase().contains("json"));
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_RESPONSE_BYTES as u64)
+    {
+        return Err(too_large(&request.method, &url));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| {
+        communication(format!(
+            "{} {}: reading the answer: {}",
+            request.method,
+            url,
+            error_chain(&e)
+        ))
+    })? {
+        if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+            return Err(too_large(&request.method, &url));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    let content = if output == "raw" {
+        Value::String(base64::engine::general_purpose::STANDARD.encode(&body))
+    } else {
+        decode(&body, json_content)
+    };
+    Ok(json!({
+        "request": recorded_request,
+        "statusCode": status,
+        "headers": headers,
+        "content": content,
+    }))
+}
+
+fn too_large(method: &str, url: &reqwest::Url) -> ActivityError {
+    communication(format!(
+        "{method} {url}: the answer is larger than {MAX_RESPONSE_BYTES} bytes"
+    ))
+}
+
+/// An error and its causes, which say what failed (connection refused, a bad certificate).
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// A body as the workflow sees it: JSON decoded when it says it is JSON (or reads as JSON),
+/// text as a string, other bytes base64-encoded; nothing as null.
+fn decode(body: &[u8], json_content: bool) -> Value {
+    if body.is_empty() {
+        return Value::Null;
+    }
+    if json_content {
+        if let Ok(v) = serde_json::from_slice::<Value>(body) {
+            return v;
+        }
+    }
+    match std::str::from_utf8(body) {
+        Ok(text) => Value::String(text.to_string()),
+        Err(_) => Value::String(base64::engine::general_purpose::STANDARD.encode(body)),
+    }
+}
+
+/// Headers as an object (repeated ones joined with `, `); credentials left out of a
+/// request's.
+fn headers_of(headers: &reqwest::header::HeaderMap, request: bool) -> Value {
+    let mut out: Map<String, Value> = Map::new();
+    for (name, value) in headers {
+        if request && SECRET_HEADERS.contains(&name.as_str()) {
+            continue;
+        }
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        match out.get_mut(name.as_str()) {
+            Some(Value::String(previous)) => {
+                previous.push_str(", ");
+                previous.push_str(&value);
+            }
+            _ => {
+                out.insert(name.as_str().to_string(), Value::String(value));
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_decode_as_their_type_says() {
+        assert_eq!(decode(b"{\"a\":1}", true), json!({"a": 1}));
+        assert_eq!(decode(b"{\"a\":1}", false), json!("{\"a\":1}"));
+        assert_eq!(decode(b"", true), Value::Null);
+        assert_eq!(decode(&[0xff, 0x00], false), json!("/wA="));
+    }
+
+    #[test]
+    fn methods_are_known_in_any_case() {
+        assert!(is_method("get") && is_method("PATCH"));
+        assert!(!is_method("FETCH"));
+    }
+}

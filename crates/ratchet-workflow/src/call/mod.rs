@@ -1,0 +1,163 @@
+//! Calls to the world from declarative workflows (`call: http`, `call: openapi`), run as
+//! one built-in activity, [`CALL_ACTIVITY`]. The interpreter computes the whole request from
+//! the definition and the task's input (deterministic, replayed), the activity sends it and
+//! its answer is recorded in history once: a replay reads it, never calls again.
+
+mod http;
+mod openapi;
+pub(crate) mod uri;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ratchet_core::ActivityError;
+use ratchet_runtime::{ActivityContext, Registry};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub(crate) use http::is_method;
+
+/// The name of the activity that runs the calls of declarative workflows. Every Ratchet
+/// process registers it (see [`register_calls`]), so any worker can run them.
+pub const CALL_ACTIVITY: &str = "ratchet/call";
+
+/// The largest response body (and OpenAPI document) a call reads: 10 MiB. A larger one fails
+/// the call with a communication error.
+pub const MAX_RESPONSE_BYTES: usize = 10 << 20;
+
+/// Redirections a call follows at most, when its `redirect` is true.
+pub const MAX_REDIRECTS: usize = 10;
+
+/// How long a call may take when its task gives no `timeout`: 5 minutes.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// OpenAPI documents kept parsed per process (by URI and definition revision).
+const DOCUMENTS_KEPT: usize = 64;
+
+/// How a process's calls reach the world.
+#[derive(Clone, Debug, Default)]
+pub struct CallConfig {
+    /// Host names sent to a fixed address instead of being looked up (`--http-resolve
+    /// host=address:port`, as curl's `--resolve`): for split-horizon set-ups and for tests.
+    /// A URL that names a port explicitly keeps its own port.
+    pub resolve: Vec<(String, SocketAddr)>,
+    /// Root certificates (PEM) trusted besides the web's (`--http-ca`): a private CA.
+    pub root_certificates: Vec<Vec<u8>>,
+}
+
+/// Why a [`CallConfig`] cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CallConfigError {
+    /// A `--http-resolve` that is not `host=address:port`.
+    #[error("`{0}` is not host=address:port (such as api.example.com=10.0.0.7:443)")]
+    Resolve(String),
+    /// A root certificate that is not PEM.
+    #[error("a root certificate is not a PEM certificate: {0}")]
+    Certificate(String),
+    /// The HTTP client could not be built.
+    #[error("the HTTP client could not be built: {0}")]
+    Client(String),
+}
+
+impl CallConfig {
+    /// Reads one `host=address:port` of `--http-resolve`.
+    ///
+    /// # Errors
+    ///
+    /// [`CallConfigError::Resolve`] when it is not one.
+    pub fn parse_resolve(spec: &str) -> Result<(String, SocketAddr), CallConfigError> {
+        let bad = || CallConfigError::Resolve(spec.to_string());
+        let (host, addr) = spec.split_once('=').ok_or_else(bad)?;
+        let host = host.trim();
+        if host.is_empty() || host.contains(['/', ':', ' ']) {
+            return Err(bad());
+        }
+        let addr: SocketAddr = addr.trim().parse().map_err(|_| bad())?;
+        Ok((host.to_ascii_lowercase(), addr))
+    }
+}
+
+/// Registers [`CALL_ACTIVITY`] on `registry`, reaching the world as `config` says.
+///
+/// # Errors
+///
+/// [`CallConfigError`] when a certificate does not read or the client cannot be built.
+pub fn register_calls(registry: &mut Registry, config: &CallConfig) -> Result<(), CallConfigError> {
+    let caller = Arc::new(http::Caller::new(config)?);
+    registry.activity(
+        CALL_ACTIVITY,
+        move |ctx: ActivityContext, input: CallInput| {
+            let caller = caller.clone();
+            async move { caller.call(&ctx, input).await }
+        },
+    );
+    Ok(())
+}
+
+/// Credentials of a call, as the workflow computed them.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub(crate) enum Credentials {
+    Basic { username: String, password: String },
+    Bearer { token: String },
+}
+
+/// What to call.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "call", rename_all = "camelCase")]
+pub(crate) enum Target {
+    /// A request written out whole.
+    #[serde(rename_all = "camelCase")]
+    Http {
+        method: String,
+        uri: String,
+        #[serde(default)]
+        headers: BTreeMap<String, String>,
+        #[serde(default)]
+        query: BTreeMap<String, String>,
+        #[serde(default)]
+        body: Option<Value>,
+        #[serde(default)]
+        auth: Option<Credentials>,
+    },
+    /// An operation of an OpenAPI (or Swagger 2.0) document.
+    #[serde(rename_all = "camelCase")]
+    Openapi {
+        document: String,
+        #[serde(default)]
+        document_auth: Option<Credentials>,
+        /// The definition's revision (its hash): a document is fetched once per revision.
+        revision: String,
+        operation_id: String,
+        #[serde(default)]
+        parameters: serde_json::Map<String, Value>,
+        #[serde(default)]
+        auth: Option<Credentials>,
+    },
+}
+
+/// The input of [`CALL_ACTIVITY`], recorded in history.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CallInput {
+    pub(crate) target: Target,
+    /// `content`, `response` or `raw`: `raw` gives the content base64-encoded.
+    pub(crate) output: String,
+    pub(crate) redirect: bool,
+    pub(crate) timeout_ms: u64,
+    /// Sent as `Idempotency-Key` unless the request sets one: the same for every attempt of
+    /// one call of the instance.
+    pub(crate) idempotency_key: String,
+}
+
+/// The error kinds the activity fails with: the interpreter raises the DSL's timeout error
+/// for the first, its communication error for the other.
+pub(crate) const TIMEOUT: &str = "Timeout";
+pub(crate) const COMMUNICATION: &str = "Communication";
+
+fn communication(message: impl Into<String>) -> ActivityError {
+    ActivityError::non_retryable(COMMUNICATION, message)
+}

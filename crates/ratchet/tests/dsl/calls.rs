@@ -1,0 +1,201 @@
+//! `call: http` as a durable step: retried by the workflow's `try` on durable timers, one
+//! `Idempotency-Key` for every attempt of a call, the answer recorded once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ratchet::workflow::Workflow;
+use ratchet::{InstanceStatus, StartOptions, Store};
+use serde_json::{json, Value};
+
+use crate::harness::{start, WAIT};
+use crate::standin::{self, Step};
+
+const FLAKY: &str = r#"
+document: {dsl: '1.0.0', namespace: calls, name: flaky, version: '1.0.0'}
+do:
+  - attempt:
+      try:
+        - get:
+            call: http
+            with:
+              method: get
+              endpoint: https://standin.test/script/{script}
+            timeout:
+              after: {seconds: 2}
+      catch:
+        retry:
+          delay: {milliseconds: 100}
+          backoff: {exponential: {}}
+          limit:
+            attempt: {count: 4}
+"#;
+
+/// Fails twice (500, 503), hangs the third until its timeout, answers the fourth.
+async fn a_failing_call_is_retried_on_durable_timers_with_one_key(store: Arc<dyn Store>) {
+    let standin = standin::start().await;
+    standin.script(
+        "flaky",
+        vec![
+            Step::Status(500),
+            Step::Status(503),
+            Step::Hang(Duration::from_secs(6)),
+            Step::Status(200),
+        ],
+    );
+    let r = start(&store, |b| {
+        b.calls(standin.calls())
+            .workflow(Workflow::compile(FLAKY).unwrap(), 1)
+    })
+    .await;
+    let c = r.client();
+    let handle = c
+        .start_with(
+            "calls/flaky",
+            json!({"script": "flaky"}),
+            StartOptions::id("flaky"),
+        )
+        .await
+        .unwrap();
+    let outcome = handle.wait(WAIT).await.unwrap();
+    assert_eq!(outcome.status, InstanceStatus::Completed, "{outcome:?}");
+    assert_eq!(outcome.output, Some(json!({"status": 200})));
+    let seen = standin.seen("/script/flaky");
+    assert_eq!(seen.len(), 4, "{seen:?}");
+    assert!(seen.iter().all(|s| s.method == "GET"), "{seen:?}");
+    let keys: Vec<&str> = seen
+        .iter()
+        .map(|s| {
+            s.headers
+                .get("idempotency-key")
+                .map(String::as_str)
+                .unwrap_or("")
+        })
+        .collect();
+    assert!(!keys[0].is_empty(), "{keys:?}");
+    assert!(keys.iter().all(|k| *k == keys[0]), "{keys:?}");
+    // Three waits between four attempts, each a durable timer; each attempt's answer recorded
+    // once: three answers (500, 503, 200) and one timeout.
+    let history = c.history("flaky").await.unwrap();
+    let named = |name: &str| history.iter().filter(|h| h.event.kind() == name).count();
+    assert_eq!(named("TimerFired"), 3, "{history:?}");
+    assert_eq!(named("ActivityCompleted"), 3, "{history:?}");
+    assert_eq!(named("ActivityFailed"), 1, "{history:?}");
+    r.shutdown().await;
+
+    // A second run of the same definition sends a new key; its answer comes from its own call.
+    standin.script("again", vec![Step::Status(200)]);
+    let r = start(&store, |b| {
+        b.calls(standin.calls())
+            .workflow(Workflow::compile(FLAKY).unwrap(), 1)
+    })
+    .await;
+    let again = r
+        .client()
+        .start_with(
+            "calls/flaky",
+            json!({"script": "again"}),
+            StartOptions::id("again"),
+        )
+        .await
+        .unwrap();
+    let out: Value = again.wait(WAIT).await.unwrap().into_result().unwrap();
+    assert_eq!(out, json!({"status": 200}));
+    let second = standin.seen("/script/again");
+    assert_eq!(second.len(), 1);
+    assert_ne!(
+        second[0].headers.get("idempotency-key").map(String::as_str),
+        Some(keys[0])
+    );
+    r.shutdown().await;
+}
+
+const SHAPES: &str = r#"
+document: {dsl: '1.0.0', namespace: calls, name: shapes, version: '1.0.0'}
+do:
+  - response:
+      call: http
+      with:
+        method: get
+        endpoint: https://petstore.swagger.io/v2/pet/{petId}
+        headers:
+          x-request: ${ "pet-" + (.petId | tostring) }
+        output: response
+      export:
+        as: '${ {response: .} }'
+  - raw:
+      call: http
+      with:
+        method: get
+        endpoint:
+          uri: ${ "https://petstore.swagger.io/v2/pet/" + ($context.response.content.id | tostring) }
+        output: raw
+      export:
+        as: '${ $context + {raw: .} }'
+  - missing:
+      try:
+        - lost:
+            call: http
+            with:
+              method: get
+              endpoint: https://petstore.swagger.io/v2/pet/none
+      catch:
+        as: failure
+        do:
+          - keep:
+              set:
+                response: ${ $context.response }
+                raw: ${ $context.raw }
+                failure: ${ $failure | del(.response) }
+"#;
+
+/// What each `output` gives, and what a non-2xx answer raises.
+async fn calls_answer_as_their_output_says(store: Arc<dyn Store>) {
+    let standin = standin::start().await;
+    let r = start(&store, |b| {
+        b.calls(standin.calls())
+            .workflow(Workflow::compile(SHAPES).unwrap(), 1)
+    })
+    .await;
+    let handle = r
+        .client()
+        .start_with(
+            "calls/shapes",
+            json!({"petId": 2}),
+            StartOptions::id("shapes"),
+        )
+        .await
+        .unwrap();
+    let out: Value = handle.wait(WAIT).await.unwrap().into_result().unwrap();
+    let response = &out["response"];
+    assert_eq!(response["statusCode"], 200);
+    assert_eq!(response["content"]["id"], 2);
+    assert_eq!(response["request"]["method"], "GET");
+    assert_eq!(
+        response["request"]["uri"],
+        "https://petstore.swagger.io/v2/pet/2"
+    );
+    assert_eq!(response["request"]["headers"]["x-request"], "pet-2");
+    assert_eq!(response["headers"]["content-type"], "application/json");
+    // Raw: the body as base64.
+    use base64::Engine as _;
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(out["raw"].as_str().unwrap())
+        .unwrap();
+    let body: Value = serde_json::from_slice(&raw).unwrap();
+    assert_eq!(body["id"], 2);
+    // A 404: the communication error, with the status and where it was raised.
+    let failure = &out["failure"];
+    assert_eq!(
+        failure["type"],
+        "https://serverlessworkflow.io/spec/1.0.0/errors/communication"
+    );
+    assert_eq!(failure["status"], 404);
+    assert_eq!(failure["instance"], "/do/2/missing/try/0/lost");
+    r.shutdown().await;
+}
+
+crate::on_every_backend!(
+    a_failing_call_is_retried_on_durable_timers_with_one_key,
+    calls_answer_as_their_output_says
+);
