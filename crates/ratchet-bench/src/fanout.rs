@@ -41,7 +41,9 @@ pub(crate) struct FanoutArgs {
     #[arg(long)]
     backlog: Option<u64>,
     /// The orchestration as Rust code, or as a declarative workflow (the Serverless Workflow
-    /// DSL in YAML: a `fork` of the activities, then a jq `add`) run by the interpreter.
+    /// DSL in YAML: a `fork` of the activities, then a jq `add`) run by the interpreter, or
+    /// as a declarative workflow whose branches are `call: http` to a local server that
+    /// answers after --activity-ms.
     #[arg(long, value_enum, default_value = "rust")]
     workflow: Written,
     /// Run each turn only after the results it reads are committed (no fed turns), to
@@ -57,6 +59,8 @@ pub(crate) enum Written {
     Rust,
     /// YAML, compiled by `ratchet-workflow`.
     Yaml,
+    /// YAML whose branches call a local HTTP server (`call: http`).
+    Http,
 }
 
 /// The declarative fan-out: `activities` branches of `bench_sleep`, their outputs summed.
@@ -74,11 +78,54 @@ fn yaml(activities: u32) -> String {
     source
 }
 
+/// The declarative fan-out of calls: `activities` branches of `call: http` to `base`, which
+/// answers `/sleep/{i}?ms=` with `i` after `ms` milliseconds, their outputs summed.
+fn http_yaml(activities: u32, base: &str) -> String {
+    let mut source = String::from(
+        "document: {dsl: '1.0.0', namespace: bench, name: fanout, version: '1.0.0'}\n\
+         do:\n  - all:\n      fork:\n        branches:\n",
+    );
+    for i in 0..activities {
+        source.push_str(&format!(
+            "          - b{i}:\n              call: http\n              with:\n                method: get\n                endpoint: {base}/sleep/{i}?ms={{activity_ms}}\n"
+        ));
+    }
+    source.push_str("  - sum:\n      set: '${ add // 0 }'\n");
+    source
+}
+
+/// A local HTTP server for the `http` fan-out: `/sleep/{i}?ms=N` answers `i` after N
+/// milliseconds. Its base URL.
+async fn sleep_server() -> anyhow::Result<String> {
+    use axum::extract::{Path, Query};
+    #[derive(Deserialize)]
+    struct Ms {
+        ms: u64,
+    }
+    let app = axum::Router::new().route(
+        "/sleep/{i}",
+        axum::routing::get(|Path(i): Path<u64>, Query(q): Query<Ms>| async move {
+            if q.ms > 0 {
+                tokio::time::sleep(Duration::from_millis(q.ms.min(60_000))).await;
+            }
+            axum::Json(i)
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::warn!(error = %e, "the bench's HTTP server stopped");
+        }
+    });
+    Ok(format!("http://{addr}"))
+}
+
 /// The orchestration name the closed loop starts.
 fn started_name(args: &FanoutArgs) -> &'static str {
     match args.workflow {
         Written::Rust => "bench_fanout",
-        Written::Yaml => "bench/fanout",
+        Written::Yaml | Written::Http => "bench/fanout",
     }
 }
 
@@ -133,6 +180,13 @@ async fn start_worker(store: Arc<dyn Store>, args: &FanoutArgs) -> anyhow::Resul
         Written::Yaml => Some(ratchet::workflow::Workflow::compile(&yaml(
             args.activities,
         ))?),
+        Written::Http => {
+            let base = sleep_server().await?;
+            Some(ratchet::workflow::Workflow::compile(&http_yaml(
+                args.activities,
+                &base,
+            ))?)
+        }
     };
     fan_out_worker(
         store,
@@ -263,6 +317,7 @@ fn orchestration_report(
         scenario: match args.workflow {
             Written::Rust => "fanout".into(),
             Written::Yaml => "fanout-yaml".into(),
+            Written::Http => "fanout-http".into(),
         },
         unit: "orchestration".into(),
         units,

@@ -603,6 +603,10 @@ async fn instances(ops: &dyn Ops, cmd: InstanceCommand) -> anyhow::Result<()> {
             }
             if !o["error"].is_null() {
                 let error: ratchet::ErrorInfo = serde_json::from_value(o["error"].clone())?;
+                // A declarative workflow's error whole: type, status, title, detail, instance.
+                if let Some(details) = &error.details {
+                    out!("{}", serde_json::to_string_pretty(details)?);
+                }
                 bail!("{error}");
             }
         }

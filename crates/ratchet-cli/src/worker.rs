@@ -50,6 +50,15 @@ pub(crate) struct WorkerArgs {
     /// Never change the schema on start, also on SQLite.
     #[arg(long)]
     no_migrate: bool,
+    /// Sends the calls of declarative workflows (`call: http`, `call: openapi`) for a host
+    /// name to a fixed address instead of looking it up, as HOST=ADDRESS:PORT (as curl's
+    /// --resolve; a URL that names its port keeps it); repeat for several.
+    #[arg(long = "http-resolve", value_parser = parse_resolve)]
+    http_resolve: Vec<(String, std::net::SocketAddr)>,
+    /// A PEM file of root certificates that the calls of declarative workflows trust besides
+    /// the web's (a private CA); repeat for several.
+    #[arg(long = "http-ca")]
+    http_ca: Vec<std::path::PathBuf>,
 }
 
 impl WorkerArgs {
@@ -57,6 +66,24 @@ impl WorkerArgs {
     pub(crate) fn migrates(&self, sqlite: bool) -> bool {
         self.migrate || (sqlite && !self.no_migrate)
     }
+}
+
+fn parse_resolve(text: &str) -> Result<(String, std::net::SocketAddr), String> {
+    ratchet::workflow::CallConfig::parse_resolve(text).map_err(|e| e.to_string())
+}
+
+/// How this process's declarative workflows reach the world.
+fn calls(args: &WorkerArgs) -> anyhow::Result<ratchet::workflow::CallConfig> {
+    let mut root_certificates = Vec::new();
+    for path in &args.http_ca {
+        let pem = std::fs::read(path)
+            .with_context(|| format!("reading the --http-ca file {}", path.display()))?;
+        root_certificates.push(pem);
+    }
+    Ok(ratchet::workflow::CallConfig {
+        resolve: args.http_resolve.clone(),
+        root_certificates,
+    })
 }
 
 fn parse_queue(text: &str) -> Result<(String, usize), String> {
@@ -203,6 +230,7 @@ pub(crate) struct Started {
 
 /// Starts a runtime of the sample orchestrations and task on `store`, tuned by `args`.
 pub(crate) async fn start(store: Arc<dyn Store>, args: WorkerArgs) -> anyhow::Result<Started> {
+    let calls = calls(&args)?;
     let label = args
         .label
         .unwrap_or_else(|| format!("pid-{}", std::process::id()));
@@ -222,7 +250,10 @@ pub(crate) async fn start(store: Arc<dyn Store>, args: WorkerArgs) -> anyhow::Re
     };
     let runs = Arc::new(AtomicU64::new(0));
     let mut builder = register(
-        Ratchet::builder().store(store.clone()).config(config),
+        Ratchet::builder()
+            .store(store.clone())
+            .config(config)
+            .calls(calls),
         label.clone(),
         runs.clone(),
     );

@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::diagnostic::{CompileError, CompileErrors};
 use crate::expr::{self, Expr};
 use crate::model::{
-    Auth, Block, CallOutput, Case, Catch, Endpoint, ErrorTemplate, Flow, HttpCall, Kind,
+    Auth, Backoff, Block, CallOutput, Case, Catch, Endpoint, ErrorTemplate, Flow, HttpCall, Kind,
     OpenApiCall, Retry, Task, Template,
 };
 use crate::Workflow;
@@ -115,7 +115,14 @@ impl Cx<'_> {
         };
         let label = format!("{prefix}`{key}`");
         let m = self.mapping(of.get_node(key)?, &label)?;
-        self.only(m, &[inner], &label);
+        if let Some(schema) = m.keys().find(|k| k.as_str() == "schema") {
+            self.error(
+                schema.span(),
+                format!("{prefix}{key}.schema (validating data against a JSON Schema) is not supported by Ratchet yet"),
+            );
+        }
+        let allowed = [inner, "schema"];
+        self.only(m, &allowed, &label);
         let node = m.get_node(inner)?;
         let what = format!("{prefix}{key}.{inner}");
         // A string here is a runtime expression, with or without `${ }` (`from: .order.pet`);
@@ -432,7 +439,7 @@ fn workflow(cx: &mut Cx<'_>, root: &Node, source: &str) -> Option<Workflow> {
         ],
         "the workflow",
     );
-    for unsupported in ["use", "timeout", "evaluate"] {
+    for unsupported in ["use", "evaluate"] {
         if let Some(key) = map.keys().find(|k| k.as_str() == unsupported) {
             cx.error(
                 key.span(),
@@ -464,6 +471,12 @@ fn workflow(cx: &mut Cx<'_>, root: &Node, source: &str) -> Option<Workflow> {
         Some(node) => Some(schedule(cx, node)?),
         None => None,
     };
+    let timeout = map.get_node("timeout").and_then(|n| {
+        let m = cx.mapping(n, "the workflow's `timeout`")?;
+        cx.only(m, &["after"], "the workflow's `timeout`");
+        m.get_node("after")
+            .and_then(|a| cx.duration(a, "the workflow's timeout.after"))
+    });
     let (namespace, name, version) = document?;
     Some(Workflow {
         namespace,
@@ -474,6 +487,7 @@ fn workflow(cx: &mut Cx<'_>, root: &Node, source: &str) -> Option<Workflow> {
         output_as,
         body: body?,
         schedule,
+        timeout,
     })
 }
 
@@ -770,8 +784,17 @@ fn task(
             return None;
         }
     };
+    if kind_key == "listen" {
+        if let Some(each) = map.keys().find(|k| k.as_str() == "foreach") {
+            cx.error(
+                each.span(),
+                format!("{what}: `foreach` on a listen (tasks run for each event) is not supported by Ratchet yet"),
+            );
+        }
+    }
     let own: Vec<&str> = match kind_key.as_str() {
         "call" => vec!["call", "with"],
+        "listen" => vec!["listen", "foreach"],
         "for" => vec!["for", "while", "do"],
         "try" => vec!["try", "catch"],
         other => vec![other],
@@ -869,6 +892,16 @@ fn call(
         "http" => return http(cx, what, node, with, scope),
         "openapi" => return openapi(cx, what, node, with, scope),
         _ => {}
+    }
+    if name.contains("://") || name.contains('@') {
+        cx.error(
+            node.span(),
+            format!(
+                "{what}: `call: {name}`: a custom function from a catalog is not supported by \
+                 Ratchet yet; call a Ratchet activity by its name"
+            ),
+        );
+        return None;
     }
     if PROTOCOLS.contains(&name) {
         cx.error(
@@ -1343,7 +1376,13 @@ fn fork(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String], path: &str) 
 
 fn listen(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<Kind> {
     let m = cx.mapping(node, &format!("{what}: `listen`"))?;
-    cx.only(m, &["to"], &format!("{what}: `listen`"));
+    if let Some(read) = m.keys().find(|k| k.as_str() == "read") {
+        cx.error(
+            read.span(),
+            format!("{what}: `listen.read` (what of the event to output) is not supported by Ratchet yet"),
+        );
+    }
+    cx.only(m, &["to", "read"], &format!("{what}: `listen`"));
     let to = m
         .get_node("to")
         .and_then(|n| cx.mapping(n, &format!("{what}: listen.to")));
@@ -1410,6 +1449,16 @@ fn listen(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<
 fn raise(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<Kind> {
     let m = cx.mapping(node, &format!("{what}: `raise`"))?;
     cx.only(m, &["error"], &format!("{what}: `raise`"));
+    if let Some(Node::Scalar(name)) = m.get_node("error") {
+        cx.error(
+            name.span(),
+            format!(
+                "{what}: raising the reusable error `{}` (from `use.errors`) is not supported by Ratchet yet; write the error inline",
+                name.as_str()
+            ),
+        );
+        return None;
+    }
     let error = m
         .get_node("error")
         .and_then(|n| cx.mapping(n, &format!("{what}: raise.error")));
@@ -1531,6 +1580,16 @@ fn try_catch(
 }
 
 fn retry(cx: &mut Cx<'_>, what: &str, node: &Node) -> Option<Retry> {
+    if let Node::Scalar(name) = node {
+        cx.error(
+            name.span(),
+            format!(
+                "{what}: the reusable retry policy `{}` (from `use.retries`) is not supported by Ratchet yet; write the policy inline",
+                name.as_str()
+            ),
+        );
+        return None;
+    }
     let m = cx.mapping(node, &format!("{what}: catch.retry"))?;
     cx.only(
         m,
@@ -1541,21 +1600,23 @@ fn retry(cx: &mut Cx<'_>, what: &str, node: &Node) -> Option<Retry> {
         .get_node("delay")
         .and_then(|n| cx.duration(n, &format!("{what}: retry.delay")))
         .unwrap_or(Duration::from_secs(1));
-    let factor = match m
+    let backoff = match m
         .get_node("backoff")
         .and_then(|n| cx.mapping(n, &format!("{what}: retry.backoff")))
     {
-        None => 1,
+        None => Backoff::Constant,
         Some(b) => {
             cx.only(
                 b,
-                &["constant", "exponential"],
-                &format!("{what}: retry.backoff (linear is not supported by Ratchet yet)"),
+                &["constant", "exponential", "linear"],
+                &format!("{what}: retry.backoff"),
             );
             if b.get_node("exponential").is_some() {
-                2
+                Backoff::Exponential
+            } else if b.get_node("linear").is_some() {
+                Backoff::Linear
             } else {
-                1
+                Backoff::Constant
             }
         }
     };
@@ -1586,7 +1647,7 @@ fn retry(cx: &mut Cx<'_>, what: &str, node: &Node) -> Option<Retry> {
     };
     Some(Retry {
         delay,
-        factor,
+        backoff,
         attempts,
     })
 }

@@ -358,11 +358,7 @@ fn catch(c: &Catch) -> Y {
 }
 
 fn retry(r: &Retry) -> Y {
-    let backoff = if r.factor == 2 {
-        "exponential"
-    } else {
-        "constant"
-    };
+    let backoff = r.backoff.as_str();
     Y::Map(vec![
         ("delay".into(), duration(r.delay)),
         (
@@ -455,6 +451,12 @@ impl Workflow {
         )];
         if let Some(t) = &self.input_from {
             top.push(("input".into(), Y::Map(vec![("from".into(), template(t))])));
+        }
+        if let Some(d) = self.timeout {
+            top.push((
+                "timeout".into(),
+                Y::Map(vec![("after".into(), duration(d))]),
+            ));
         }
         if let Some(s) = &self.schedule {
             let (key, value) = match s {

@@ -57,6 +57,8 @@ pub struct Workflow {
     output_as: Option<model::Template>,
     body: model::Block,
     schedule: Option<DslSchedule>,
+    /// The whole run's time limit (`timeout.after`), on a durable timer.
+    timeout: Option<std::time::Duration>,
 }
 
 /// A definition's own `schedule`: applying the definition creates or updates a schedule of
@@ -92,6 +94,7 @@ impl PartialEq for Workflow {
             &self.output_as,
             &self.body,
             &self.schedule,
+            &self.timeout,
         ) == (
             &other.namespace,
             &other.name,
@@ -100,6 +103,7 @@ impl PartialEq for Workflow {
             &other.output_as,
             &other.body,
             &other.schedule,
+            &other.timeout,
         )
     }
 }

@@ -159,8 +159,7 @@ pub(crate) struct Catch {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Retry {
     pub(crate) delay: Duration,
-    /// Each delay is the previous times this (1: constant, 2: exponential).
-    pub(crate) factor: u32,
+    pub(crate) backoff: Backoff,
     /// Attempts in all, the first included.
     pub(crate) attempts: u32,
 }
@@ -227,4 +226,36 @@ pub(crate) struct OpenApiCall {
     pub(crate) auth: Option<Auth>,
     pub(crate) output: CallOutput,
     pub(crate) redirect: bool,
+}
+
+/// How the delay between retries grows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Backoff {
+    /// The same delay each time.
+    Constant,
+    /// The first delay times the attempt: 1, 2, 3, ... times.
+    Linear,
+    /// Twice the previous delay each time.
+    Exponential,
+}
+
+impl Backoff {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Constant => "constant",
+            Self::Linear => "linear",
+            Self::Exponential => "exponential",
+        }
+    }
+
+    /// The delay before retry number `retry` (1 for the first), from the first delay.
+    pub(crate) fn delay(self, first: std::time::Duration, retry: u32) -> std::time::Duration {
+        match self {
+            Self::Constant => first,
+            Self::Linear => first.saturating_mul(retry.max(1)),
+            Self::Exponential => {
+                first.saturating_mul(2_u32.saturating_pow(retry.saturating_sub(1)))
+            }
+        }
+    }
 }

@@ -6,7 +6,6 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::FutureExt as _;
@@ -291,7 +290,7 @@ pub(crate) async fn run(
         answered: Mutex::new(HashMap::new()),
         ctx,
     };
-    let outcome = async {
+    let body = async {
         let scope = run.scope(&Scope::new(), &input)?;
         let input = match &workflow.input_from {
             Some(t) => run.fill(t, &input, &scope)?,
@@ -303,7 +302,21 @@ pub(crate) async fn run(
             None => Ok(output),
         }
     }
-    .await;
+    .boxed();
+    // A workflow's `timeout` races its body against a durable timer.
+    let outcome = match workflow.timeout {
+        None => body.await,
+        Some(limit) => {
+            let timer = async {
+                run.ctx.sleep(limit).await.map_err(Fault::from)?;
+                Err(Fault::timeout(format!(
+                    "the workflow did not finish within its timeout of {limit:?}"
+                )))
+            }
+            .boxed();
+            ratchet_core::race(vec![body, timer]).await.1
+        }
+    };
     outcome.map_err(|fault| match fault {
         Fault::Engine(e) | Fault::Cancelled(e) => e,
         Fault::Error(error) => OrchestrationError::Application(info_of(&error)),
@@ -639,7 +652,6 @@ async fn try_catch(
     scope: &Scope,
 ) -> Result<(Value, Flow), Fault> {
     let mut attempt = 1;
-    let mut delay = catch.retry.as_ref().map_or(Duration::ZERO, |r| r.delay);
     loop {
         let error = match block(run, body, input.clone(), scope).await {
             Ok((output, ended)) => return Ok((output, if ended { Flow::End } else { task.then })),
@@ -669,8 +681,8 @@ async fn try_catch(
         if let Some(retry) = &catch.retry {
             if attempt < retry.attempts {
                 // A durable timer: a crash during the back-off resumes it, not restarts it.
+                let delay = retry.backoff.delay(retry.delay, attempt);
                 run.durable(run.ctx.sleep(delay).await)?;
-                delay = delay.saturating_mul(retry.factor);
                 attempt += 1;
                 continue;
             }
