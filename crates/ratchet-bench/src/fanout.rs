@@ -95,29 +95,50 @@ fn http_yaml(activities: u32, base: &str) -> String {
 }
 
 /// A local HTTP server for the `http` fan-out: `/sleep/{i}?ms=N` answers `i` after N
-/// milliseconds. Its base URL.
+/// milliseconds. It runs on a thread and a runtime of its own, as a service apart from the
+/// worker would, so that it does not take the worker's threads. Its base URL.
 async fn sleep_server() -> anyhow::Result<String> {
     use axum::extract::{Path, Query};
+    use axum::serve::ListenerExt as _;
     #[derive(Deserialize)]
     struct Ms {
         ms: u64,
     }
-    let app = axum::Router::new().route(
-        "/sleep/{i}",
-        axum::routing::get(|Path(i): Path<u64>, Query(q): Query<Ms>| async move {
-            if q.ms > 0 {
-                tokio::time::sleep(Duration::from_millis(q.ms.min(60_000))).await;
-            }
-            axum::Json(i)
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::warn!(error = %e, "the bench's HTTP server stopped");
-        }
-    });
+    let std_listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    std_listener.set_nonblocking(true)?;
+    let addr = std_listener.local_addr()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name("bench-http-service".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                let app = axum::Router::new().route(
+                    "/sleep/{i}",
+                    axum::routing::get(|Path(i): Path<u64>, Query(q): Query<Ms>| async move {
+                        if q.ms > 0 {
+                            tokio::time::sleep(Duration::from_millis(q.ms.min(60_000))).await;
+                        }
+                        axum::Json(i)
+                    }),
+                );
+                let listener = match tokio::net::TcpListener::from_std(std_listener) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the bench's HTTP service could not listen");
+                        return;
+                    }
+                };
+                // Answers go out at once, as a service's would (no Nagle delay on small writes).
+                let listener = listener.tap_io(|tcp| {
+                    let _ = tcp.set_nodelay(true);
+                });
+                if let Err(e) = axum::serve(listener, app).await {
+                    tracing::warn!(error = %e, "the bench's HTTP service stopped");
+                }
+            });
+        })?;
     Ok(format!("http://{addr}"))
 }
 

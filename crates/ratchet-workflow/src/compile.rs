@@ -12,7 +12,7 @@ use crate::diagnostic::{CompileError, CompileErrors};
 use crate::expr::{self, Expr};
 use crate::model::{
     Auth, Backoff, Block, CallOutput, Case, Catch, Endpoint, ErrorTemplate, Flow, HttpCall, Kind,
-    OpenApiCall, Retry, Task, Template,
+    OpenApiCall, Retry, Schema, Schemas, Task, Template,
 };
 use crate::Workflow;
 
@@ -115,12 +115,6 @@ impl Cx<'_> {
         };
         let label = format!("{prefix}`{key}`");
         let m = self.mapping(of.get_node(key)?, &label)?;
-        if let Some(schema) = m.keys().find(|k| k.as_str() == "schema") {
-            self.error(
-                schema.span(),
-                format!("{prefix}{key}.schema (validating data against a JSON Schema) is not supported by Ratchet yet"),
-            );
-        }
         let allowed = [inner, "schema"];
         self.only(m, &allowed, &label);
         let node = m.get_node(inner)?;
@@ -132,6 +126,70 @@ impl Cx<'_> {
                 self.expr(node, scope, &what).map(Template::Expr)
             }
             _ => Some(self.template(node, scope, &what)),
+        }
+    }
+
+    /// The `input.schema`, `output.schema` and `export.schema` of the mapping `of`.
+    fn schemas(&mut self, of: &MarkedMappingNode, what: &str) -> Schemas {
+        let mut one = |key: &str| {
+            let node = of.get_node(key)?.as_mapping()?.get_node("schema")?;
+            let at = if what.is_empty() {
+                format!("{key}.schema")
+            } else {
+                format!("{what}: {key}.schema")
+            };
+            self.schema(node, &at)
+        };
+        Schemas {
+            input: one("input"),
+            output: one("output"),
+            export: one("export"),
+        }
+    }
+
+    /// A schema definition: `{format: json, document: {...}}`, compiled. Patterns run on the
+    /// `regex` crate (linear time), and nothing is fetched: a `$ref` elsewhere is refused.
+    fn schema(&mut self, node: &Node, what: &str) -> Option<Schema> {
+        let m = self.mapping(node, what)?;
+        self.only(m, &["format", "document", "resource"], what);
+        if let Some(r) = m.keys().find(|k| k.as_str() == "resource") {
+            self.error(
+                r.span(),
+                format!("{what}: a schema from a resource (fetched) is not supported by Ratchet yet; give its `document`"),
+            );
+            return None;
+        }
+        if let Some(f) = m.get_node("format") {
+            let format = self.text(f, &format!("{what}.format"))?;
+            if !matches!(format, "json" | "json:2020-12" | "json-schema") {
+                self.error(
+                    f.span(),
+                    format!("{what}: the schema format `{format}` is not supported by Ratchet (json is)"),
+                );
+                return None;
+            }
+        }
+        let Some(doc) = m.get_node("document") else {
+            self.error(place(m), format!("{what} has no `document`"));
+            return None;
+        };
+        let document = literal(doc);
+        let built = jsonschema::options()
+            .should_validate_formats(false)
+            .with_pattern_options(jsonschema::PatternOptions::regex())
+            .build(&document);
+        match built {
+            Ok(v) => Some(Schema {
+                document,
+                validator: std::sync::Arc::new(v),
+            }),
+            Err(e) => {
+                self.error(
+                    doc.span(),
+                    format!("{what}: not a JSON Schema Ratchet can use: {e}"),
+                );
+                None
+            }
         }
     }
 
@@ -460,6 +518,7 @@ fn workflow(cx: &mut Cx<'_>, root: &Node, source: &str) -> Option<Workflow> {
     let scope: Vec<String> = BASE_VARS.iter().map(|v| v.to_string()).collect();
     let input_from = cx.transform(map, ("input", "from"), &scope, "");
     let output_as = cx.transform(map, ("output", "as"), &scope, "");
+    let schemas = cx.schemas(map, "");
     let body = match map.get_node("do") {
         Some(node) => block(cx, node, &scope, "the workflow's `do`", "/do"),
         None => {
@@ -485,6 +544,7 @@ fn workflow(cx: &mut Cx<'_>, root: &Node, source: &str) -> Option<Workflow> {
         hash: crate::content_hash(source),
         input_from,
         output_as,
+        schemas,
         body: body?,
         schedule,
         timeout,
@@ -727,6 +787,7 @@ fn placeholder(name: &str) -> Task {
         input_from: None,
         output_as: None,
         export_as: None,
+        schemas: Schemas::default(),
         timeout: None,
         status: None,
         continue_as_new: None,
@@ -808,6 +869,7 @@ fn task(
     let input_from = cx.transform(map, ("input", "from"), scope, &what);
     let output_as = cx.transform(map, ("output", "as"), scope, &what);
     let export_as = cx.transform(map, ("export", "as"), scope, &what);
+    let schemas = cx.schemas(map, &what);
     let timeout = map.get_node("timeout").and_then(|n| {
         let m = cx.mapping(n, &format!("{what}: `timeout`"))?;
         cx.only(m, &["after"], &format!("{what}: `timeout`"));
@@ -869,6 +931,7 @@ fn task(
             input_from,
             output_as,
             export_as,
+            schemas,
             timeout,
             status,
             continue_as_new,

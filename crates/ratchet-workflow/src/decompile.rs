@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::expr::Expr;
 use crate::model::{
-    Auth, Block, Catch, Endpoint, ErrorTemplate, Flow, Kind, Retry, Task, Template,
+    Auth, Block, Catch, Endpoint, ErrorTemplate, Flow, Kind, Retry, Schema, Task, Template,
 };
 use crate::Workflow;
 
@@ -101,16 +101,25 @@ fn task(t: &Task, within: &Block) -> Y {
     if let Some(e) = &t.when {
         fields.push(("if".into(), expr(e)));
     }
-    if let Some(tpl) = &t.input_from {
-        fields.push(("input".into(), Y::Map(vec![("from".into(), template(tpl))])));
-    }
+    fields.extend(data(
+        "input",
+        "from",
+        t.input_from.as_ref(),
+        t.schemas.input.as_ref(),
+    ));
     fields.extend(kind(&t.kind, within));
-    if let Some(tpl) = &t.output_as {
-        fields.push(("output".into(), Y::Map(vec![("as".into(), template(tpl))])));
-    }
-    if let Some(tpl) = &t.export_as {
-        fields.push(("export".into(), Y::Map(vec![("as".into(), template(tpl))])));
-    }
+    fields.extend(data(
+        "output",
+        "as",
+        t.output_as.as_ref(),
+        t.schemas.output.as_ref(),
+    ));
+    fields.extend(data(
+        "export",
+        "as",
+        t.export_as.as_ref(),
+        t.schemas.export.as_ref(),
+    ));
     if let Some(d) = t.timeout {
         fields.push((
             "timeout".into(),
@@ -134,6 +143,29 @@ fn task(t: &Task, within: &Block) -> Y {
         fields.push(("then".into(), then));
     }
     Y::Map(fields)
+}
+
+/// `input`, `output` or `export`: its transformation (`from` or `as`) and its schema.
+fn data(
+    key: &str,
+    inner: &str,
+    transform: Option<&Template>,
+    schema: Option<&Schema>,
+) -> Option<(String, Y)> {
+    let mut fields = Vec::new();
+    if let Some(t) = transform {
+        fields.push((inner.to_string(), template(t)));
+    }
+    if let Some(s) = schema {
+        fields.push((
+            "schema".to_string(),
+            Y::Map(vec![
+                ("format".into(), text("json")),
+                ("document".into(), value(&s.document)),
+            ]),
+        ));
+    }
+    (!fields.is_empty()).then(|| (key.to_string(), Y::Map(fields)))
 }
 
 fn endpoint(e: &Endpoint) -> Y {
@@ -449,9 +481,12 @@ impl Workflow {
                 ("version".into(), text(&self.version)),
             ]),
         )];
-        if let Some(t) = &self.input_from {
-            top.push(("input".into(), Y::Map(vec![("from".into(), template(t))])));
-        }
+        top.extend(data(
+            "input",
+            "from",
+            self.input_from.as_ref(),
+            self.schemas.input.as_ref(),
+        ));
         if let Some(d) = self.timeout {
             top.push((
                 "timeout".into(),
@@ -467,9 +502,12 @@ impl Workflow {
             top.push(("schedule".into(), Y::Map(vec![(key.into(), value)])));
         }
         top.push(("do".into(), block(&self.body)));
-        if let Some(t) = &self.output_as {
-            top.push(("output".into(), Y::Map(vec![("as".into(), template(t))])));
-        }
+        top.extend(data(
+            "output",
+            "as",
+            self.output_as.as_ref(),
+            self.schemas.output.as_ref(),
+        ));
         let mut out = String::new();
         write(&mut out, &Y::Map(top), 0);
         out

@@ -55,6 +55,7 @@ pub struct Workflow {
     hash: String,
     input_from: Option<model::Template>,
     output_as: Option<model::Template>,
+    schemas: model::Schemas,
     body: model::Block,
     schedule: Option<DslSchedule>,
     /// The whole run's time limit (`timeout.after`), on a durable timer.
@@ -92,6 +93,7 @@ impl PartialEq for Workflow {
             &self.version,
             &self.input_from,
             &self.output_as,
+            &self.schemas,
             &self.body,
             &self.schedule,
             &self.timeout,
@@ -101,6 +103,7 @@ impl PartialEq for Workflow {
             &other.version,
             &other.input_from,
             &other.output_as,
+            &other.schemas,
             &other.body,
             &other.schedule,
             &other.timeout,

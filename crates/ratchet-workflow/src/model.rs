@@ -55,6 +55,8 @@ pub(crate) struct Task {
     pub(crate) output_as: Option<Template>,
     /// The workflow's context after the task (`export.as`).
     pub(crate) export_as: Option<Template>,
+    /// What its input, output and exported context must be (`input.schema`, ...).
+    pub(crate) schemas: Schemas,
     /// The task's time limit (`timeout.after`): an activity's start-to-close, a listen's wait.
     pub(crate) timeout: Option<Duration>,
     /// Ratchet's extensions, in `metadata.ratchet`: the instance's custom status after the
@@ -258,4 +260,56 @@ impl Backoff {
             }
         }
     }
+}
+
+/// A JSON Schema that data must match (`input.schema`, `output.schema`, `export.schema`),
+/// compiled once. Two are equal when their documents are.
+#[derive(Clone)]
+pub(crate) struct Schema {
+    pub(crate) document: Value,
+    pub(crate) validator: std::sync::Arc<jsonschema::Validator>,
+}
+
+impl PartialEq for Schema {
+    fn eq(&self, other: &Self) -> bool {
+        self.document == other.document
+    }
+}
+
+impl std::fmt::Debug for Schema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Schema({})", self.document)
+    }
+}
+
+impl Schema {
+    /// `Err` says how `value` does not match (its first few mismatches, with where).
+    pub(crate) fn check(&self, value: &Value) -> Result<(), String> {
+        let found: Vec<String> = self
+            .validator
+            .iter_errors(value)
+            .take(5)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                if at.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("at {at}: {e}")
+                }
+            })
+            .collect();
+        if found.is_empty() {
+            Ok(())
+        } else {
+            Err(found.join("; "))
+        }
+    }
+}
+
+/// The schemas of a task or workflow.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Schemas {
+    pub(crate) input: Option<Schema>,
+    pub(crate) output: Option<Schema>,
+    pub(crate) export: Option<Schema>,
 }

@@ -17,7 +17,7 @@ use sha2::Digest as _;
 use crate::call::{self, CallInput, Credentials, Target};
 use crate::expr::{EvalError, Expr, Scope, EVAL_FUEL};
 use crate::model::{
-    Auth, Block, CallOutput, Catch, Endpoint, ErrorTemplate, Flow, Kind, Task, Template,
+    Auth, Block, CallOutput, Catch, Endpoint, ErrorTemplate, Flow, Kind, Schema, Task, Template,
 };
 use crate::Workflow;
 
@@ -292,15 +292,28 @@ pub(crate) async fn run(
     };
     let body = async {
         let scope = run.scope(&Scope::new(), &input)?;
+        valid(
+            &workflow.schemas.input,
+            &input,
+            "the workflow's input",
+            "input",
+        )?;
         let input = match &workflow.input_from {
             Some(t) => run.fill(t, &input, &scope)?,
             None => input.clone(),
         };
         let (output, _) = block(&run, &workflow.body, input, &Scope::new()).await?;
-        match &workflow.output_as {
-            Some(t) => run.fill(t, &output, &run.scope(&Scope::new(), &output)?),
-            None => Ok(output),
-        }
+        let output = match &workflow.output_as {
+            Some(t) => run.fill(t, &output, &run.scope(&Scope::new(), &output)?)?,
+            None => output,
+        };
+        valid(
+            &workflow.schemas.output,
+            &output,
+            "the workflow's output",
+            "output",
+        )?;
+        Ok(output)
     }
     .boxed();
     // A workflow's `timeout` races its body against a durable timer.
@@ -368,6 +381,44 @@ fn task<'a>(
     outer: &'a Scope,
 ) -> BoxFuture<'a, Result<(Value, Flow), Fault>> {
     async move {
+        match run_task(run, task, raw, outer).await {
+            // An error says where it was raised: the innermost task that raised it.
+            Err(Fault::Error(mut error)) => {
+                if let Value::Object(fields) = &mut error {
+                    fields
+                        .entry("instance")
+                        .or_insert_with(|| Value::String(task.path.clone()));
+                }
+                Err(Fault::Error(error))
+            }
+            other => other,
+        }
+    }
+    .boxed()
+}
+
+/// Data that must match a schema: the DSL's validation error when it does not.
+fn valid(schema: &Option<Schema>, value: &Value, whose: &str, key: &str) -> Result<(), Fault> {
+    match schema {
+        Some(s) => s.check(value).map_err(|why| {
+            Fault::error(
+                "validation",
+                400,
+                "Validation error",
+                format!("{whose} does not match its {key}.schema: {why}"),
+            )
+        }),
+        None => Ok(()),
+    }
+}
+
+async fn run_task(
+    run: &Run,
+    task: &Task,
+    raw: Value,
+    outer: &Scope,
+) -> Result<(Value, Flow), Fault> {
+    {
         // The variables are built once for what the task received, and again only when
         // `input.from` makes its input something else.
         run.spend(TASK_FUEL, "running tasks")?;
@@ -377,6 +428,8 @@ fn task<'a>(
                 return Ok((raw, Flow::Continue));
             }
         }
+        let whose = |what: &str| format!("task `{}`'s {what}", task.name);
+        valid(&task.schemas.input, &raw, &whose("input"), "input")?;
         let (input, scope) = match &task.input_from {
             Some(t) => {
                 let input = run.fill(t, &raw, &raw_scope)?;
@@ -389,25 +442,20 @@ fn task<'a>(
             tracing::debug!(target: "ratchet_workflow::task", instance = %run.ctx.instance_id(),
                 task = %task.name, path = %task.path, "task runs");
         }
-        let (output, flow) = match kind(run, task, input, &scope).await {
-            Ok(done) => done,
-            // An error says where it was raised: the innermost task that raised it.
-            Err(Fault::Error(mut error)) => {
-                if let Value::Object(fields) = &mut error {
-                    fields
-                        .entry("instance")
-                        .or_insert_with(|| Value::String(task.path.clone()));
-                }
-                return Err(Fault::Error(error));
-            }
-            Err(other) => return Err(other),
-        };
+        let (output, flow) = kind(run, task, input, &scope).await?;
         let output = match &task.output_as {
             Some(t) => run.fill(t, &output, &scope)?,
             None => output,
         };
+        valid(&task.schemas.output, &output, &whose("output"), "output")?;
         if let Some(t) = &task.export_as {
             let context = run.fill(t, &output, &scope)?;
+            valid(
+                &task.schemas.export,
+                &context,
+                &whose("exported context"),
+                "export",
+            )?;
             run.set_context(context);
         }
         if let Some(t) = &task.status {
@@ -422,7 +470,6 @@ fn task<'a>(
         }
         Ok((output, flow))
     }
-    .boxed()
 }
 
 async fn kind(run: &Run, task: &Task, input: Value, scope: &Scope) -> Result<(Value, Flow), Fault> {

@@ -237,3 +237,41 @@ fn hostile_definitions_are_refused_without_harm() {
     let alias = format!("{head}do:\n  - x:\n      set: &a {{v: 1}}\n  - y:\n      set: *a\n");
     assert!(Workflow::compile(&alias).is_err());
 }
+
+#[test]
+fn schemas_are_compiled_with_the_definition() {
+    let with_schema = |schema: &str| {
+        format!(
+            "document: {{dsl: '1.0.0', namespace: a, name: b, version: '1.0.0'}}\n\
+             input:\n  schema:\n{schema}\ndo:\n  - one:\n      set: {{x: 1}}\n"
+        )
+    };
+    Workflow::compile(&with_schema(
+        "    format: json\n    document: {type: object, required: [a]}",
+    ))
+    .unwrap();
+    // Nothing is fetched: a reference elsewhere is refused, as is what is not a schema.
+    let remote = errors(&with_schema(
+        "    document: {$ref: 'https://schemas.example/order.json'}",
+    ));
+    assert!(
+        remote
+            .to_string()
+            .contains("not a JSON Schema Ratchet can use"),
+        "{remote}"
+    );
+    let broken = errors(&with_schema("    document: {type: 12}"));
+    assert!(
+        broken
+            .to_string()
+            .contains("not a JSON Schema Ratchet can use"),
+        "{broken}"
+    );
+    let fetched = errors(&with_schema(
+        "    resource: {endpoint: 'https://schemas.example/order.json'}",
+    ));
+    assert!(
+        fetched.to_string().contains("a schema from a resource"),
+        "{fetched}"
+    );
+}

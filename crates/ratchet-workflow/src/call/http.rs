@@ -133,7 +133,14 @@ impl Caller {
                 request
             }
         };
-        send(client, request, &input.idempotency_key, &input.output).await
+        send(
+            client,
+            request,
+            &input.idempotency_key,
+            &input.output,
+            input.redirect,
+        )
+        .await
     }
 
     /// An OpenAPI document, read once per URI and definition revision.
@@ -161,7 +168,7 @@ impl Caller {
             body: None,
             auth: auth.cloned(),
         };
-        let answer = send(client, request, "", "content").await?;
+        let answer = send(client, request, "", "response", false).await?;
         let status = answer["statusCode"].as_u64().unwrap_or(0);
         if !(200..300).contains(&status) {
             return Err(communication(format!(
@@ -189,13 +196,16 @@ pub(crate) struct Request {
     pub(crate) auth: Option<Credentials>,
 }
 
-/// Sends `request` and reads the answer, at most [`MAX_RESPONSE_BYTES`] of it: `{request,
-/// statusCode, headers, content}`.
+/// Sends `request` and reads the answer, at most [`MAX_RESPONSE_BYTES`] of it: `{statusCode,
+/// content}` for a success (2xx, or 3xx with `redirect`), and `{request, statusCode, headers,
+/// content}` for a failure or with `output` `response`: history keeps what the workflow
+/// uses, and a failed call's whole answer goes into its error.
 async fn send(
     client: &reqwest::Client,
     request: Request,
     idempotency_key: &str,
     output: &str,
+    redirect: bool,
 ) -> Result<Value, ActivityError> {
     let method = reqwest::Method::from_bytes(request.method.as_bytes())
         .map_err(|_| communication(format!("`{}` is not an HTTP method", request.method)))?;
@@ -249,11 +259,8 @@ async fn send(
     let sent = builder
         .build()
         .map_err(|e| communication(format!("{} {}: {e}", request.method, request.uri)))?;
-    let recorded_request = json!({
-        "method": sent.method().as_str(),
-        "uri": sent.url().as_str(),
-        "headers": headers_of(sent.headers(), true),
-    });
+    let sent_headers = sent.headers().clone();
+    let sent_url = sent.url().clone();
     let mut response = client.execute(sent).await.map_err(|e| {
         let what = if e.is_timeout() {
             TIMEOUT
@@ -266,7 +273,9 @@ async fn send(
         )
     })?;
     let status = response.status().as_u16();
-    let headers = headers_of(response.headers(), false);
+    let ok = if redirect { 200..400 } else { 200..300 };
+    let whole = output == "response" || !ok.contains(&status);
+    let headers = whole.then(|| headers_of(response.headers(), false));
     let json_content = response
         .headers()
         .get(reqwest::header::CONTENT_TYPE)
@@ -297,12 +306,19 @@ async fn send(
     } else {
         decode(&body, json_content)
     };
-    Ok(json!({
-        "request": recorded_request,
-        "statusCode": status,
-        "headers": headers,
-        "content": content,
-    }))
+    Ok(match headers {
+        Some(headers) => json!({
+            "request": {
+                "method": method.as_str(),
+                "uri": sent_url.as_str(),
+                "headers": headers_of(&sent_headers, true),
+            },
+            "statusCode": status,
+            "headers": headers,
+            "content": content,
+        }),
+        None => json!({"statusCode": status, "content": content}),
+    })
 }
 
 fn too_large(method: &str, url: &reqwest::Url) -> ActivityError {

@@ -114,27 +114,27 @@ pub(crate) enum Target {
     Http {
         method: String,
         uri: String,
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         headers: BTreeMap<String, String>,
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         query: BTreeMap<String, String>,
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         body: Option<Value>,
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         auth: Option<Credentials>,
     },
     /// An operation of an OpenAPI (or Swagger 2.0) document.
     #[serde(rename_all = "camelCase")]
     Openapi {
         document: String,
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         document_auth: Option<Credentials>,
         /// The definition's revision (its hash): a document is fetched once per revision.
         revision: String,
         operation_id: String,
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
         parameters: serde_json::Map<String, Value>,
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         auth: Option<Credentials>,
     },
 }

@@ -9,3 +9,4 @@ mod standin;
 
 mod calls;
 mod conformance;
+mod schemas;
