@@ -59,6 +59,11 @@ pub(crate) struct WorkerArgs {
     /// the web's (a private CA); repeat for several.
     #[arg(long = "http-ca")]
     http_ca: Vec<std::path::PathBuf>,
+    /// A JSON or YAML file of the secrets declarative workflows may name (`use.secrets`), an
+    /// object of name to value (`{"petstore": {"username": "..", "password": ".."}}`); a
+    /// secret not in it is read from the environment variable RATCHET_SECRET_<NAME>.
+    #[arg(long)]
+    secrets: Option<std::path::PathBuf>,
 }
 
 impl WorkerArgs {
@@ -80,9 +85,30 @@ fn calls(args: &WorkerArgs) -> anyhow::Result<ratchet::workflow::CallConfig> {
             .with_context(|| format!("reading the --http-ca file {}", path.display()))?;
         root_certificates.push(pem);
     }
+    let secrets = match &args.secrets {
+        None => Default::default(),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading the --secrets file {}", path.display()))?;
+            let value = serde_json::from_str(&text)
+                .or_else(|_| ratchet::workflow::read_yaml(&text))
+                .map_err(|e| {
+                    anyhow::anyhow!("the --secrets file {} does not read: {e}", path.display())
+                })?;
+            match value {
+                serde_json::Value::Object(fields) => fields.into_iter().collect(),
+                _ => anyhow::bail!(
+                    "the --secrets file {} is not an object of name to value",
+                    path.display()
+                ),
+            }
+        }
+    };
     Ok(ratchet::workflow::CallConfig {
         resolve: args.http_resolve.clone(),
         root_certificates,
+        secrets,
+        secrets_from_env: true,
     })
 }
 

@@ -55,6 +55,10 @@ fn place(map: &MarkedMappingNode) -> &Span {
 struct Cx<'k> {
     errors: Vec<CompileError>,
     known: &'k Known,
+    /// `use.secrets`: the secrets the workflow may name.
+    secrets: BTreeSet<String>,
+    /// `use.authentications`, by name.
+    authentications: BTreeMap<String, Auth>,
 }
 
 impl Cx<'_> {
@@ -441,6 +445,8 @@ pub(crate) fn compile(source: &str, known: &Known) -> Result<Workflow, CompileEr
     let mut cx = Cx {
         errors: Vec::new(),
         known,
+        secrets: BTreeSet::new(),
+        authentications: BTreeMap::new(),
     };
     let workflow = workflow(&mut cx, &root, source);
     let mut errors = cx.errors;
@@ -497,7 +503,7 @@ fn workflow(cx: &mut Cx<'_>, root: &Node, source: &str) -> Option<Workflow> {
         ],
         "the workflow",
     );
-    for unsupported in ["use", "evaluate"] {
+    for unsupported in ["evaluate"] {
         if let Some(key) = map.keys().find(|k| k.as_str() == unsupported) {
             cx.error(
                 key.span(),
@@ -516,6 +522,9 @@ fn workflow(cx: &mut Cx<'_>, root: &Node, source: &str) -> Option<Workflow> {
         }
     };
     let scope: Vec<String> = BASE_VARS.iter().map(|v| v.to_string()).collect();
+    if let Some(node) = map.get_node("use") {
+        uses(cx, node, &scope);
+    }
     let input_from = cx.transform(map, ("input", "from"), &scope, "");
     let output_as = cx.transform(map, ("output", "as"), &scope, "");
     let schemas = cx.schemas(map, "");
@@ -548,6 +557,7 @@ fn workflow(cx: &mut Cx<'_>, root: &Node, source: &str) -> Option<Workflow> {
         body: body?,
         schedule,
         timeout,
+        secrets: cx.secrets.iter().cloned().collect(),
     })
 }
 
@@ -1221,7 +1231,50 @@ fn endpoint(cx: &mut Cx<'_>, node: &Node, scope: &[String], what: &str) -> Optio
     Some(Endpoint { uri, auth })
 }
 
-/// An authentication policy: `basic` or `bearer`, written inline.
+/// The workflow's `use`: its secrets and named authentications (the rest is refused,
+/// naming it).
+fn uses(cx: &mut Cx<'_>, node: &Node, scope: &[String]) {
+    let Some(m) = cx.mapping(node, "`use`") else {
+        return;
+    };
+    for key in m.keys() {
+        if !matches!(key.as_str(), "secrets" | "authentications") {
+            cx.error(
+                key.span(),
+                format!(
+                    "`use.{}` at the top of a workflow is not supported by Ratchet yet (secrets and authentications are); write it inline",
+                    key.as_str()
+                ),
+            );
+        }
+    }
+    if let Some(secrets) = m.get_node("secrets") {
+        match secrets.as_sequence() {
+            Some(items) => {
+                for item in items.iter() {
+                    if let Some(name) = cx.text(item, "a secret of use.secrets") {
+                        cx.secrets.insert(name.to_string());
+                    }
+                }
+            }
+            None => cx.error(secrets.span(), "use.secrets is a list of secret names"),
+        }
+    }
+    if let Some(auths) = m.get_node("authentications") {
+        let Some(auths) = cx.mapping(auths, "use.authentications") else {
+            return;
+        };
+        for (name, policy) in auths.iter() {
+            let what = format!("use.authentications.{}", name.as_str());
+            if let Some(auth) = authentication(cx, policy, scope, &what) {
+                cx.authentications.insert(name.as_str().to_string(), auth);
+            }
+        }
+    }
+}
+
+/// An authentication policy: `basic` or `bearer`, written inline or from a secret, or the
+/// name of one of `use.authentications`.
 fn authentication(cx: &mut Cx<'_>, node: &Node, scope: &[String], what: &str) -> Option<Auth> {
     let m = cx.mapping(node, what)?;
     let given: Vec<&MarkedScalarNode> = m.keys().collect();
@@ -1246,14 +1299,24 @@ fn authentication(cx: &mut Cx<'_>, node: &Node, scope: &[String], what: &str) ->
     match scheme.as_str() {
         "basic" | "bearer" => {
             let inner = cx.mapping(inner_node, &at)?;
-            if inner.get_node("use").is_some() {
-                cx.error(
-                    place(inner),
-                    format!(
-                        "{at}: credentials from a secret (`use`) are not supported by Ratchet yet"
-                    ),
-                );
-                return None;
+            if let Some(secret) = inner.get_node("use") {
+                // Credentials from a secret: resolved by the worker that sends the call, so
+                // they are never part of what the workflow records.
+                cx.only(inner, &["use"], &at);
+                let name = cx.text(secret, &format!("{at}.use"))?;
+                if !cx.secrets.contains(name) {
+                    cx.error(
+                        secret.span(),
+                        format!(
+                            "{at}: `use: {name}` names no secret of the workflow's use.secrets"
+                        ),
+                    );
+                    return None;
+                }
+                return Some(Auth::Secret {
+                    bearer: scheme.as_str() == "bearer",
+                    secret: name.to_string(),
+                });
             }
             if scheme.as_str() == "basic" {
                 cx.only(inner, &["username", "password"], &at);
@@ -1269,11 +1332,17 @@ fn authentication(cx: &mut Cx<'_>, node: &Node, scope: &[String], what: &str) ->
             }
         }
         "use" => {
-            cx.error(
-                scheme.span(),
-                format!("{what}: a named authentication (`use`, from the workflow's `use.authentications`) is not supported by Ratchet yet"),
-            );
-            None
+            let name = cx.text(inner_node, &at)?;
+            match cx.authentications.get(name) {
+                Some(auth) => Some(auth.clone()),
+                None => {
+                    cx.error(
+                        inner_node.span(),
+                        format!("{what}: `use: {name}` names no authentication of the workflow's use.authentications"),
+                    );
+                    None
+                }
+            }
         }
         other => {
             cx.error(

@@ -189,6 +189,10 @@ fn auth(a: &Auth) -> Y {
             "bearer".into(),
             Y::Map(vec![("token".into(), template(token))]),
         )]),
+        Auth::Secret { bearer, secret } => Y::Map(vec![(
+            if *bearer { "bearer" } else { "basic" }.into(),
+            Y::Map(vec![("use".into(), text(secret))]),
+        )]),
     }
 }
 
@@ -487,6 +491,13 @@ impl Workflow {
             self.input_from.as_ref(),
             self.schemas.input.as_ref(),
         ));
+        if !self.secrets.is_empty() {
+            let secrets = self.secrets.iter().map(|s| text(s)).collect();
+            top.push((
+                "use".into(),
+                Y::Map(vec![("secrets".into(), Y::Seq(secrets))]),
+            ));
+        }
         if let Some(d) = self.timeout {
             top.push((
                 "timeout".into(),

@@ -60,6 +60,8 @@ pub struct Workflow {
     schedule: Option<DslSchedule>,
     /// The whole run's time limit (`timeout.after`), on a durable timer.
     timeout: Option<std::time::Duration>,
+    /// `use.secrets`: what its calls may name (their values are the worker's).
+    secrets: Vec<String>,
 }
 
 /// A definition's own `schedule`: applying the definition creates or updates a schedule of
@@ -97,6 +99,7 @@ impl PartialEq for Workflow {
             &self.body,
             &self.schedule,
             &self.timeout,
+            &self.secrets,
         ) == (
             &other.namespace,
             &other.name,
@@ -107,6 +110,7 @@ impl PartialEq for Workflow {
             &other.body,
             &other.schedule,
             &other.timeout,
+            &other.secrets,
         )
     }
 }

@@ -197,6 +197,12 @@ pub(crate) enum Auth {
     Bearer {
         token: Template,
     },
+    /// Basic (`{username, password}`) or bearer (`{token}`) credentials from a secret of the
+    /// worker, which it reads when it sends the call: never in the workflow's data.
+    Secret {
+        bearer: bool,
+        secret: String,
+    },
 }
 
 /// A resource to call: its URI (a URI template or an expression) and how to authenticate.

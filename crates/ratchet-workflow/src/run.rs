@@ -117,6 +117,8 @@ impl From<OrchestrationError> for Fault {
             OrchestrationError::Activity { name, error, .. } if name == call::CALL_ACTIVITY => {
                 if error.kind == call::TIMEOUT {
                     Fault::timeout(error.message)
+                } else if error.kind == call::AUTHORIZATION {
+                    Fault::error("authorization", 403, "Authorization error", error.message)
                 } else {
                     Fault::error("communication", 503, "Communication error", error.message)
                 }
@@ -915,6 +917,10 @@ fn credentials(
         }),
         Some(Auth::Bearer { token }) => Some(Credentials::Bearer {
             token: text(token, "bearer.token")?,
+        }),
+        Some(Auth::Secret { bearer, secret }) => Some(Credentials::Secret {
+            bearer: *bearer,
+            secret: secret.clone(),
         }),
     })
 }

@@ -13,7 +13,7 @@ const NOT_SUPPORTED: [&str; 16] = [
     "listen.to.until",
     "`foreach` on a listen",
     "`listen.read`",
-    "`use` at the top of a workflow",
+    "at the top of a workflow is not supported",
     "`evaluate` at the top of a workflow",
     "`call: grpc`",
     "`call: asyncapi`",

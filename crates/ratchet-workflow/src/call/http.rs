@@ -13,8 +13,8 @@ use serde_json::{json, Map, Value};
 
 use super::openapi::Document;
 use super::{
-    communication, CallConfig, CallConfigError, CallInput, Credentials, Target, DOCUMENTS_KEPT,
-    MAX_REDIRECTS, MAX_RESPONSE_BYTES, TIMEOUT,
+    communication, CallConfig, CallConfigError, CallInput, Credentials, Target, AUTHORIZATION,
+    DOCUMENTS_KEPT, MAX_REDIRECTS, MAX_RESPONSE_BYTES, TIMEOUT,
 };
 
 /// Methods a call may use.
@@ -36,6 +36,8 @@ pub(crate) struct Caller {
     follow: reqwest::Client,
     stay: reqwest::Client,
     documents: Mutex<lru::LruCache<(String, String), Arc<Document>>>,
+    /// Where secrets come from.
+    config: CallConfig,
 }
 
 fn client(
@@ -71,7 +73,39 @@ impl Caller {
             follow: client(config, reqwest::redirect::Policy::limited(MAX_REDIRECTS))?,
             stay: client(config, reqwest::redirect::Policy::none())?,
             documents: Mutex::new(lru::LruCache::new(kept)),
+            config: config.clone(),
         })
+    }
+
+    /// Credentials as sent: a secret's read from this worker's secrets. What is missing or
+    /// malformed is the DSL's authorization error, which names the secret, never its value.
+    fn resolve(&self, auth: Option<&Credentials>) -> Result<Option<Credentials>, ActivityError> {
+        let Some(Credentials::Secret { bearer, secret }) = auth else {
+            return Ok(auth.cloned());
+        };
+        let refused = |why: &str| {
+            ActivityError::non_retryable(AUTHORIZATION, format!("the secret `{secret}` {why}"))
+        };
+        let value = self
+            .config
+            .secret(secret)
+            .ok_or_else(|| refused("is not one of this worker's secrets"))?;
+        let field = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_string);
+        if *bearer {
+            let token = value
+                .as_str()
+                .map(str::to_string)
+                .or_else(|| field("token"))
+                .ok_or_else(|| refused("has no `token`"))?;
+            Ok(Some(Credentials::Bearer { token }))
+        } else {
+            match (field("username"), field("password")) {
+                (Some(username), Some(password)) => {
+                    Ok(Some(Credentials::Basic { username, password }))
+                }
+                _ => Err(refused("has no `username` and `password`")),
+            }
+        }
     }
 
     /// Runs one call: its answer whatever its status (the interpreter decides what is an
@@ -113,7 +147,7 @@ impl Caller {
                 headers: headers.clone(),
                 query: query.clone(),
                 body: body.clone(),
-                auth: auth.clone(),
+                auth: self.resolve(auth.as_ref())?,
             },
             Target::Openapi {
                 document,
@@ -123,13 +157,14 @@ impl Caller {
                 parameters,
                 auth,
             } => {
+                let document_auth = self.resolve(document_auth.as_ref())?;
                 let doc = self
                     .document(client, document, document_auth.as_ref(), revision)
                     .await?;
                 let mut request = doc
                     .request(operation_id, parameters)
                     .map_err(communication)?;
-                request.auth = auth.clone();
+                request.auth = self.resolve(auth.as_ref())?;
                 request
             }
         };
@@ -237,6 +272,13 @@ async fn send(
             builder = builder.basic_auth(username, Some(password));
         }
         Some(Credentials::Bearer { token }) => builder = builder.bearer_auth(token),
+        // Resolved before a request is made.
+        Some(Credentials::Secret { secret, .. }) => {
+            return Err(ActivityError::non_retryable(
+                AUTHORIZATION,
+                format!("the secret `{secret}` was not read"),
+            ))
+        }
         None => {}
     }
     match &request.body {

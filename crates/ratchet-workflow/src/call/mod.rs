@@ -36,8 +36,9 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(300);
 /// OpenAPI documents kept parsed per process (by URI and definition revision).
 const DOCUMENTS_KEPT: usize = 64;
 
-/// How a process's calls reach the world.
-#[derive(Clone, Debug, Default)]
+/// How a process's calls reach the world. Its `Debug` shows the names of the secrets, never
+/// their values.
+#[derive(Clone, Default)]
 pub struct CallConfig {
     /// Host names sent to a fixed address instead of being looked up (`--http-resolve
     /// host=address:port`, as curl's `--resolve`): for split-horizon set-ups and for tests.
@@ -45,6 +46,13 @@ pub struct CallConfig {
     pub resolve: Vec<(String, SocketAddr)>,
     /// Root certificates (PEM) trusted besides the web's (`--http-ca`): a private CA.
     pub root_certificates: Vec<Vec<u8>>,
+    /// The secrets a workflow's `use.secrets` may name, by name (`--secrets FILE`). A call
+    /// reads them when it is sent; they never enter history, errors or logs.
+    pub secrets: BTreeMap<String, Value>,
+    /// Also read a secret `name` from the environment variable `RATCHET_SECRET_NAME` (its
+    /// name in upper case, other characters than letters and digits as `_`), as JSON or as
+    /// a string.
+    pub secrets_from_env: bool,
 }
 
 /// Why a [`CallConfig`] cannot be used.
@@ -62,7 +70,40 @@ pub enum CallConfigError {
     Client(String),
 }
 
+impl std::fmt::Debug for CallConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallConfig")
+            .field("resolve", &self.resolve)
+            .field("root_certificates", &self.root_certificates.len())
+            .field("secrets", &self.secrets.keys().collect::<Vec<_>>())
+            .field("secrets_from_env", &self.secrets_from_env)
+            .finish()
+    }
+}
+
 impl CallConfig {
+    /// The secret `name`, from [`Self::secrets`] or the environment.
+    pub(crate) fn secret(&self, name: &str) -> Option<Value> {
+        if let Some(v) = self.secrets.get(name) {
+            return Some(v.clone());
+        }
+        if !self.secrets_from_env {
+            return None;
+        }
+        let var: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_uppercase()
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let text = std::env::var(format!("RATCHET_SECRET_{var}")).ok()?;
+        Some(serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
     /// Reads one `host=address:port` of `--http-resolve`.
     ///
     /// # Errors
@@ -101,8 +142,19 @@ pub fn register_calls(registry: &mut Registry, config: &CallConfig) -> Result<()
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub(crate) enum Credentials {
-    Basic { username: String, password: String },
-    Bearer { token: String },
+    Basic {
+        username: String,
+        password: String,
+    },
+    Bearer {
+        token: String,
+    },
+    /// The worker's secret of this name: `{username, password}` for basic, `{token}` (or a
+    /// string) for bearer.
+    Secret {
+        bearer: bool,
+        secret: String,
+    },
 }
 
 /// What to call.
@@ -157,6 +209,8 @@ pub(crate) struct CallInput {
 /// for the first, its communication error for the other.
 pub(crate) const TIMEOUT: &str = "Timeout";
 pub(crate) const COMMUNICATION: &str = "Communication";
+/// A secret the call names is missing or not credentials: the DSL's authorization error.
+pub(crate) const AUTHORIZATION: &str = "Authorization";
 
 fn communication(message: impl Into<String>) -> ActivityError {
     ActivityError::non_retryable(COMMUNICATION, message)

@@ -10,3 +10,4 @@ mod standin;
 mod calls;
 mod conformance;
 mod schemas;
+mod secrets;

@@ -17,6 +17,10 @@ use hyper_util::rt::TokioIo;
 use ratchet::workflow::CallConfig;
 use serde_json::{json, Value};
 
+/// What `/secured` accepts: basic `ratchet` with this password, or this bearer token.
+pub const PASSWORD: &str = "pw-7c1e4b9d-never-recorded";
+pub const TOKEN: &str = "tok-52aa19f0-never-recorded";
+
 /// The host names the stand-in answers for.
 pub const HOSTS: [&str; 3] = ["petstore.swagger.io", "httpbin.org", "standin.test"];
 
@@ -57,6 +61,7 @@ impl Standin {
         CallConfig {
             resolve: HOSTS.iter().map(|h| (h.to_string(), self.addr)).collect(),
             root_certificates: vec![self.ca_pem.clone().into_bytes()],
+            ..CallConfig::default()
         }
     }
 
@@ -214,6 +219,18 @@ async fn answer(state: &Mutex<State>, req: Request<Incoming>) -> Response<Full<B
                 json!({"code": 1, "type": "error", "message": "Pet not found"}),
             ),
         },
+        ("GET", ["secured"]) => {
+            let basic = format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(format!("ratchet:{PASSWORD}"))
+            );
+            let bearer = format!("Bearer {TOKEN}");
+            match headers.get("authorization") {
+                Some(a) if *a == basic => json_response(200, json!({"by": "basic"})),
+                Some(a) if *a == bearer => json_response(200, json!({"by": "bearer"})),
+                _ => json_response(401, json!({"authenticated": false})),
+            }
+        }
         ("GET", ["basic-auth", user, password]) => {
             let expected = format!(
                 "Basic {}",
