@@ -12,7 +12,7 @@ use crate::diagnostic::{CompileError, CompileErrors};
 use crate::expr::{self, Expr};
 use crate::model::{
     Auth, Backoff, Block, CallOutput, Case, Catch, Endpoint, ErrorTemplate, Flow, HttpCall, Kind,
-    OpenApiCall, Retry, Schema, Schemas, Task, Template,
+    OAuth2Policy, OpenApiCall, Retry, Schema, Schemas, Scheme, Task, Template,
 };
 use crate::Workflow;
 
@@ -1273,15 +1273,158 @@ fn uses(cx: &mut Cx<'_>, node: &Node, scope: &[String]) {
     }
 }
 
-/// An authentication policy: `basic` or `bearer`, written inline or from a secret, or the
-/// name of one of `use.authentications`.
+/// A list of strings (`scopes`, `audiences`).
+fn strings(cx: &mut Cx<'_>, node: Option<&Node>, what: &str) -> Vec<String> {
+    let Some(node) = node else {
+        return Vec::new();
+    };
+    match node.as_sequence() {
+        Some(items) => items
+            .iter()
+            .filter_map(|i| cx.text(i, what).map(str::to_string))
+            .collect(),
+        None => {
+            cx.error(node.span(), format!("{what} is a list of strings"));
+            Vec::new()
+        }
+    }
+}
+
+/// An `oauth2` or `oidc` policy: the client-credentials grant, written inline or from a
+/// secret.
+fn oauth2(cx: &mut Cx<'_>, node: &Node, scope: &[String], at: &str, oidc: bool) -> Option<Auth> {
+    let inner = cx.mapping(node, at)?;
+    if let Some(secret) = inner.get_node("use") {
+        cx.only(inner, &["use"], at);
+        let name = cx.text(secret, &format!("{at}.use"))?;
+        if !cx.secrets.contains(name) {
+            cx.error(
+                secret.span(),
+                format!("{at}: `use: {name}` names no secret of the workflow's use.secrets"),
+            );
+            return None;
+        }
+        let scheme = if oidc { Scheme::Oidc } else { Scheme::OAuth2 };
+        return Some(Auth::Secret {
+            scheme,
+            secret: name.to_string(),
+        });
+    }
+    cx.only(
+        inner,
+        &[
+            "authority",
+            "grant",
+            "client",
+            "scopes",
+            "audiences",
+            "endpoints",
+            "issuers",
+        ],
+        at,
+    );
+    let grant = match inner.get_node("grant") {
+        Some(g) => cx.text(g, &format!("{at}.grant"))?,
+        None => "client_credentials",
+    };
+    if grant != "client_credentials" {
+        let span = *inner.get_node("grant").map_or(place(inner), |g| g.span());
+        cx.error(
+            &span,
+            format!(
+                "{at}: the `{grant}` grant is not supported by Ratchet yet (client_credentials is)"
+            ),
+        );
+        return None;
+    }
+    let authority = match inner.get_node("authority") {
+        Some(a) => cx.template(a, scope, &format!("{at}.authority")),
+        None => {
+            cx.error(place(inner), format!("{at} has no `authority`"));
+            return None;
+        }
+    };
+    let token = match inner.get_node("endpoints") {
+        None => None,
+        Some(e) => {
+            let e = cx.mapping(e, &format!("{at}.endpoints"))?;
+            cx.only(
+                e,
+                &["token", "revocation", "introspection"],
+                &format!("{at}.endpoints"),
+            );
+            if oidc {
+                cx.error(
+                    place(e),
+                    format!(
+                        "{at}: an OpenID Connect authority's endpoints are discovered, not given"
+                    ),
+                );
+            }
+            e.get_node("token")
+                .map(|t| cx.template(t, scope, &format!("{at}.endpoints.token")))
+        }
+    };
+    let Some(client) = inner.get_node("client") else {
+        cx.error(
+            place(inner),
+            format!("{at} has no `client` (its `id` and `secret`)"),
+        );
+        return None;
+    };
+    let client = cx.mapping(client, &format!("{at}.client"))?;
+    cx.only(
+        client,
+        &["id", "secret", "authentication"],
+        &format!("{at}.client"),
+    );
+    let client_id = match client.get_node("id") {
+        Some(n) => cx.template(n, scope, &format!("{at}.client.id")),
+        None => {
+            cx.error(place(client), format!("{at}.client has no `id`"));
+            return None;
+        }
+    };
+    let client_secret = client
+        .get_node("secret")
+        .map(|n| cx.template(n, scope, &format!("{at}.client.secret")));
+    let client_basic = match client.get_node("authentication") {
+        None => false,
+        Some(n) => match cx.text(n, &format!("{at}.client.authentication"))? {
+            "client_secret_basic" => true,
+            "client_secret_post" => false,
+            other => {
+                cx.error(
+                    n.span(),
+                    format!("{at}: client authentication `{other}` is not supported by Ratchet yet (client_secret_basic and client_secret_post are)"),
+                );
+                return None;
+            }
+        },
+    };
+    let scopes = strings(cx, inner.get_node("scopes"), &format!("{at}.scopes"));
+    let audiences = strings(cx, inner.get_node("audiences"), &format!("{at}.audiences"));
+    Some(Auth::OAuth2(Box::new(OAuth2Policy {
+        oidc,
+        authority,
+        token,
+        client_id,
+        client_secret,
+        client_basic,
+        scopes,
+        audiences,
+    })))
+}
+
+/// An authentication policy: `basic`, `bearer`, `oauth2` or `oidc`, written inline or from a
+/// secret, or the name of one of `use.authentications`.
 fn authentication(cx: &mut Cx<'_>, node: &Node, scope: &[String], what: &str) -> Option<Auth> {
     let m = cx.mapping(node, what)?;
     let given: Vec<&MarkedScalarNode> = m.keys().collect();
     let [scheme] = given.as_slice() else {
         cx.error(
             place(m),
-            format!("{what} names one scheme: basic or bearer"),
+            format!("{what} names one scheme: basic, bearer, oauth2 or oidc"),
         );
         return None;
     };
@@ -1313,8 +1456,13 @@ fn authentication(cx: &mut Cx<'_>, node: &Node, scope: &[String], what: &str) ->
                     );
                     return None;
                 }
+                let kind = if scheme.as_str() == "bearer" {
+                    Scheme::Bearer
+                } else {
+                    Scheme::Basic
+                };
                 return Some(Auth::Secret {
-                    bearer: scheme.as_str() == "bearer",
+                    scheme: kind,
                     secret: name.to_string(),
                 });
             }
@@ -1331,6 +1479,7 @@ fn authentication(cx: &mut Cx<'_>, node: &Node, scope: &[String], what: &str) ->
                 })
             }
         }
+        "oauth2" | "oidc" => oauth2(cx, inner_node, scope, &at, scheme.as_str() == "oidc"),
         "use" => {
             let name = cx.text(inner_node, &at)?;
             match cx.authentications.get(name) {
@@ -1347,7 +1496,7 @@ fn authentication(cx: &mut Cx<'_>, node: &Node, scope: &[String], what: &str) ->
         other => {
             cx.error(
                 scheme.span(),
-                format!("{what}: `{other}` authentication is not supported by Ratchet yet (basic and bearer are)"),
+                format!("{what}: `{other}` authentication is not supported by Ratchet yet (basic, bearer, oauth2 and oidc are)"),
             );
             None
         }

@@ -189,10 +189,40 @@ fn auth(a: &Auth) -> Y {
             "bearer".into(),
             Y::Map(vec![("token".into(), template(token))]),
         )]),
-        Auth::Secret { bearer, secret } => Y::Map(vec![(
-            if *bearer { "bearer" } else { "basic" }.into(),
+        Auth::Secret { scheme, secret } => Y::Map(vec![(
+            scheme.as_str().into(),
             Y::Map(vec![("use".into(), text(secret))]),
         )]),
+        Auth::OAuth2(p) => {
+            let mut fields = vec![
+                ("authority".to_string(), template(&p.authority)),
+                ("grant".to_string(), text("client_credentials")),
+            ];
+            if let Some(t) = &p.token {
+                fields.push((
+                    "endpoints".into(),
+                    Y::Map(vec![("token".into(), template(t))]),
+                ));
+            }
+            let mut client = vec![("id".to_string(), template(&p.client_id))];
+            if let Some(s) = &p.client_secret {
+                client.push(("secret".into(), template(s)));
+            }
+            let how = if p.client_basic {
+                "client_secret_basic"
+            } else {
+                "client_secret_post"
+            };
+            client.push(("authentication".into(), text(how)));
+            fields.push(("client".into(), Y::Map(client)));
+            for (key, list) in [("scopes", &p.scopes), ("audiences", &p.audiences)] {
+                if !list.is_empty() {
+                    fields.push((key.into(), Y::Seq(list.iter().map(|s| text(s)).collect())));
+                }
+            }
+            let scheme = if p.oidc { "oidc" } else { "oauth2" };
+            Y::Map(vec![(scheme.into(), Y::Map(fields))])
+        }
     }
 }
 

@@ -197,12 +197,52 @@ pub(crate) enum Auth {
     Bearer {
         token: Template,
     },
-    /// Basic (`{username, password}`) or bearer (`{token}`) credentials from a secret of the
-    /// worker, which it reads when it sends the call: never in the workflow's data.
+    /// An OAuth2 (or OpenID Connect) client-credentials grant: the worker gets a token and
+    /// sends it as bearer, keeping it until shortly before it expires.
+    OAuth2(Box<OAuth2Policy>),
+    /// Credentials from a secret of the worker, which it reads when it sends the call: never
+    /// in the workflow's data.
     Secret {
-        bearer: bool,
+        scheme: Scheme,
         secret: String,
     },
+}
+
+/// What a secret holds: `{username, password}`, `{token}`, or an OAuth2 or OpenID Connect
+/// policy (`{authority, client: {id, secret}, ...}`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Scheme {
+    Basic,
+    Bearer,
+    OAuth2,
+    Oidc,
+}
+
+impl Scheme {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Basic => "basic",
+            Self::Bearer => "bearer",
+            Self::OAuth2 => "oauth2",
+            Self::Oidc => "oidc",
+        }
+    }
+}
+
+/// An OAuth2 client-credentials policy (`oauth2`, or `oidc` whose token endpoint is
+/// discovered from the authority).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct OAuth2Policy {
+    pub(crate) oidc: bool,
+    pub(crate) authority: Template,
+    /// `endpoints.token`, relative to the authority (`/oauth2/token` by default).
+    pub(crate) token: Option<Template>,
+    pub(crate) client_id: Template,
+    pub(crate) client_secret: Option<Template>,
+    /// `client.authentication: client_secret_basic` (else `client_secret_post`).
+    pub(crate) client_basic: bool,
+    pub(crate) scopes: Vec<String>,
+    pub(crate) audiences: Vec<String>,
 }
 
 /// A resource to call: its URI (a URI template or an expression) and how to authenticate.

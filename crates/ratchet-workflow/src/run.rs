@@ -918,10 +918,26 @@ fn credentials(
         Some(Auth::Bearer { token }) => Some(Credentials::Bearer {
             token: text(token, "bearer.token")?,
         }),
-        Some(Auth::Secret { bearer, secret }) => Some(Credentials::Secret {
-            bearer: *bearer,
+        Some(Auth::Secret { scheme, secret }) => Some(Credentials::Secret {
+            scheme: scheme.as_str().to_string(),
             secret: secret.clone(),
         }),
+        Some(Auth::OAuth2(p)) => Some(Credentials::OAuth2(Box::new(call::OAuth2 {
+            oidc: p.oidc,
+            authority: text(&p.authority, "oauth2.authority")?,
+            token: match &p.token {
+                Some(t) => Some(text(t, "oauth2.endpoints.token")?),
+                None => None,
+            },
+            client_id: text(&p.client_id, "oauth2.client.id")?,
+            client_secret: match &p.client_secret {
+                Some(t) => Some(text(t, "oauth2.client.secret")?),
+                None => None,
+            },
+            client_basic: p.client_basic,
+            scopes: p.scopes.clone(),
+            audiences: p.audiences.clone(),
+        }))),
     })
 }
 

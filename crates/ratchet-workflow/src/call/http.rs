@@ -11,6 +11,7 @@ use ratchet_core::ActivityError;
 use ratchet_runtime::ActivityContext;
 use serde_json::{json, Map, Value};
 
+use super::auth::Tokens;
 use super::openapi::Document;
 use super::{
     communication, CallConfig, CallConfigError, CallInput, Credentials, Target, AUTHORIZATION,
@@ -38,6 +39,8 @@ pub(crate) struct Caller {
     documents: Mutex<lru::LruCache<(String, String), Arc<Document>>>,
     /// Where secrets come from.
     config: CallConfig,
+    /// OAuth2 tokens, kept.
+    tokens: Tokens,
 }
 
 fn client(
@@ -74,38 +77,8 @@ impl Caller {
             stay: client(config, reqwest::redirect::Policy::none())?,
             documents: Mutex::new(lru::LruCache::new(kept)),
             config: config.clone(),
+            tokens: Tokens::default(),
         })
-    }
-
-    /// Credentials as sent: a secret's read from this worker's secrets. What is missing or
-    /// malformed is the DSL's authorization error, which names the secret, never its value.
-    fn resolve(&self, auth: Option<&Credentials>) -> Result<Option<Credentials>, ActivityError> {
-        let Some(Credentials::Secret { bearer, secret }) = auth else {
-            return Ok(auth.cloned());
-        };
-        let refused = |why: &str| {
-            ActivityError::non_retryable(AUTHORIZATION, format!("the secret `{secret}` {why}"))
-        };
-        let value = self
-            .config
-            .secret(secret)
-            .ok_or_else(|| refused("is not one of this worker's secrets"))?;
-        let field = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_string);
-        if *bearer {
-            let token = value
-                .as_str()
-                .map(str::to_string)
-                .or_else(|| field("token"))
-                .ok_or_else(|| refused("has no `token`"))?;
-            Ok(Some(Credentials::Bearer { token }))
-        } else {
-            match (field("username"), field("password")) {
-                (Some(username), Some(password)) => {
-                    Ok(Some(Credentials::Basic { username, password }))
-                }
-                _ => Err(refused("has no `username` and `password`")),
-            }
-        }
     }
 
     /// Runs one call: its answer whatever its status (the interpreter decides what is an
@@ -147,7 +120,10 @@ impl Caller {
                 headers: headers.clone(),
                 query: query.clone(),
                 body: body.clone(),
-                auth: self.resolve(auth.as_ref())?,
+                auth: self
+                    .tokens
+                    .credentials(&self.config, &self.stay, auth.as_ref())
+                    .await?,
             },
             Target::Openapi {
                 document,
@@ -157,14 +133,20 @@ impl Caller {
                 parameters,
                 auth,
             } => {
-                let document_auth = self.resolve(document_auth.as_ref())?;
+                let document_auth = self
+                    .tokens
+                    .credentials(&self.config, &self.stay, document_auth.as_ref())
+                    .await?;
                 let doc = self
                     .document(client, document, document_auth.as_ref(), revision)
                     .await?;
                 let mut request = doc
                     .request(operation_id, parameters)
                     .map_err(communication)?;
-                request.auth = self.resolve(auth.as_ref())?;
+                request.auth = self
+                    .tokens
+                    .credentials(&self.config, &self.stay, auth.as_ref())
+                    .await?;
                 request
             }
         };
@@ -273,10 +255,10 @@ async fn send(
         }
         Some(Credentials::Bearer { token }) => builder = builder.bearer_auth(token),
         // Resolved before a request is made.
-        Some(Credentials::Secret { secret, .. }) => {
+        Some(Credentials::Secret { .. } | Credentials::OAuth2(_)) => {
             return Err(ActivityError::non_retryable(
                 AUTHORIZATION,
-                format!("the secret `{secret}` was not read"),
+                "the call's credentials were not resolved",
             ))
         }
         None => {}

@@ -3,6 +3,7 @@
 //! the definition and the task's input (deterministic, replayed), the activity sends it and
 //! its answer is recorded in history once: a replay reads it, never calls again.
 
+mod auth;
 mod http;
 mod openapi;
 pub(crate) mod uri;
@@ -149,12 +150,38 @@ pub(crate) enum Credentials {
     Bearer {
         token: String,
     },
+    /// A token from an OAuth2 client-credentials grant, sent as bearer.
+    #[serde(rename = "oauth2")]
+    OAuth2(Box<OAuth2>),
     /// The worker's secret of this name: `{username, password}` for basic, `{token}` (or a
-    /// string) for bearer.
+    /// string) for bearer, an OAuth2 policy for `oauth2` and `oidc`.
     Secret {
-        bearer: bool,
+        scheme: String,
         secret: String,
     },
+}
+
+/// An OAuth2 client-credentials grant, as the workflow computed it (or a secret holds it).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct OAuth2 {
+    /// Discover the token endpoint from the authority (OpenID Connect).
+    #[serde(default)]
+    pub(crate) oidc: bool,
+    pub(crate) authority: String,
+    /// The token endpoint, absolute or relative to the authority (`/oauth2/token`).
+    #[serde(default)]
+    pub(crate) token: Option<String>,
+    pub(crate) client_id: String,
+    #[serde(default)]
+    pub(crate) client_secret: Option<String>,
+    /// Send the client's credentials as basic authentication, not in the form.
+    #[serde(default)]
+    pub(crate) client_basic: bool,
+    #[serde(default)]
+    pub(crate) scopes: Vec<String>,
+    #[serde(default)]
+    pub(crate) audiences: Vec<String>,
 }
 
 /// What to call.

@@ -9,12 +9,12 @@ use ratchet::{InstanceStatus, StartOptions, Store};
 use serde_json::{json, Value};
 
 use crate::harness::{start, WAIT};
-use crate::standin::{self, PASSWORD, TOKEN};
+use crate::standin::{self, CLIENT_SECRET, PASSWORD, TOKEN};
 
 const SECURED: &str = r#"
 document: {dsl: '1.0.0', namespace: calls, name: secured, version: '1.0.0'}
 use:
-  secrets: [login, apiToken, absent]
+  secrets: [login, apiToken, sso, absent]
   authentications:
     store:
       basic:
@@ -30,6 +30,26 @@ do:
             use: store
       export:
         as: '${ {basic: .by} }'
+  - withOidc:
+      call: http
+      with:
+        method: get
+        endpoint:
+          uri: https://standin.test/secured
+          authentication:
+            oidc:
+              use: sso
+  - withTheSameToken:
+      call: http
+      with:
+        method: get
+        endpoint:
+          uri: https://standin.test/secured
+          authentication:
+            oidc:
+              use: sso
+      export:
+        as: '${ $context + {oidc: .by} }'
   - withBearer:
       call: http
       with:
@@ -41,7 +61,7 @@ do:
               use: apiToken
         output: response
   - done:
-      set: '${ {basic: $context.basic, bearer: .content.by, sent: .request.headers} }'
+      set: '${ {basic: $context.basic, oidc: $context.oidc, bearer: .content.by, sent: .request.headers} }'
 "#;
 
 const MISSING: &str = r#"
@@ -67,6 +87,10 @@ fn calls(standin: &standin::Standin) -> CallConfig {
         json!({"username": "ratchet", "password": PASSWORD}),
     );
     config.secrets.insert("apiToken".into(), json!(TOKEN));
+    config.secrets.insert(
+        "sso".into(),
+        json!({"authority": "https://standin.test", "client": {"id": "ratchet", "secret": CLIENT_SECRET}}),
+    );
     config
 }
 
@@ -91,6 +115,10 @@ async fn run(store: &Arc<dyn Store>) -> String {
         .unwrap();
     assert_eq!(out["basic"], "basic");
     assert_eq!(out["bearer"], "bearer");
+    // OpenID Connect: the token endpoint discovered once, one token for both calls.
+    assert_eq!(out["oidc"], "oauth2");
+    assert_eq!(standin.tokens_issued(), 1);
+    assert_eq!(standin.seen("/.well-known/openid-configuration").len(), 1);
     // The recorded request has no Authorization header.
     assert!(out["sent"].get("authorization").is_none(), "{out}");
 
@@ -123,7 +151,7 @@ async fn run(store: &Arc<dyn Store>) -> String {
 }
 
 fn assert_no_secret(text: &str, where_: &str) {
-    for secret in [PASSWORD, TOKEN] {
+    for secret in [PASSWORD, TOKEN, CLIENT_SECRET] {
         assert!(!text.contains(secret), "a secret in {where_}");
     }
 }
@@ -176,3 +204,75 @@ async fn postgres_secrets_are_not_recorded() {
     let seen = run(&store).await;
     assert_no_secret(&seen, "the API's view");
 }
+
+const INLINE: &str = r#"
+document: {dsl: '1.0.0', namespace: calls, name: inline-oauth2, version: '1.0.0'}
+use:
+  authentications:
+    sso:
+      oauth2:
+        authority: https://standin.test
+        endpoints:
+          token: /oauth2/token
+        grant: client_credentials
+        client:
+          id: ratchet
+          secret: ${ $workflow.input.clientSecret }
+        scopes: [pets]
+do:
+  - first:
+      call: http
+      with:
+        method: get
+        endpoint:
+          uri: https://standin.test/secured
+          authentication: {use: sso}
+  - second:
+      call: http
+      with:
+        method: get
+        endpoint:
+          uri: https://standin.test/secured
+          authentication: {use: sso}
+"#;
+
+/// An OAuth2 policy written in the definition: a token fetched once and used for both
+/// calls; a wrong client secret is the authorization error.
+async fn an_oauth2_token_is_fetched_once_and_reused(store: Arc<dyn Store>) {
+    let standin = standin::start().await;
+    let r = start(&store, |b| {
+        b.calls(standin.calls())
+            .workflow(Workflow::compile(INLINE).unwrap(), 1)
+    })
+    .await;
+    let c = r.client();
+    let run = |id: &'static str, secret: &'static str| {
+        let c = c.clone();
+        async move {
+            c.start_with(
+                "calls/inline-oauth2",
+                json!({"clientSecret": secret}),
+                StartOptions::id(id),
+            )
+            .await
+            .unwrap()
+            .wait(WAIT)
+            .await
+            .unwrap()
+        }
+    };
+    let ok = run("ok", CLIENT_SECRET).await;
+    assert_eq!(ok.output, Some(json!({"by": "oauth2"})), "{ok:?}");
+    assert_eq!(standin.tokens_issued(), 1);
+    let wrong = run("wrong", "not-the-secret").await;
+    assert_eq!(wrong.status, InstanceStatus::Failed);
+    let error = wrong.error.unwrap().details.unwrap();
+    assert_eq!(error["status"], 403, "{error}");
+    assert!(
+        error["detail"].as_str().unwrap().contains("answered 401"),
+        "{error}"
+    );
+    r.shutdown().await;
+}
+
+crate::on_every_backend!(an_oauth2_token_is_fetched_once_and_reused);

@@ -17,9 +17,11 @@ use hyper_util::rt::TokioIo;
 use ratchet::workflow::CallConfig;
 use serde_json::{json, Value};
 
-/// What `/secured` accepts: basic `ratchet` with this password, or this bearer token.
+/// What `/secured` accepts: basic `ratchet` with this password, this bearer token, or a
+/// token `/oauth2/token` issued to client `ratchet` with this secret.
 pub const PASSWORD: &str = "pw-7c1e4b9d-never-recorded";
 pub const TOKEN: &str = "tok-52aa19f0-never-recorded";
+pub const CLIENT_SECRET: &str = "cs-0b3e77c2-never-recorded";
 
 /// The host names the stand-in answers for.
 pub const HOSTS: [&str; 3] = ["petstore.swagger.io", "httpbin.org", "standin.test"];
@@ -45,6 +47,8 @@ pub enum Step {
 struct State {
     seen: Vec<Seen>,
     scripts: HashMap<String, (Vec<Step>, usize)>,
+    /// Tokens `/oauth2/token` issued.
+    issued: Vec<String>,
 }
 
 /// A running stand-in.
@@ -72,6 +76,11 @@ impl Standin {
             .unwrap()
             .scripts
             .insert(name.to_string(), (steps, 0));
+    }
+
+    /// How many tokens `/oauth2/token` issued.
+    pub fn tokens_issued(&self) -> usize {
+        self.state.lock().unwrap().issued.len()
     }
 
     /// The requests seen so far whose path starts with `prefix`.
@@ -178,7 +187,12 @@ async fn answer(state: &Mutex<State>, req: Request<Incoming>) -> Response<Full<B
             )
         })
         .collect();
-    let _body = req.into_body().collect().await.map(|b| b.to_bytes());
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
+        .unwrap_or_default();
     let step = {
         let mut s = state.lock().unwrap();
         s.seen.push(Seen {
@@ -219,15 +233,41 @@ async fn answer(state: &Mutex<State>, req: Request<Incoming>) -> Response<Full<B
                 json!({"code": 1, "type": "error", "message": "Pet not found"}),
             ),
         },
+        ("GET", [".well-known", "openid-configuration"]) => json_response(
+            200,
+            json!({"issuer": "https://standin.test", "token_endpoint": "https://standin.test/oauth2/token"}),
+        ),
+        ("POST", ["oauth2", "token"]) => {
+            let form: HashMap<&str, &str> = body
+                .split('&')
+                .filter_map(|kv| kv.split_once('='))
+                .collect();
+            let client_ok = form.get("client_id") == Some(&"ratchet")
+                && form.get("client_secret") == Some(&CLIENT_SECRET);
+            if form.get("grant_type") != Some(&"client_credentials") || !client_ok {
+                return json_response(401, json!({"error": "invalid_client"}));
+            }
+            let mut s = state.lock().unwrap();
+            let token = format!("issued-{}", s.issued.len());
+            s.issued.push(token.clone());
+            json_response(
+                200,
+                json!({"access_token": token, "token_type": "Bearer", "expires_in": 3600}),
+            )
+        }
         ("GET", ["secured"]) => {
             let basic = format!(
                 "Basic {}",
                 base64::engine::general_purpose::STANDARD.encode(format!("ratchet:{PASSWORD}"))
             );
             let bearer = format!("Bearer {TOKEN}");
+            let issued = state.lock().unwrap().issued.clone();
             match headers.get("authorization") {
                 Some(a) if *a == basic => json_response(200, json!({"by": "basic"})),
                 Some(a) if *a == bearer => json_response(200, json!({"by": "bearer"})),
+                Some(a) if issued.iter().any(|t| *a == format!("Bearer {t}")) => {
+                    json_response(200, json!({"by": "oauth2"}))
+                }
                 _ => json_response(401, json!({"authenticated": false})),
             }
         }
