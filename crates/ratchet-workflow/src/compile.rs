@@ -59,6 +59,8 @@ struct Cx<'k> {
     secrets: BTreeSet<String>,
     /// `use.authentications`, by name.
     authentications: BTreeMap<String, Auth>,
+    /// `use.functions`, by name.
+    functions: BTreeMap<String, Task>,
 }
 
 impl Cx<'_> {
@@ -447,6 +449,7 @@ pub(crate) fn compile(source: &str, known: &Known) -> Result<Workflow, CompileEr
         known,
         secrets: BTreeSet::new(),
         authentications: BTreeMap::new(),
+        functions: BTreeMap::new(),
     };
     let workflow = workflow(&mut cx, &root, source);
     let mut errors = cx.errors;
@@ -558,6 +561,7 @@ fn workflow(cx: &mut Cx<'_>, root: &Node, source: &str) -> Option<Workflow> {
         schedule,
         timeout,
         secrets: cx.secrets.iter().cloned().collect(),
+        functions: std::mem::take(&mut cx.functions),
     })
 }
 
@@ -961,6 +965,13 @@ fn call(
     scope: &[String],
 ) -> Option<Kind> {
     let name = cx.text(node, &format!("{what}: `call`"))?;
+    if cx.functions.contains_key(name) {
+        let with = with.map(|w| cx.template(w, scope, &format!("{what}: `with`")));
+        return Some(Kind::Function {
+            name: name.to_string(),
+            with,
+        });
+    }
     match name {
         "http" => return http(cx, what, node, with, scope),
         "openapi" => return openapi(cx, what, node, with, scope),
@@ -1238,11 +1249,11 @@ fn uses(cx: &mut Cx<'_>, node: &Node, scope: &[String]) {
         return;
     };
     for key in m.keys() {
-        if !matches!(key.as_str(), "secrets" | "authentications") {
+        if !matches!(key.as_str(), "secrets" | "authentications" | "functions") {
             cx.error(
                 key.span(),
                 format!(
-                    "`use.{}` at the top of a workflow is not supported by Ratchet yet (secrets and authentications are); write it inline",
+                    "`use.{}` at the top of a workflow is not supported by Ratchet yet (secrets, authentications and functions are); write it inline",
                     key.as_str()
                 ),
             );
@@ -1261,13 +1272,31 @@ fn uses(cx: &mut Cx<'_>, node: &Node, scope: &[String]) {
         }
     }
     if let Some(auths) = m.get_node("authentications") {
-        let Some(auths) = cx.mapping(auths, "use.authentications") else {
-            return;
-        };
-        for (name, policy) in auths.iter() {
-            let what = format!("use.authentications.{}", name.as_str());
-            if let Some(auth) = authentication(cx, policy, scope, &what) {
-                cx.authentications.insert(name.as_str().to_string(), auth);
+        if let Some(auths) = cx.mapping(auths, "use.authentications") {
+            for (name, policy) in auths.iter() {
+                let what = format!("use.authentications.{}", name.as_str());
+                if let Some(auth) = authentication(cx, policy, scope, &what) {
+                    cx.authentications.insert(name.as_str().to_string(), auth);
+                }
+            }
+        }
+    }
+    // A function is a task, run with the call's `with` as its input; it may call functions
+    // defined before it.
+    if let Some(functions) = m.get_node("functions") {
+        if let Some(functions) = cx.mapping(functions, "use.functions") {
+            for (name, def) in functions.iter() {
+                let name = name.as_str();
+                let path = format!("/use/functions/{}", pointer_token(name));
+                if let Some((task, then, _)) = task(cx, name, def, scope, &path) {
+                    if let Some((_, span)) = then {
+                        cx.error(
+                            &span,
+                            format!("function `{name}`: a function has no `then`"),
+                        );
+                    }
+                    cx.functions.insert(name.to_string(), task);
+                }
             }
         }
     }

@@ -276,6 +276,13 @@ fn kind(k: &Kind, within: &Block) -> Vec<(String, Y)> {
                 ("branches".into(), block(branches)),
             ]),
         )],
+        Kind::Function { name, with } => {
+            let mut out = vec![("call".into(), text(name))];
+            if let Some(t) = with {
+                out.push(("with".into(), template(t)));
+            }
+            out
+        }
         Kind::Call { activity, with } => {
             let mut out = vec![("call".into(), text(activity))];
             if let Some(t) = with {
@@ -521,12 +528,22 @@ impl Workflow {
             self.input_from.as_ref(),
             self.schemas.input.as_ref(),
         ));
+        let mut uses = Vec::new();
         if !self.secrets.is_empty() {
             let secrets = self.secrets.iter().map(|s| text(s)).collect();
-            top.push((
-                "use".into(),
-                Y::Map(vec![("secrets".into(), Y::Seq(secrets))]),
-            ));
+            uses.push(("secrets".to_string(), Y::Seq(secrets)));
+        }
+        if !self.functions.is_empty() {
+            let alone = Block::default();
+            let functions = self
+                .functions
+                .iter()
+                .map(|(name, t)| (name.clone(), task(t, &alone)))
+                .collect();
+            uses.push(("functions".to_string(), Y::Map(functions)));
+        }
+        if !uses.is_empty() {
+            top.push(("use".into(), Y::Map(uses)));
         }
         if let Some(d) = self.timeout {
             top.push((

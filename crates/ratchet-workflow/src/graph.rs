@@ -147,6 +147,7 @@ fn task_node(task: &Task, path: &str) -> Node {
             })
             .body(inner)
         }
+        Kind::Function { name, .. } => node.detail(format!("call {name}")),
         Kind::Call { activity, .. } => {
             let detail = match task.timeout {
                 Some(t) => format!("call {activity}, timeout {}", duration(t)),

@@ -62,6 +62,8 @@ pub struct Workflow {
     timeout: Option<std::time::Duration>,
     /// `use.secrets`: what its calls may name (their values are the worker's).
     secrets: Vec<String>,
+    /// `use.functions`: tasks its `call`s may name.
+    functions: std::collections::BTreeMap<String, model::Task>,
 }
 
 /// A definition's own `schedule`: applying the definition creates or updates a schedule of
@@ -100,6 +102,7 @@ impl PartialEq for Workflow {
             &self.schedule,
             &self.timeout,
             &self.secrets,
+            &self.functions,
         ) == (
             &other.namespace,
             &other.name,
@@ -111,6 +114,7 @@ impl PartialEq for Workflow {
             &other.schedule,
             &other.timeout,
             &other.secrets,
+            &other.functions,
         )
     }
 }

@@ -97,6 +97,11 @@ pub(crate) enum Kind {
     Http(Box<HttpCall>),
     /// Calls an operation of an OpenAPI document (`call: openapi`), as a durable step.
     OpenApi(Box<OpenApiCall>),
+    /// Runs one of the workflow's `use.functions` (a task) on `with`, or the task's input.
+    Function {
+        name: String,
+        with: Option<Template>,
+    },
     /// Sleeps on a durable timer.
     Wait(Duration),
     /// Waits for a signal (output: its payload); with the task's timeout, fails with a

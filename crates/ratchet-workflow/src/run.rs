@@ -148,6 +148,8 @@ impl From<OrchestrationError> for Fault {
 /// What every task of one run shares.
 struct Run {
     ctx: OrchestrationContext,
+    /// The definition: its `use.functions`.
+    definition: Arc<Workflow>,
     /// `$context`: what tasks exported.
     context: Mutex<Arc<Value>>,
     /// `$workflow`.
@@ -289,6 +291,7 @@ pub(crate) async fn run(
         context: Mutex::new(Arc::new(json!({}))),
         fuel: AtomicU64::new(TURN_FUEL),
         revision: workflow.hash.clone(),
+        definition: workflow.clone(),
         answered: Mutex::new(HashMap::new()),
         ctx,
     };
@@ -548,6 +551,20 @@ async fn kind(run: &Run, task: &Task, input: Value, scope: &Scope) -> Result<(Va
                         .collect::<Result<_, _>>()?,
                 )
             }
+        }
+        Kind::Function { name, with } => {
+            let args = match with {
+                Some(t) => run.fill(t, &input, scope)?,
+                None => input.clone(),
+            };
+            let Some(function) = run.definition.functions.get(name) else {
+                return Err(Fault::expression(format!(
+                    "task `{}`: no function `{name}` in use.functions",
+                    task.name
+                )));
+            };
+            // A function sees only its arguments and the workflow's variables.
+            self::task(run, function, args, &Scope::new()).await?.0
         }
         Kind::Call { activity, with } => {
             let arg = match with {

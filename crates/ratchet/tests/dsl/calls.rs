@@ -195,7 +195,63 @@ async fn calls_answer_as_their_output_says(store: Arc<dyn Store>) {
     r.shutdown().await;
 }
 
+const FUNCTIONS: &str = r#"
+document: {dsl: '1.0.0', namespace: calls, name: functions, version: '1.0.0'}
+use:
+  functions:
+    getPetById:
+      call: http
+      with:
+        method: get
+        endpoint: https://petstore.swagger.io/v2/pet/{petId}
+      output:
+        as: .name
+    describe:
+      set:
+        named: ${ .name }
+        by: ${ $workflow.definition.name }
+do:
+  - first:
+      call: getPetById
+      with:
+        petId: ${ .ids[0] }
+      export:
+        as: '${ {first: .} }'
+  - second:
+      call: describe
+      with:
+        name: ${ $context.first }
+"#;
+
+/// `use.functions`: a named task run on the call's `with`.
+async fn functions_run_on_their_arguments(store: Arc<dyn Store>) {
+    let standin = standin::start().await;
+    let r = start(&store, |b| {
+        b.calls(standin.calls())
+            .workflow(Workflow::compile(FUNCTIONS).unwrap(), 1)
+    })
+    .await;
+    let out: Value = r
+        .client()
+        .start_with(
+            "calls/functions",
+            json!({"ids": [1, 2]}),
+            StartOptions::id("functions"),
+        )
+        .await
+        .unwrap()
+        .wait(WAIT)
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    assert_eq!(out, json!({"named": "Milou", "by": "functions"}));
+    assert_eq!(standin.seen("/v2/pet/1").len(), 1);
+    r.shutdown().await;
+}
+
 crate::on_every_backend!(
     a_failing_call_is_retried_on_durable_timers_with_one_key,
-    calls_answer_as_their_output_says
+    calls_answer_as_their_output_says,
+    functions_run_on_their_arguments
 );
