@@ -61,6 +61,10 @@ struct Cx<'k> {
     authentications: BTreeMap<String, Auth>,
     /// `use.functions`, by name.
     functions: BTreeMap<String, Task>,
+    /// `use.errors`, `use.retries` and `use.timeouts`, by name.
+    named_errors: BTreeMap<String, ErrorTemplate>,
+    retries: BTreeMap<String, Retry>,
+    timeouts: BTreeMap<String, Duration>,
 }
 
 impl Cx<'_> {
@@ -450,6 +454,9 @@ pub(crate) fn compile(source: &str, known: &Known) -> Result<Workflow, CompileEr
         secrets: BTreeSet::new(),
         authentications: BTreeMap::new(),
         functions: BTreeMap::new(),
+        named_errors: BTreeMap::new(),
+        retries: BTreeMap::new(),
+        timeouts: BTreeMap::new(),
     };
     let workflow = workflow(&mut cx, &root, source);
     let mut errors = cx.errors;
@@ -542,12 +549,9 @@ fn workflow(cx: &mut Cx<'_>, root: &Node, source: &str) -> Option<Workflow> {
         Some(node) => Some(schedule(cx, node)?),
         None => None,
     };
-    let timeout = map.get_node("timeout").and_then(|n| {
-        let m = cx.mapping(n, "the workflow's `timeout`")?;
-        cx.only(m, &["after"], "the workflow's `timeout`");
-        m.get_node("after")
-            .and_then(|a| cx.duration(a, "the workflow's timeout.after"))
-    });
+    let timeout = map
+        .get_node("timeout")
+        .and_then(|n| timeout(cx, n, "the workflow's `timeout`"));
     let (namespace, name, version) = document?;
     Some(Workflow {
         namespace,
@@ -884,12 +888,9 @@ fn task(
     let output_as = cx.transform(map, ("output", "as"), scope, &what);
     let export_as = cx.transform(map, ("export", "as"), scope, &what);
     let schemas = cx.schemas(map, &what);
-    let timeout = map.get_node("timeout").and_then(|n| {
-        let m = cx.mapping(n, &format!("{what}: `timeout`"))?;
-        cx.only(m, &["after"], &format!("{what}: `timeout`"));
-        m.get_node("after")
-            .and_then(|a| cx.duration(a, &format!("{what}: timeout.after")))
-    });
+    let timeout = map
+        .get_node("timeout")
+        .and_then(|n| timeout(cx, n, &format!("{what}: `timeout`")));
     let (status, continue_as_new) = map
         .get_node("metadata")
         .and_then(|n| cx.mapping(n, &format!("{what}: `metadata`")))
@@ -1242,6 +1243,27 @@ fn endpoint(cx: &mut Cx<'_>, node: &Node, scope: &[String], what: &str) -> Optio
     Some(Endpoint { uri, auth })
 }
 
+/// A `timeout`: `{after: duration}`, or the name of one of `use.timeouts`.
+fn timeout(cx: &mut Cx<'_>, node: &Node, what: &str) -> Option<Duration> {
+    if let Node::Scalar(name) = node {
+        let found = cx.timeouts.get(name.as_str()).copied();
+        if found.is_none() {
+            cx.error(
+                name.span(),
+                format!(
+                    "{what}: `{}` names no timeout of the workflow's use.timeouts",
+                    name.as_str()
+                ),
+            );
+        }
+        return found;
+    }
+    let m = cx.mapping(node, what)?;
+    cx.only(m, &["after"], what);
+    m.get_node("after")
+        .and_then(|a| cx.duration(a, &format!("{what}.after")))
+}
+
 /// The workflow's `use`: its secrets and named authentications (the rest is refused,
 /// naming it).
 fn uses(cx: &mut Cx<'_>, node: &Node, scope: &[String]) {
@@ -1249,11 +1271,14 @@ fn uses(cx: &mut Cx<'_>, node: &Node, scope: &[String]) {
         return;
     };
     for key in m.keys() {
-        if !matches!(key.as_str(), "secrets" | "authentications" | "functions") {
+        if !matches!(
+            key.as_str(),
+            "secrets" | "authentications" | "functions" | "errors" | "retries" | "timeouts"
+        ) {
             cx.error(
                 key.span(),
                 format!(
-                    "`use.{}` at the top of a workflow is not supported by Ratchet yet (secrets, authentications and functions are); write it inline",
+                    "`use.{}` at the top of a workflow is not supported by Ratchet yet (secrets, authentications, functions, errors, retries and timeouts are)",
                     key.as_str()
                 ),
             );
@@ -1277,6 +1302,42 @@ fn uses(cx: &mut Cx<'_>, node: &Node, scope: &[String]) {
                 let what = format!("use.authentications.{}", name.as_str());
                 if let Some(auth) = authentication(cx, policy, scope, &what) {
                     cx.authentications.insert(name.as_str().to_string(), auth);
+                }
+            }
+        }
+    }
+    if let Some(errors) = m.get_node("errors") {
+        if let Some(errors) = cx.mapping(errors, "use.errors") {
+            for (name, def) in errors.iter() {
+                let what = format!("use.errors.{}", name.as_str());
+                if let Some(e) = error_definition(cx, def, scope, &what) {
+                    cx.named_errors.insert(name.as_str().to_string(), e);
+                }
+            }
+        }
+    }
+    if let Some(retries) = m.get_node("retries") {
+        if let Some(retries) = cx.mapping(retries, "use.retries") {
+            for (name, def) in retries.iter() {
+                let what = format!("use.retries.{}", name.as_str());
+                if let Some(r) = retry(cx, &what, def) {
+                    cx.retries.insert(name.as_str().to_string(), r);
+                }
+            }
+        }
+    }
+    if let Some(timeouts) = m.get_node("timeouts") {
+        if let Some(timeouts) = cx.mapping(timeouts, "use.timeouts") {
+            for (name, def) in timeouts.iter() {
+                let what = format!("use.timeouts.{}", name.as_str());
+                if let Some(t) = cx.mapping(def, &what) {
+                    cx.only(t, &["after"], &what);
+                    if let Some(d) = t
+                        .get_node("after")
+                        .and_then(|a| cx.duration(a, &format!("{what}.after")))
+                    {
+                        cx.timeouts.insert(name.as_str().to_string(), d);
+                    }
                 }
             }
         }
@@ -1759,32 +1820,46 @@ fn listen(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<
 fn raise(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<Kind> {
     let m = cx.mapping(node, &format!("{what}: `raise`"))?;
     cx.only(m, &["error"], &format!("{what}: `raise`"));
-    if let Some(Node::Scalar(name)) = m.get_node("error") {
-        cx.error(
-            name.span(),
-            format!(
-                "{what}: raising the reusable error `{}` (from `use.errors`) is not supported by Ratchet yet; write the error inline",
-                name.as_str()
-            ),
-        );
-        return None;
+    match m.get_node("error") {
+        // One of `use.errors`, by name.
+        Some(Node::Scalar(name)) => match cx.named_errors.get(name.as_str()) {
+            Some(e) => Some(Kind::Raise(e.clone())),
+            None => {
+                cx.error(
+                    name.span(),
+                    format!(
+                        "{what}: raise.error `{}` names no error of the workflow's use.errors",
+                        name.as_str()
+                    ),
+                );
+                None
+            }
+        },
+        Some(n) => error_definition(cx, n, scope, &format!("{what}: raise.error")).map(Kind::Raise),
+        None => {
+            cx.error(place(m), format!("{what}: `raise` has no `error`"));
+            None
+        }
     }
-    let error = m
-        .get_node("error")
-        .and_then(|n| cx.mapping(n, &format!("{what}: raise.error")));
-    let Some(error) = error else {
-        cx.error(place(m), format!("{what}: `raise` has no `error`"));
-        return None;
-    };
+}
+
+/// An error: `{type, status, title, detail}`, each of which may hold expressions.
+fn error_definition(
+    cx: &mut Cx<'_>,
+    node: &Node,
+    scope: &[String],
+    what: &str,
+) -> Option<ErrorTemplate> {
+    let error = cx.mapping(node, what)?;
     cx.only(
         error,
         &["type", "status", "title", "detail", "instance"],
-        &format!("{what}: raise.error"),
+        what,
     );
     let mut required = |key: &str| match error.get_node(key) {
-        Some(n) => Some(cx.template(n, scope, &format!("{what}: raise.error.{key}"))),
+        Some(n) => Some(cx.template(n, scope, &format!("{what}.{key}"))),
         None => {
-            cx.error(place(error), format!("{what}: raise.error has no `{key}`"));
+            cx.error(place(error), format!("{what} has no `{key}`"));
             None
         }
     };
@@ -1792,16 +1867,16 @@ fn raise(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<K
     let status = required("status");
     let title = error
         .get_node("title")
-        .map(|n| cx.template(n, scope, &format!("{what}: raise.error.title")));
+        .map(|n| cx.template(n, scope, &format!("{what}.title")));
     let detail = error
         .get_node("detail")
-        .map(|n| cx.template(n, scope, &format!("{what}: raise.error.detail")));
-    Some(Kind::Raise(ErrorTemplate {
+        .map(|n| cx.template(n, scope, &format!("{what}.detail")));
+    Some(ErrorTemplate {
         kind: kind?,
         status: status?,
         title,
         detail,
-    }))
+    })
 }
 
 fn try_catch(
@@ -1891,14 +1966,19 @@ fn try_catch(
 
 fn retry(cx: &mut Cx<'_>, what: &str, node: &Node) -> Option<Retry> {
     if let Node::Scalar(name) = node {
-        cx.error(
-            name.span(),
-            format!(
-                "{what}: the reusable retry policy `{}` (from `use.retries`) is not supported by Ratchet yet; write the policy inline",
-                name.as_str()
-            ),
-        );
-        return None;
+        return match cx.retries.get(name.as_str()) {
+            Some(r) => Some(r.clone()),
+            None => {
+                cx.error(
+                    name.span(),
+                    format!(
+                        "{what}: retry `{}` names no retry policy of the workflow's use.retries",
+                        name.as_str()
+                    ),
+                );
+                None
+            }
+        };
     }
     let m = cx.mapping(node, &format!("{what}: catch.retry"))?;
     cx.only(

@@ -275,3 +275,53 @@ fn schemas_are_compiled_with_the_definition() {
         "{fetched}"
     );
 }
+
+#[test]
+fn named_errors_retries_and_timeouts_are_the_inline_ones() {
+    let named = r#"document: {dsl: '1.0.0', namespace: a, name: b, version: '1.0.0'}
+use:
+  errors:
+    late: {type: 'https://x.example/late', status: 504, title: Late}
+  retries:
+    patient:
+      delay: {seconds: 2}
+      backoff: {linear: {}}
+      limit: {attempt: {count: 4}}
+  timeouts:
+    short: {after: PT3S}
+do:
+  - guarded:
+      try:
+        - wait: {wait: PT1S, timeout: short}
+      catch:
+        retry: patient
+  - fail:
+      raise:
+        error: late
+"#;
+    let inline = r#"document: {dsl: '1.0.0', namespace: a, name: b, version: '1.0.0'}
+do:
+  - guarded:
+      try:
+        - wait: {wait: PT1S, timeout: {after: PT3S}}
+      catch:
+        retry:
+          delay: {seconds: 2}
+          backoff: {linear: {}}
+          limit: {attempt: {count: 4}}
+  - fail:
+      raise:
+        error: {type: 'https://x.example/late', status: 504, title: Late}
+"#;
+    assert_eq!(
+        Workflow::compile(named).unwrap(),
+        Workflow::compile(inline).unwrap()
+    );
+    let unknown = errors(&named.replace("error: late", "error: lost"));
+    assert!(
+        unknown
+            .to_string()
+            .contains("names no error of the workflow's use.errors"),
+        "{unknown}"
+    );
+}
