@@ -11,8 +11,8 @@ use serde_json::Value;
 use crate::diagnostic::{CompileError, CompileErrors};
 use crate::expr::{self, Expr};
 use crate::model::{
-    Auth, Backoff, Block, CallOutput, Case, Catch, Endpoint, ErrorTemplate, Flow, HttpCall, Kind,
-    OAuth2Policy, OpenApiCall, Retry, Schema, Schemas, Scheme, Task, Template,
+    Auth, Backoff, Block, CallOutput, Case, Catch, Endpoint, ErrorTemplate, Filter, Flow, HttpCall,
+    Kind, OAuth2Policy, OpenApiCall, Retry, Schema, Schemas, Scheme, Task, Template,
 };
 use crate::Workflow;
 
@@ -938,6 +938,23 @@ fn task(
         "emit" => emit(cx, &what, node, scope)?,
         _ => return None,
     };
+    // Racing a signal against the store's events leaves the events' follower running when the
+    // signal wins, until its deadline: there must be one.
+    if let Kind::ListenMany {
+        all: false,
+        filters,
+        ..
+    } = &kind
+    {
+        let signals = filters.iter().any(|f| matches!(f, Filter::Signal(_)));
+        let events = filters.iter().any(|f| matches!(f, Filter::Event { .. }));
+        if signals && events && timeout.is_none() {
+            cx.error(
+                node.span(),
+                format!("{what}: listen.to.any of signals and events needs a `timeout`"),
+            );
+        }
+    }
     Some((
         Task {
             name: name.to_string(),
@@ -1747,13 +1764,21 @@ fn fork(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String], path: &str) 
 
 fn listen(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<Kind> {
     let m = cx.mapping(node, &format!("{what}: `listen`"))?;
-    if let Some(read) = m.keys().find(|k| k.as_str() == "read") {
-        cx.error(
-            read.span(),
-            format!("{what}: `listen.read` (what of the event to output) is not supported by Ratchet yet"),
-        );
-    }
     cx.only(m, &["to", "read"], &format!("{what}: `listen`"));
+    let read = match m.get_node("read") {
+        None => None,
+        Some(n) => match cx.text(n, &format!("{what}: listen.read"))? {
+            "data" => Some(true),
+            "envelope" => Some(false),
+            other => {
+                cx.error(
+                    n.span(),
+                    format!("{what}: `listen.read: {other}` is not supported by Ratchet yet (data and envelope are)"),
+                );
+                return None;
+            }
+        },
+    };
     let to = m
         .get_node("to")
         .and_then(|n| cx.mapping(n, &format!("{what}: listen.to")));
@@ -1761,40 +1786,90 @@ fn listen(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<
         cx.error(place(m), format!("{what}: `listen` has no `to`"));
         return None;
     };
-    for strategy in ["all", "any", "until"] {
-        if let Some(key) = to.keys().find(|k| k.as_str() == strategy) {
-            cx.error(
-                key.span(),
-                format!("{what}: listen.to.{strategy} is not supported by Ratchet yet; use `one`"),
-            );
-        }
+    if let Some(key) = to.keys().find(|k| k.as_str() == "until") {
+        cx.error(
+            key.span(),
+            format!("{what}: listen.to.until is not supported by Ratchet yet; use `one`, `any` or `all`"),
+        );
     }
     cx.only(
         to,
         &["one", "all", "any", "until"],
         &format!("{what}: listen.to"),
     );
-    let one = to
-        .get_node("one")
-        .and_then(|n| cx.mapping(n, &format!("{what}: listen.to.one")))?;
-    cx.only(one, &["with"], &format!("{what}: listen.to.one"));
-    let with = one
+    for strategy in ["any", "all"] {
+        let Some(list) = to.get_node(strategy) else {
+            continue;
+        };
+        let at = format!("{what}: listen.to.{strategy}");
+        // `any: []` is any event of the store at all.
+        let Some(items) = list
+            .as_sequence()
+            .filter(|i| strategy == "any" || !i.is_empty())
+        else {
+            cx.error(
+                list.span(),
+                format!("{at} is a list of filters (`- with: {{type}}`)"),
+            );
+            return None;
+        };
+        let mut filters = Vec::new();
+        for item in items.iter() {
+            filters.push(filter(cx, item, scope, &at)?);
+        }
+        return Some(Kind::ListenMany {
+            all: strategy == "all",
+            filters,
+            data_only: read.unwrap_or(false),
+        });
+    }
+    let one = to.get_node("one")?;
+    let found = filter(cx, one, scope, &format!("{what}: listen.to.one"))?;
+    // Without `read`, as before: a signal's payload, or an event's envelope.
+    if let Some(data_only) = read {
+        return Some(Kind::ListenMany {
+            all: false,
+            filters: vec![found],
+            data_only,
+        });
+    }
+    Some(match found {
+        Filter::Signal(signal) => Kind::Listen { signal },
+        Filter::Event { kind, tags } => Kind::ListenEvent { kind, tags },
+    })
+}
+
+/// One `listen` filter: `{with: {type}}` a signal, `{with: {type, tags}}` an event of the
+/// event store.
+fn filter(cx: &mut Cx<'_>, node: &Node, scope: &[String], what: &str) -> Option<Filter> {
+    let item = cx.mapping(node, what)?;
+    if let Some(key) = item.keys().find(|k| k.as_str() == "correlate") {
+        cx.error(
+            key.span(),
+            format!("{what}: correlation (`correlate`) is not supported by Ratchet yet; match by `tags`"),
+        );
+    }
+    cx.only(item, &["with", "correlate"], what);
+    let with = item
         .get_node("with")
-        .and_then(|n| cx.mapping(n, &format!("{what}: listen.to.one.with")))?;
-    cx.only(
-        with,
-        &["type", "tags"],
-        &format!(
-            "{what}: listen.to.one.with (Ratchet matches a signal by `type`, its name, or an \
-             event of the event store by `type` and `tags`)"
-        ),
-    );
+        .and_then(|n| cx.mapping(n, &format!("{what}.with")))?;
+    for key in with.keys() {
+        if !matches!(key.as_str(), "type" | "tags") {
+            cx.error(
+                key.span(),
+                format!(
+                    "{what}.with: filtering on `{}` is not supported by Ratchet yet (it matches a signal by `type`, its name, or an event of the event store by `type` and `tags`)",
+                    key.as_str()
+                ),
+            );
+        }
+    }
     let kind = match with.get_node("type") {
         Some(n) => cx.text(n, &format!("{what}: the signal `type`"))?,
         None => {
             cx.error(
                 place(with),
-                format!("{what}: listen.to.one.with has no `type`: the signal's name"),
+                format!("{what}.with has no `type`: the signal's name"),
             );
             return None;
         }
@@ -1804,17 +1879,15 @@ fn listen(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<
         if tags.as_sequence().is_none() && !matches!(tags, Node::Scalar(_)) {
             cx.error(
                 tags.span(),
-                format!("{what}: listen.to.one.with.tags must be a list of tags"),
+                format!("{what}.with.tags must be a list of tags"),
             );
         }
-        return Some(Kind::ListenEvent {
+        return Some(Filter::Event {
             kind: kind.to_string(),
-            tags: cx.template(tags, scope, &format!("{what}: listen.to.one.with.tags")),
+            tags: cx.template(tags, scope, &format!("{what}.with.tags")),
         });
     }
-    Some(Kind::Listen {
-        signal: kind.to_string(),
-    })
+    Some(Filter::Signal(kind.to_string()))
 }
 
 fn raise(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<Kind> {

@@ -343,6 +343,39 @@ fn kind(k: &Kind, within: &Block) -> Vec<(String, Y)> {
                 )]),
             )]),
         )],
+        Kind::ListenMany {
+            all,
+            filters,
+            data_only,
+        } => {
+            let one = |f: &crate::model::Filter| {
+                let with = match f {
+                    crate::model::Filter::Signal(name) => vec![("type".to_string(), text(name))],
+                    crate::model::Filter::Event { kind, tags } => vec![
+                        ("type".to_string(), text(kind)),
+                        ("tags".to_string(), template(tags)),
+                    ],
+                };
+                Y::Map(vec![("with".into(), Y::Map(with))])
+            };
+            let strategy = if *all { "all" } else { "any" };
+            vec![(
+                "listen".into(),
+                Y::Map(vec![
+                    (
+                        "to".into(),
+                        Y::Map(vec![(
+                            strategy.into(),
+                            Y::Seq(filters.iter().map(one).collect()),
+                        )]),
+                    ),
+                    (
+                        "read".into(),
+                        text(if *data_only { "data" } else { "envelope" }),
+                    ),
+                ]),
+            )]
+        }
         Kind::ListenEvent { kind, tags } => vec![(
             "listen".into(),
             Y::Map(vec![(

@@ -175,6 +175,11 @@ fn task_node(task: &Task, path: &str) -> Node {
             };
             node.detail(detail)
         }
+        Kind::ListenMany { all, filters, .. } => node.detail(format!(
+            "listen to {} of {}",
+            if *all { "all" } else { "any" },
+            filters.len()
+        )),
         Kind::ListenEvent { kind, .. } => {
             let detail = match task.timeout {
                 Some(t) => format!("listen event {kind}, timeout {}", duration(t)),

@@ -111,6 +111,14 @@ pub(crate) enum Kind {
     /// after the task began (output: the event); with the task's timeout, fails with a
     /// timeout error when none arrives.
     ListenEvent { kind: String, tags: Template },
+    /// Waits for any one of `filters` (`listen.to.any`), or for each of them in turn
+    /// (`listen.to.all`); or for one, when the definition says what to `read`.
+    ListenMany {
+        all: bool,
+        filters: Vec<Filter>,
+        /// `read: data`: output what each carries, not the envelope.
+        data_only: bool,
+    },
     /// Appends a CloudEvent to the event store (`emit.event.with`: `type`, `source`, `data`,
     /// and `tags` for its consistency boundary; the other attributes become its metadata).
     /// Its output is the event.
@@ -363,4 +371,12 @@ pub(crate) struct Schemas {
     pub(crate) input: Option<Schema>,
     pub(crate) output: Option<Schema>,
     pub(crate) export: Option<Schema>,
+}
+
+/// What a `listen` waits for: a signal by name, or an event of the event store by type and
+/// tags.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Filter {
+    Signal(String),
+    Event { kind: String, tags: Template },
 }

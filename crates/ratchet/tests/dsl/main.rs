@@ -9,5 +9,6 @@ mod standin;
 
 mod calls;
 mod conformance;
+mod listen;
 mod schemas;
 mod secrets;
