@@ -1313,71 +1313,76 @@ fn uses(cx: &mut Cx<'_>, node: &Node, scope: &[String]) {
             None => cx.error(secrets.span(), "use.secrets is a list of secret names"),
         }
     }
-    if let Some(auths) = m.get_node("authentications") {
-        if let Some(auths) = cx.mapping(auths, "use.authentications") {
-            for (name, policy) in auths.iter() {
-                let what = format!("use.authentications.{}", name.as_str());
-                if let Some(auth) = authentication(cx, policy, scope, &what) {
-                    cx.authentications.insert(name.as_str().to_string(), auth);
-                }
-            }
+    for (name, policy) in named(cx, m, "authentications") {
+        let what = format!("use.authentications.{name}");
+        if let Some(auth) = authentication(cx, policy, scope, &what) {
+            cx.authentications.insert(name.to_string(), auth);
         }
     }
-    if let Some(errors) = m.get_node("errors") {
-        if let Some(errors) = cx.mapping(errors, "use.errors") {
-            for (name, def) in errors.iter() {
-                let what = format!("use.errors.{}", name.as_str());
-                if let Some(e) = error_definition(cx, def, scope, &what) {
-                    cx.named_errors.insert(name.as_str().to_string(), e);
-                }
-            }
+    for (name, def) in named(cx, m, "errors") {
+        if let Some(e) = error_definition(cx, def, scope, &format!("use.errors.{name}")) {
+            cx.named_errors.insert(name.to_string(), e);
         }
     }
-    if let Some(retries) = m.get_node("retries") {
-        if let Some(retries) = cx.mapping(retries, "use.retries") {
-            for (name, def) in retries.iter() {
-                let what = format!("use.retries.{}", name.as_str());
-                if let Some(r) = retry(cx, &what, def) {
-                    cx.retries.insert(name.as_str().to_string(), r);
-                }
-            }
+    for (name, def) in named(cx, m, "retries") {
+        if let Some(r) = retry(cx, &format!("use.retries.{name}"), def) {
+            cx.retries.insert(name.to_string(), r);
         }
     }
-    if let Some(timeouts) = m.get_node("timeouts") {
-        if let Some(timeouts) = cx.mapping(timeouts, "use.timeouts") {
-            for (name, def) in timeouts.iter() {
-                let what = format!("use.timeouts.{}", name.as_str());
-                if let Some(t) = cx.mapping(def, &what) {
-                    cx.only(t, &["after"], &what);
-                    if let Some(d) = t
-                        .get_node("after")
-                        .and_then(|a| cx.duration(a, &format!("{what}.after")))
-                    {
-                        cx.timeouts.insert(name.as_str().to_string(), d);
-                    }
-                }
-            }
+    for (name, def) in named(cx, m, "timeouts") {
+        if let Some(d) = timeout(cx, def, &format!("use.timeouts.{name}")) {
+            cx.timeouts.insert(name.to_string(), d);
         }
     }
     // A function is a task, run with the call's `with` as its input; it may call functions
     // defined before it.
-    if let Some(functions) = m.get_node("functions") {
-        if let Some(functions) = cx.mapping(functions, "use.functions") {
-            for (name, def) in functions.iter() {
-                let name = name.as_str();
-                let path = format!("/use/functions/{}", pointer_token(name));
-                if let Some((task, then, _)) = task(cx, name, def, scope, &path) {
-                    if let Some((_, span)) = then {
-                        cx.error(
-                            &span,
-                            format!("function `{name}`: a function has no `then`"),
-                        );
-                    }
-                    cx.functions.insert(name.to_string(), task);
-                }
+    for (name, def) in named(cx, m, "functions") {
+        let path = format!("/use/functions/{}", pointer_token(name));
+        if let Some((task, then, _)) = task(cx, name, def, scope, &path) {
+            if let Some((_, span)) = then {
+                cx.error(
+                    &span,
+                    format!("function `{name}`: a function has no `then`"),
+                );
             }
+            cx.functions.insert(name.to_string(), task);
         }
     }
+}
+
+/// The entries of `use.<key>`, a mapping of names to definitions, in order.
+fn named<'n>(cx: &mut Cx<'_>, uses: &'n MarkedMappingNode, key: &str) -> Vec<(&'n str, &'n Node)> {
+    uses.get_node(key)
+        .and_then(|n| cx.mapping(n, &format!("use.{key}")))
+        .map(|m| m.iter().map(|(k, v)| (k.as_str(), v)).collect())
+        .unwrap_or_default()
+}
+
+/// Credentials from a secret (`{use: name}`), when the policy is written so: resolved by the
+/// worker that sends the call, so they are never part of what the workflow records. `None`
+/// when the policy is written inline.
+fn secret_policy(
+    cx: &mut Cx<'_>,
+    inner: &MarkedMappingNode,
+    at: &str,
+    scheme: Scheme,
+) -> Option<Option<Auth>> {
+    let secret = inner.get_node("use")?;
+    cx.only(inner, &["use"], at);
+    let Some(name) = cx.text(secret, &format!("{at}.use")) else {
+        return Some(None);
+    };
+    if !cx.secrets.contains(name) {
+        cx.error(
+            secret.span(),
+            format!("{at}: `use: {name}` names no secret of the workflow's use.secrets"),
+        );
+        return Some(None);
+    }
+    Some(Some(Auth::Secret {
+        scheme,
+        secret: name.to_string(),
+    }))
 }
 
 /// A list of strings (`scopes`, `audiences`).
@@ -1401,21 +1406,9 @@ fn strings(cx: &mut Cx<'_>, node: Option<&Node>, what: &str) -> Vec<String> {
 /// secret.
 fn oauth2(cx: &mut Cx<'_>, node: &Node, scope: &[String], at: &str, oidc: bool) -> Option<Auth> {
     let inner = cx.mapping(node, at)?;
-    if let Some(secret) = inner.get_node("use") {
-        cx.only(inner, &["use"], at);
-        let name = cx.text(secret, &format!("{at}.use"))?;
-        if !cx.secrets.contains(name) {
-            cx.error(
-                secret.span(),
-                format!("{at}: `use: {name}` names no secret of the workflow's use.secrets"),
-            );
-            return None;
-        }
-        let scheme = if oidc { Scheme::Oidc } else { Scheme::OAuth2 };
-        return Some(Auth::Secret {
-            scheme,
-            secret: name.to_string(),
-        });
+    let scheme = if oidc { Scheme::Oidc } else { Scheme::OAuth2 };
+    if let Some(from_secret) = secret_policy(cx, inner, at, scheme) {
+        return from_secret;
     }
     cx.only(
         inner,
@@ -1549,29 +1542,13 @@ fn authentication(cx: &mut Cx<'_>, node: &Node, scope: &[String], what: &str) ->
     match scheme.as_str() {
         "basic" | "bearer" => {
             let inner = cx.mapping(inner_node, &at)?;
-            if let Some(secret) = inner.get_node("use") {
-                // Credentials from a secret: resolved by the worker that sends the call, so
-                // they are never part of what the workflow records.
-                cx.only(inner, &["use"], &at);
-                let name = cx.text(secret, &format!("{at}.use"))?;
-                if !cx.secrets.contains(name) {
-                    cx.error(
-                        secret.span(),
-                        format!(
-                            "{at}: `use: {name}` names no secret of the workflow's use.secrets"
-                        ),
-                    );
-                    return None;
-                }
-                let kind = if scheme.as_str() == "bearer" {
-                    Scheme::Bearer
-                } else {
-                    Scheme::Basic
-                };
-                return Some(Auth::Secret {
-                    scheme: kind,
-                    secret: name.to_string(),
-                });
+            let kind = if scheme.as_str() == "bearer" {
+                Scheme::Bearer
+            } else {
+                Scheme::Basic
+            };
+            if let Some(from_secret) = secret_policy(cx, inner, &at, kind) {
+                return from_secret;
             }
             if scheme.as_str() == "basic" {
                 cx.only(inner, &["username", "password"], &at);

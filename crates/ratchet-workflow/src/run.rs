@@ -585,12 +585,10 @@ async fn kind(run: &Run, task: &Task, input: Value, scope: &Scope) -> Result<(Va
             Some(t) => match run.durable(ctx.signal_timeout::<Value>(signal, t).await)? {
                 Some(payload) => payload,
                 None => {
-                    return Err(Fault::error(
-                        "timeout",
-                        408,
-                        "Timeout",
-                        format!("task `{}`: no `{signal}` signal within {t:?}", task.name),
-                    ))
+                    return Err(Fault::timeout(format!(
+                        "task `{}`: no `{signal}` signal within {t:?}",
+                        task.name
+                    )))
                 }
             },
             None => run.durable(ctx.signal::<Value>(signal).await)?,
@@ -614,43 +612,16 @@ async fn kind(run: &Run, task: &Task, input: Value, scope: &Scope) -> Result<(Va
             }
         }
         Kind::ListenEvent { kind, tags } => {
-            let tags = match run.fill(tags, &input, scope)? {
-                Value::Array(items) => items
-                    .into_iter()
-                    .map(|t| match t {
-                        Value::String(s) => s,
-                        other => other.to_string(),
-                    })
-                    .collect(),
-                Value::String(one) => vec![one],
-                other => {
-                    return Err(Fault::expression(format!(
-                        "task `{}`: listen tags gave {other}, not a list",
-                        task.name
-                    )))
-                }
-            };
+            let tags = tags_of(run, tags, &input, scope, task)?;
             let query = EventQuery::item(QueryItem::new([kind.as_str()], tags));
             match run.durable(ratchet_runtime::await_event(ctx, query, task.timeout).await)? {
-                Some(event) => json!({
-                    "type": event.kind,
-                    "tags": event.tags,
-                    "data": event.payload,
-                    "metadata": event.metadata,
-                    "position": event.position.0,
-                    "time": event.recorded_at.as_millis(),
-                }),
+                Some(event) => envelope(event),
                 None => {
-                    return Err(Fault::error(
-                        "timeout",
-                        408,
-                        "Timeout",
-                        format!(
-                            "task `{}`: no `{kind}` event within {:?}",
-                            task.name,
-                            task.timeout.unwrap_or_default()
-                        ),
-                    ))
+                    return Err(Fault::timeout(format!(
+                        "task `{}`: no `{kind}` event within {:?}",
+                        task.name,
+                        task.timeout.unwrap_or_default()
+                    )))
                 }
             }
         }
