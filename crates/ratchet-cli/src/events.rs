@@ -69,7 +69,11 @@ pub(crate) enum EventCommand {
 #[derive(Args, Debug, Clone)]
 pub(crate) struct AppendArgs {
     /// The event's type (one event from flags; or use --json).
-    #[arg(long = "type", value_name = "TYPE", required_unless_present = "json")]
+    #[arg(
+        long = "type",
+        value_name = "TYPE",
+        required_unless_present_any = ["json", "cloudevent"]
+    )]
     kind: Option<String>,
     /// A `key:value` tag of the event (repeat for more).
     #[arg(long = "tag", value_name = "KEY:VALUE", conflicts_with = "json")]
@@ -82,8 +86,13 @@ pub(crate) struct AppendArgs {
     metadata: Option<String>,
     /// The events as a JSON array, `[{"type": .., "tags": [..], "payload": .., "metadata": ..}]`
     /// (a single object is one event); `@path` reads it from a file, `-` from stdin.
-    #[arg(long, value_name = "JSON|-", conflicts_with = "kind")]
+    #[arg(long, value_name = "JSON|-", conflicts_with_all = ["kind", "cloudevent"])]
     json: Option<String>,
+    /// The events as CloudEvents 1.0 in structured JSON (one object, or an array of them):
+    /// `type` is the event's type, `data` its payload, the extension `tags` its tags, every
+    /// other attribute its metadata; `@path` reads it from a file, `-` from stdin.
+    #[arg(long, value_name = "JSON|-", conflicts_with = "kind")]
+    cloudevent: Option<String>,
     /// Fail if an event matching this query exists after --after: JSON of a query, a list of
     /// items `[{"types": [..], "tags": [..]}]` (ORed; `[]` matches every event).
     #[arg(long, value_name = "QUERY_JSON")]
@@ -186,8 +195,25 @@ fn one_item(types: &[String], tags: &[String]) -> EventQuery {
 /// Builds the append from the flags (stdin read for `--json -`) and checks it, so that bad
 /// input is refused before the database is opened.
 pub(crate) fn parse_append(args: &AppendArgs) -> anyhow::Result<EventAppend> {
-    let events: Vec<NewEvent> = match (&args.json, &args.kind) {
-        (Some(text), _) => {
+    let events: Vec<NewEvent> = match (&args.json, &args.kind, &args.cloudevent) {
+        (_, _, Some(text)) => {
+            let text = crate::input::text(text, "--cloudevent")?;
+            let value: serde_json::Value = serde_json::from_str(&text).context(
+                "--cloudevent must be a CloudEvent in structured JSON, or an array of them",
+            )?;
+            let list = match value {
+                serde_json::Value::Array(list) => list,
+                one => vec![one],
+            };
+            list.into_iter()
+                .enumerate()
+                .map(|(i, e)| {
+                    NewEvent::from_cloud_event(e)
+                        .with_context(|| format!("--cloudevent: event {i}"))
+                })
+                .collect::<anyhow::Result<_>>()?
+        }
+        (Some(text), _, None) => {
             let text = crate::input::text(text, "--json")?;
             let shape = "--json must be a JSON array of events: \
                  [{\"type\": \"..\", \"tags\": [\"key:value\"], \"payload\": .., \"metadata\": ..}]";
@@ -204,14 +230,16 @@ pub(crate) fn parse_append(args: &AppendArgs) -> anyhow::Result<EventAppend> {
                 .map(NewEvent::from)
                 .collect()
         }
-        (None, Some(kind)) => {
+        (None, Some(kind), None) => {
             let mut event = NewEvent::new(kind, &args.tags, json(&args.payload, "--payload")?);
             if let Some(metadata) = &args.metadata {
                 event = event.with_metadata(json(metadata, "--metadata")?);
             }
             vec![event]
         }
-        (None, None) => bail!("give the event with --type (and --tag, --payload) or --json"),
+        (None, None, None) => {
+            bail!("give the event with --type (and --tag, --payload), --json or --cloudevent")
+        }
     };
     let query = match &args.fail_if {
         Some(text) => Some(parse_query(text, "--fail-if")?),
@@ -436,6 +464,16 @@ mod tests {
         );
         let one = append(&["append", "--json", r#"{"type": "A"}"#]).expect("one object");
         assert_eq!(one.events.len(), 1);
+        let cloud = append(&[
+            "append",
+            "--cloudevent",
+            r#"[{"specversion": "1.0", "id": "1", "source": "s", "type": "A", "tags": ["k:v"], "data": 5},
+                {"specversion": "1.0", "id": "2", "source": "s", "type": "B", "subject": "x"}]"#,
+        ])
+        .expect("two CloudEvents");
+        assert_eq!(cloud.events[0].tags, ["k:v"]);
+        assert_eq!(cloud.events[0].payload, serde_json::json!(5));
+        assert_eq!(cloud.events[1].metadata["subject"], "x");
     }
 
     #[test]
@@ -452,6 +490,14 @@ mod tests {
                 "--json",
             ),
             (&["append", "--json", "[]"], "at least one event"),
+            (
+                &[
+                    "append",
+                    "--cloudevent",
+                    r#"{"id": "1", "source": "s", "type": "A"}"#,
+                ],
+                "needs `specversion`",
+            ),
             (&["append", "--type", "A", "--after", "3"], "--after needs"),
             (&["append", "--type", "A", "--fail-if", "{}"], "--fail-if"),
             (

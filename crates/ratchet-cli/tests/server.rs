@@ -348,6 +348,40 @@ async fn events(server: &Server) {
     assert_eq!(status, StatusCode::CONFLICT, "{conflict}");
     assert_eq!(conflict["position"], last + 1);
 
+    // CloudEvents in structured JSON: the attributes kept as metadata, the tags extension
+    // as tags; one that breaks the CloudEvents rules is refused, naming its attribute.
+    let cloud = json!({"specversion": "1.0", "id": "ce-1", "source": "https://school.example",
+                       "type": "Graded", "subject": "s1", "tags": "course:c2", "data": {"grade": "A"}});
+    let response = http()
+        .post(server.url("/v1/events/cloudevents"))
+        .header("content-type", "application/cloudevents+json")
+        .body(cloud.to_string())
+        .send()
+        .await
+        .unwrap();
+    let (status, appended) = answer(response).await;
+    assert_eq!(status, StatusCode::CREATED, "{appended}");
+    let (_, graded) = get(server, "/v1/events?tags=course:c2").await;
+    let graded = &graded["events"][0];
+    assert_eq!(
+        (graded["type"].clone(), graded["payload"].clone()),
+        (json!("Graded"), json!({"grade": "A"}))
+    );
+    assert_eq!(graded["metadata"]["subject"], "s1");
+    assert_eq!(graded["metadata"]["id"], "ce-1");
+    let (status, refused) = post(
+        server,
+        "/v1/events/cloudevents",
+        json!([cloud, {"specversion": "1.0", "id": "2", "source": "s", "type": "T", "Sub": "x"}]),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    assert!(
+        refused["detail"].as_str().unwrap().contains("`Sub`"),
+        "{refused}"
+    );
+    assert_eq!(refused["field"], "[1]");
+
     let (_, page) = get(server, "/v1/events?tags=course:c1&limit=2").await;
     assert_eq!(page["events"].as_array().unwrap().len(), 2);
     let (_, back) = post(

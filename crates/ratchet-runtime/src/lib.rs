@@ -55,8 +55,8 @@ pub use clock::{Clock, LocalClock};
 pub use config::{QueueConfig, RuntimeConfig};
 pub use error::{Error, Result};
 pub use events::{
-    append_events, await_event, Appended, EventStore, Projection, Projector,
-    EVENTS_APPEND_ACTIVITY, EVENTS_AWAIT_ACTIVITY, EVENTS_HEAD_ACTIVITY,
+    append_events, await_event, await_event_after, events_head, Appended, EventStore, Projection,
+    Projector, EVENTS_APPEND_ACTIVITY, EVENTS_AWAIT_ACTIVITY, EVENTS_HEAD_ACTIVITY,
 };
 pub use hub::InstanceOutcome;
 pub use ratchet_schedule::{CatchUp, Overlap};

@@ -17,6 +17,7 @@
 //! so a process that lost its lease can never overwrite its successor's work.
 #![deny(missing_docs)]
 
+mod cloud;
 pub mod codec;
 mod commit;
 mod error;
@@ -35,6 +36,7 @@ mod workflow;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
+pub use cloud::{CloudEventError, STORE_SOURCE};
 pub use commit::{
     child_exists_event, parent_event, CommitBatch, CommitOutcome, CommitStart, CompletionResult,
     ContinueAsNew, Lease, NewInboxEvent, TurnCommit, TurnResult,

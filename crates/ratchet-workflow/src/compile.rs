@@ -11,8 +11,9 @@ use serde_json::Value;
 use crate::diagnostic::{CompileError, CompileErrors};
 use crate::expr::{self, Expr};
 use crate::model::{
-    Auth, Backoff, Block, CallOutput, Case, Catch, Endpoint, ErrorTemplate, Filter, Flow, HttpCall,
-    Kind, OAuth2Policy, OpenApiCall, Retry, Schema, Schemas, Scheme, Task, Template,
+    Auth, Backoff, Block, CallOutput, Case, Catch, Endpoint, ErrorTemplate, EventFilter, Filter,
+    Flow, HttpCall, Kind, OAuth2Policy, OpenApiCall, Retry, Schema, Schemas, Scheme, Task,
+    Template, Until,
 };
 use crate::Workflow;
 
@@ -943,15 +944,21 @@ fn task(
     if let Kind::ListenMany {
         all: false,
         filters,
+        until,
         ..
     } = &kind
     {
-        let signals = filters.iter().any(|f| matches!(f, Filter::Signal(_)));
-        let events = filters.iter().any(|f| matches!(f, Filter::Event { .. }));
+        let ending = match until {
+            Some(Until::Event(more)) => more.as_slice(),
+            _ => &[],
+        };
+        let every = || filters.iter().chain(ending);
+        let signals = every().any(|f| matches!(f, Filter::Signal(_)));
+        let events = every().any(|f| matches!(f, Filter::Event(_))) || filters.is_empty();
         if signals && events && timeout.is_none() {
             cx.error(
                 node.span(),
-                format!("{what}: listen.to.any of signals and events needs a `timeout`"),
+                format!("{what}: listen.to.any of signals and events needs a `timeout` (a race of signals and events without a timeout is not supported by Ratchet: the store's follower would wait on after a signal won)"),
             );
         }
     }
@@ -1763,17 +1770,22 @@ fn listen(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<
         cx.error(place(m), format!("{what}: `listen` has no `to`"));
         return None;
     };
-    if let Some(key) = to.keys().find(|k| k.as_str() == "until") {
-        cx.error(
-            key.span(),
-            format!("{what}: listen.to.until is not supported by Ratchet yet; use `one`, `any` or `all`"),
-        );
-    }
     cx.only(
         to,
         &["one", "all", "any", "until"],
         &format!("{what}: listen.to"),
     );
+    let until = match to.get_node("until") {
+        None => None,
+        Some(n) => Some(until(cx, n, scope, what)?),
+    };
+    if until.is_some() && to.get_node("any").is_none() {
+        cx.error(
+            place(to),
+            format!("{what}: listen.to.until goes with `any` (it says when to stop listening to any of them)"),
+        );
+        return None;
+    }
     for strategy in ["any", "all"] {
         let Some(list) = to.get_node(strategy) else {
             continue;
@@ -1798,73 +1810,125 @@ fn listen(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<
             all: strategy == "all",
             filters,
             data_only: read.unwrap_or(false),
+            one: false,
+            until,
         });
     }
     let one = to.get_node("one")?;
     let found = filter(cx, one, scope, &format!("{what}: listen.to.one"))?;
     // Without `read`, as before: a signal's payload, or an event's envelope.
-    if let Some(data_only) = read {
-        return Some(Kind::ListenMany {
-            all: false,
-            filters: vec![found],
-            data_only,
-        });
+    if read.is_none() {
+        if let Filter::Signal(signal) = found {
+            return Some(Kind::Listen { signal });
+        }
     }
-    Some(match found {
-        Filter::Signal(signal) => Kind::Listen { signal },
-        Filter::Event { kind, tags } => Kind::ListenEvent { kind, tags },
+    Some(Kind::ListenMany {
+        all: false,
+        filters: vec![found],
+        data_only: read.unwrap_or(false),
+        one: read.is_none(),
+        until: None,
     })
 }
 
-/// One `listen` filter: `{with: {type}}` a signal, `{with: {type, tags}}` an event of the
-/// event store.
+/// `listen.to.until`: an expression of the events consumed so far, or the events (`one` or
+/// `any` of them) that end the listening.
+fn until(cx: &mut Cx<'_>, node: &Node, scope: &[String], what: &str) -> Option<Until> {
+    let at = format!("{what}: listen.to.until");
+    let Some(strategy) = node.as_mapping() else {
+        return Some(Until::Holds(cx.expr(node, scope, &at)?));
+    };
+    cx.only(strategy, &["one", "any"], &at);
+    if let Some(one) = strategy.get_node("one") {
+        return Some(Until::Event(vec![filter(cx, one, scope, &at)?]));
+    }
+    let Some(items) = strategy.get_node("any").and_then(Node::as_sequence) else {
+        cx.error(
+            place(strategy),
+            format!("{at} is an expression, or `one` or `any` of the events that end it"),
+        );
+        return None;
+    };
+    let mut filters = Vec::new();
+    for item in items.iter() {
+        filters.push(filter(cx, item, scope, &at)?);
+    }
+    Some(Until::Event(filters))
+}
+
+/// One `listen` filter: `{with: {type}}` a signal; anything more (`tags`, `source`, `data`,
+/// any CloudEvent attribute, `correlate`) an event of the event store.
 fn filter(cx: &mut Cx<'_>, node: &Node, scope: &[String], what: &str) -> Option<Filter> {
     let item = cx.mapping(node, what)?;
-    if let Some(key) = item.keys().find(|k| k.as_str() == "correlate") {
-        cx.error(
-            key.span(),
-            format!("{what}: correlation (`correlate`) is not supported by Ratchet yet; match by `tags`"),
-        );
-    }
     cx.only(item, &["with", "correlate"], what);
     let with = item
         .get_node("with")
         .and_then(|n| cx.mapping(n, &format!("{what}.with")))?;
-    for key in with.keys() {
-        if !matches!(key.as_str(), "type" | "tags") {
-            cx.error(
-                key.span(),
-                format!(
-                    "{what}.with: filtering on `{}` is not supported by Ratchet yet (it matches a signal by `type`, its name, or an event of the event store by `type` and `tags`)",
-                    key.as_str()
-                ),
-            );
-        }
+    if with.is_empty() {
+        cx.error(
+            place(with),
+            format!("{what}.with names no attribute: give at least its `type`"),
+        );
+        return None;
     }
     let kind = match with.get_node("type") {
-        Some(n) => cx.text(n, &format!("{what}: the signal `type`"))?,
-        None => {
-            cx.error(
-                place(with),
-                format!("{what}.with has no `type`: the signal's name"),
-            );
-            return None;
-        }
+        Some(n) => Some(cx.text(n, &format!("{what}: the `type`"))?.to_string()),
+        None => None,
     };
-    // With tags, an event of the event store: its consistency boundary.
-    if let Some(tags) = with.get_node("tags") {
+    let mut correlate = Vec::new();
+    if let Some(c) = item.get_node("correlate") {
+        let c = cx.mapping(c, &format!("{what}.correlate"))?;
+        for (key, value) in c.iter() {
+            let at = format!("{what}.correlate.{}", key.as_str());
+            let Some(value) = cx.mapping(value, &at) else {
+                continue;
+            };
+            cx.only(value, &["from", "expect"], &at);
+            let Some(from) = value.get_node("from") else {
+                cx.error(place(value), format!("{at} has no `from`"));
+                continue;
+            };
+            let Some(from) = cx.expr(from, scope, &format!("{at}.from")) else {
+                continue;
+            };
+            let expect = value
+                .get_node("expect")
+                .map(|n| cx.template(n, scope, &format!("{at}.expect")));
+            correlate.push((key.as_str().to_string(), from, expect));
+        }
+    }
+    let others: Vec<_> = with
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "type" | "tags"))
+        .collect();
+    if others.is_empty() && correlate.is_empty() && with.get_node("tags").is_none() {
+        if let Some(kind) = kind {
+            return Some(Filter::Signal(kind));
+        }
+    }
+    let tags = with.get_node("tags").map(|tags| {
         if tags.as_sequence().is_none() && !matches!(tags, Node::Scalar(_)) {
             cx.error(
                 tags.span(),
                 format!("{what}.with.tags must be a list of tags"),
             );
         }
-        return Some(Filter::Event {
-            kind: kind.to_string(),
-            tags: cx.template(tags, scope, &format!("{what}.with.tags")),
-        });
-    }
-    Some(Filter::Signal(kind.to_string()))
+        cx.template(tags, scope, &format!("{what}.with.tags"))
+    });
+    let with = others
+        .into_iter()
+        .map(|(k, v)| {
+            let key = k.as_str().to_string();
+            let t = cx.template(v, scope, &format!("{what}.with.{key}"));
+            (key, t)
+        })
+        .collect();
+    Some(Filter::Event(EventFilter {
+        kind,
+        tags,
+        with,
+        correlate,
+    }))
 }
 
 fn raise(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<Kind> {

@@ -39,6 +39,40 @@ fn value(v: &Value) -> Y {
     }
 }
 
+/// A `listen` filter: `{with: {type}}` for a signal, the event's attributes and
+/// correlations for an event.
+fn filter(f: &crate::model::Filter) -> Y {
+    let e = match f {
+        crate::model::Filter::Signal(name) => {
+            return Y::Map(vec![(
+                "with".into(),
+                Y::Map(vec![("type".to_string(), text(name))]),
+            )])
+        }
+        crate::model::Filter::Event(e) => e,
+    };
+    let mut with = Vec::new();
+    if let Some(kind) = &e.kind {
+        with.push(("type".to_string(), text(kind)));
+    }
+    if let Some(tags) = &e.tags {
+        with.push(("tags".to_string(), template(tags)));
+    }
+    with.extend(e.with.iter().map(|(k, t)| (k.clone(), template(t))));
+    let mut out = vec![("with".to_string(), Y::Map(with))];
+    if !e.correlate.is_empty() {
+        let each = e.correlate.iter().map(|(key, from, expect)| {
+            let mut c = vec![("from".to_string(), self::expr(from))];
+            if let Some(t) = expect {
+                c.push(("expect".into(), template(t)));
+            }
+            (key.clone(), Y::Map(c))
+        });
+        out.push(("correlate".into(), Y::Map(each.collect())));
+    }
+    Y::Map(out)
+}
+
 fn template(t: &Template) -> Y {
     match t {
         Template::Literal(v) => value(v),
@@ -347,51 +381,39 @@ fn kind(k: &Kind, within: &Block) -> Vec<(String, Y)> {
             all,
             filters,
             data_only,
+            one,
+            until,
         } => {
-            let one = |f: &crate::model::Filter| {
-                let with = match f {
-                    crate::model::Filter::Signal(name) => vec![("type".to_string(), text(name))],
-                    crate::model::Filter::Event { kind, tags } => vec![
-                        ("type".to_string(), text(kind)),
-                        ("tags".to_string(), template(tags)),
-                    ],
-                };
-                Y::Map(vec![("with".into(), Y::Map(with))])
+            let mut to = match (one, filters.as_slice()) {
+                (true, [f]) => vec![("one".to_string(), filter(f))],
+                _ => {
+                    let strategy = if *all { "all" } else { "any" };
+                    vec![(
+                        strategy.to_string(),
+                        Y::Seq(filters.iter().map(filter).collect()),
+                    )]
+                }
             };
-            let strategy = if *all { "all" } else { "any" };
-            vec![(
-                "listen".into(),
-                Y::Map(vec![
-                    (
-                        "to".into(),
-                        Y::Map(vec![(
-                            strategy.into(),
-                            Y::Seq(filters.iter().map(one).collect()),
-                        )]),
-                    ),
-                    (
-                        "read".into(),
-                        text(if *data_only { "data" } else { "envelope" }),
-                    ),
-                ]),
-            )]
-        }
-        Kind::ListenEvent { kind, tags } => vec![(
-            "listen".into(),
-            Y::Map(vec![(
-                "to".into(),
-                Y::Map(vec![(
-                    "one".into(),
+            match until {
+                Some(crate::model::Until::Holds(e)) => to.push(("until".into(), expr(e))),
+                Some(crate::model::Until::Event(ending)) => to.push((
+                    "until".into(),
                     Y::Map(vec![(
-                        "with".into(),
-                        Y::Map(vec![
-                            ("type".into(), text(kind)),
-                            ("tags".into(), template(tags)),
-                        ]),
+                        "any".into(),
+                        Y::Seq(ending.iter().map(filter).collect()),
                     )]),
-                )]),
-            )]),
-        )],
+                )),
+                None => {}
+            }
+            let mut listen = vec![("to".to_string(), Y::Map(to))];
+            if !one {
+                listen.push((
+                    "read".into(),
+                    text(if *data_only { "data" } else { "envelope" }),
+                ));
+            }
+            vec![("listen".into(), Y::Map(listen))]
+        }
         Kind::Emit(t) => vec![(
             "emit".into(),
             Y::Map(vec![(

@@ -175,16 +175,29 @@ fn task_node(task: &Task, path: &str) -> Node {
             };
             node.detail(detail)
         }
-        Kind::ListenMany { all, filters, .. } => node.detail(format!(
-            "listen to {} of {}",
-            if *all { "all" } else { "any" },
-            filters.len()
-        )),
-        Kind::ListenEvent { kind, .. } => {
-            let detail = match task.timeout {
-                Some(t) => format!("listen event {kind}, timeout {}", duration(t)),
-                None => format!("listen event {kind}"),
+        Kind::ListenMany {
+            all,
+            filters,
+            one,
+            until,
+            ..
+        } => {
+            let mut detail = match (one, filters.as_slice()) {
+                (true, [crate::model::Filter::Event(e)]) => {
+                    format!("listen event {}", e.kind.as_deref().unwrap_or("(any type)"))
+                }
+                _ => format!(
+                    "listen to {} of {}",
+                    if *all { "all" } else { "any" },
+                    filters.len()
+                ),
             };
+            if until.is_some() {
+                detail.push_str(", until");
+            }
+            if let Some(t) = task.timeout {
+                detail.push_str(&format!(", timeout {}", duration(t)));
+            }
             node.detail(detail)
         }
         Kind::Emit(_) => node.detail("emit"),

@@ -107,17 +107,18 @@ pub(crate) enum Kind {
     /// Waits for a signal (output: its payload); with the task's timeout, fails with a
     /// timeout error when none arrives.
     Listen { signal: String },
-    /// Waits for an event of the event store of this type carrying all these tags, appended
-    /// after the task began (output: the event); with the task's timeout, fails with a
-    /// timeout error when none arrives.
-    ListenEvent { kind: String, tags: Template },
-    /// Waits for any one of `filters` (`listen.to.any`), or for each of them in turn
-    /// (`listen.to.all`); or for one, when the definition says what to `read`.
+    /// Waits for any one of `filters` (`listen.to.any` and `one`), or for each of them in
+    /// turn (`listen.to.all`); with `until`, for one after another until it holds. Events
+    /// of the store count from when the task began; with the task's timeout, it fails with
+    /// a timeout error when they do not all arrive in time.
     ListenMany {
         all: bool,
         filters: Vec<Filter>,
         /// `read: data`: output what each carries, not the envelope.
         data_only: bool,
+        /// Written as `listen.to.one` without `read` (as the definition is shown again).
+        one: bool,
+        until: Option<Until>,
     },
     /// Appends a CloudEvent to the event store (`emit.event.with`: `type`, `source`, `data`,
     /// and `tags` for its consistency boundary; the other attributes become its metadata).
@@ -373,10 +374,35 @@ pub(crate) struct Schemas {
     pub(crate) export: Option<Schema>,
 }
 
-/// What a `listen` waits for: a signal by name, or an event of the event store by type and
-/// tags.
+/// What a `listen` waits for: a signal by name (a filter of only a `type`), or an event of
+/// the event store.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Filter {
     Signal(String),
-    Event { kind: String, tags: Template },
+    Event(EventFilter),
+}
+
+/// An event of the event store a `listen` waits for: its type and tags pick what the store
+/// follows; its other attributes and correlations are checked on each event that comes.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct EventFilter {
+    /// `type`; none: any type.
+    pub(crate) kind: Option<String>,
+    /// `tags`, all of which it carries (expressions of the task's input).
+    pub(crate) tags: Option<Template>,
+    /// Other CloudEvent attributes (`source`, `subject`, `data`, ...): a value it equals, or
+    /// an expression of the attribute (`.`) that is `true` for a match (any other answer:
+    /// the value it equals).
+    pub(crate) with: Vec<(String, Template)>,
+    /// `correlate`: a key, the expression that reads it from the event, and the value it
+    /// must have (none: the first event's value, for the filters after it).
+    pub(crate) correlate: Vec<(String, Expr, Option<Template>)>,
+}
+
+/// When a `listen.to.any` with `until` stops: an expression of the events consumed so far
+/// (`.`) that holds, or an event matching one of these filters (not in the output).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Until {
+    Holds(Expr),
+    Event(Vec<Filter>),
 }

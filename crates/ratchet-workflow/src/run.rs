@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex};
 use futures::future::BoxFuture;
 use futures::FutureExt as _;
 use ratchet_core::{ActivityOptions, ErrorInfo, OrchestrationContext, OrchestrationError};
-use ratchet_store::{EventQuery, QueryItem};
 use serde_json::{json, Value};
 use sha2::Digest as _;
 
@@ -20,6 +19,8 @@ use crate::model::{
     Auth, Block, CallOutput, Catch, Endpoint, ErrorTemplate, Flow, Kind, Schema, Task, Template,
 };
 use crate::Workflow;
+
+mod listen;
 
 /// The DSL's error types, as its specification names them.
 const ERRORS: &str = "https://serverlessworkflow.io/spec/1.0.0/errors";
@@ -597,32 +598,21 @@ async fn kind(run: &Run, task: &Task, input: Value, scope: &Scope) -> Result<(Va
             all,
             filters,
             data_only,
+            one: _,
+            until,
         } => {
-            let mut got = listen_many(run, task, *all, filters, &input, scope).await?;
+            let mut got =
+                listen::listen(run, task, *all, filters, until.as_ref(), &input, scope).await?;
             if *data_only {
                 for e in &mut got {
                     *e = e["data"].take();
                 }
             }
-            // `all` gives one per filter, in order; `any` (and `one`) the one that came.
-            if *all {
+            // `all` and `until` give a list; `one` and `any` the one that came.
+            if *all || until.is_some() {
                 Value::Array(got)
             } else {
                 got.pop().unwrap_or(Value::Null)
-            }
-        }
-        Kind::ListenEvent { kind, tags } => {
-            let tags = tags_of(run, tags, &input, scope, task)?;
-            let query = EventQuery::item(QueryItem::new([kind.as_str()], tags));
-            match run.durable(ratchet_runtime::await_event(ctx, query, task.timeout).await)? {
-                Some(event) => envelope(event),
-                None => {
-                    return Err(Fault::timeout(format!(
-                        "task `{}`: no `{kind}` event within {:?}",
-                        task.name,
-                        task.timeout.unwrap_or_default()
-                    )))
-                }
             }
         }
         Kind::Emit(t) => {
@@ -1037,18 +1027,6 @@ fn idempotency_key(instance: &str, path: &str, loops: &[String], answered: u64) 
         .collect()
 }
 
-/// An event of the store as a `listen` outputs it (its envelope).
-fn envelope(event: ratchet_store::StoredEvent) -> Value {
-    json!({
-        "type": event.kind,
-        "tags": event.tags,
-        "data": event.payload,
-        "metadata": event.metadata,
-        "position": event.position.0,
-        "time": event.recorded_at.as_millis(),
-    })
-}
-
 /// A listen filter's tags, computed.
 fn tags_of(
     run: &Run,
@@ -1070,103 +1048,5 @@ fn tags_of(
             "task `{}`: listen tags gave {other}, not a list",
             task.name
         ))),
-    }
-}
-
-/// `listen.to.any` (the first of the filters to be met: signals raced, events of the store
-/// awaited with one query of them all) or `listen.to.all` (each in turn, in order): the
-/// envelopes, `{type, data, ...}`. The task's timeout bounds each wait.
-async fn listen_many(
-    run: &Run,
-    task: &Task,
-    all: bool,
-    filters: &[crate::model::Filter],
-    input: &Value,
-    scope: &Scope,
-) -> Result<Vec<Value>, Fault> {
-    use crate::model::Filter;
-    let ctx = &run.ctx;
-    let timed_out = |what: String| {
-        Fault::timeout(format!(
-            "task `{}`: no {what} within {:?}",
-            task.name,
-            task.timeout.unwrap_or_default()
-        ))
-    };
-    if all {
-        let mut got = Vec::new();
-        for f in filters {
-            let one = match f {
-                Filter::Signal(name) => {
-                    let payload = match task.timeout {
-                        Some(t) => run.durable(ctx.signal_timeout::<Value>(name, t).await)?,
-                        None => Some(run.durable(ctx.signal::<Value>(name).await)?),
-                    };
-                    match payload {
-                        Some(data) => json!({"type": name, "data": data}),
-                        None => return Err(timed_out(format!("`{name}` signal"))),
-                    }
-                }
-                Filter::Event { kind, tags } => {
-                    let tags = tags_of(run, tags, input, scope, task)?;
-                    let query = EventQuery::item(QueryItem::new([kind.as_str()], tags));
-                    match run
-                        .durable(ratchet_runtime::await_event(ctx, query, task.timeout).await)?
-                    {
-                        Some(event) => envelope(event),
-                        None => return Err(timed_out(format!("`{kind}` event"))),
-                    }
-                }
-            };
-            got.push(one);
-        }
-        return Ok(got);
-    }
-    // Any: one wait for the store's events, one for each signal, and the timeout's timer.
-    let mut items = Vec::new();
-    let mut waits: Vec<BoxFuture<'_, Result<Option<Value>, OrchestrationError>>> = Vec::new();
-    for f in filters {
-        match f {
-            Filter::Signal(name) => {
-                let name = name.clone();
-                waits.push(
-                    async move {
-                        let data = ctx.signal::<Value>(&name).await?;
-                        Ok(Some(json!({"type": name, "data": data})))
-                    }
-                    .boxed(),
-                );
-            }
-            Filter::Event { kind, tags } => {
-                let tags = tags_of(run, tags, input, scope, task)?;
-                items.push(QueryItem::new([kind.as_str()], tags));
-            }
-        }
-    }
-    // No filter at all: any event of the store (a query without items matches them all).
-    if !items.is_empty() || filters.is_empty() {
-        let query = EventQuery { items };
-        waits.push(
-            async move {
-                Ok(ratchet_runtime::await_event(ctx, query, None)
-                    .await?
-                    .map(envelope))
-            }
-            .boxed(),
-        );
-    }
-    if let Some(t) = task.timeout {
-        waits.push(
-            async move {
-                ctx.sleep(t).await?;
-                Ok(None)
-            }
-            .boxed(),
-        );
-    }
-    let (_, first) = ratchet_core::race(waits).await;
-    match run.durable(first)? {
-        Some(got) => Ok(vec![got]),
-        None => Err(timed_out("matching signal or event".to_string())),
     }
 }

@@ -124,14 +124,15 @@ pub use ratchet_runtime::{
     ScheduleOptions, StartOptions, TaskContext, TaskRequest, EVENTS_APPEND_ACTIVITY,
 };
 pub use ratchet_store::{
-    event_size, validate_queue_name, AppendCondition, AppendOutcome, Direction, EnqueueOutcome,
-    EventAppend, EventPage, EventQuery, EventRead, FireKind, FireRecord, HistoryRecord, IfExists,
-    InstanceFilter, InstanceFollow, InstanceRecord, InstanceStatus, NewEvent, NewToken,
-    NewWorkflow, Position, QueryItem, QueueLimits, QueueStats, ScheduleAction, ScheduleRecord,
-    Store, StoreError, StoreStats, StoredEvent, TaskActionOutcome, TaskFilter, TaskId, TaskRecord,
-    TaskState, ThroughputBucket, ThroughputQuery, TokenRecord, WorkerAbout, WorkerRecord,
-    WorkflowPut, WorkflowRecord, MAX_EVENTS_PER_APPEND, MAX_EVENT_BYTES, MAX_EVENT_TYPE_BYTES,
-    MAX_QUERY_ITEMS, MAX_QUERY_TYPES, MAX_QUERY_TYPES_IN_ALL, MAX_TAGS, MAX_TAG_BYTES,
+    event_size, validate_queue_name, AppendCondition, AppendOutcome, CloudEventError, Direction,
+    EnqueueOutcome, EventAppend, EventPage, EventQuery, EventRead, FireKind, FireRecord,
+    HistoryRecord, IfExists, InstanceFilter, InstanceFollow, InstanceRecord, InstanceStatus,
+    NewEvent, NewToken, NewWorkflow, Position, QueryItem, QueueLimits, QueueStats, ScheduleAction,
+    ScheduleRecord, Store, StoreError, StoreStats, StoredEvent, TaskActionOutcome, TaskFilter,
+    TaskId, TaskRecord, TaskState, ThroughputBucket, ThroughputQuery, TokenRecord, WorkerAbout,
+    WorkerRecord, WorkflowPut, WorkflowRecord, MAX_EVENTS_PER_APPEND, MAX_EVENT_BYTES,
+    MAX_EVENT_TYPE_BYTES, MAX_QUERY_ITEMS, MAX_QUERY_TYPES, MAX_QUERY_TYPES_IN_ALL, MAX_TAGS,
+    MAX_TAG_BYTES,
 };
 #[cfg(feature = "postgres")]
 pub use ratchet_store_postgres::{

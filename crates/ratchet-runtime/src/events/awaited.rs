@@ -48,21 +48,44 @@ pub async fn await_event(
     query: EventQuery,
     timeout: Option<Duration>,
 ) -> Result<Option<StoredEvent>, OrchestrationError> {
-    let after: Position = ctx.activity(EVENTS_HEAD_ACTIVITY, ()).await?;
-    let deadline_ms = timeout.map(|t| {
-        ctx.now()
-            .as_millis()
-            .saturating_add(i64::try_from(t.as_millis()).unwrap_or(i64::MAX))
-    });
+    let after = events_head(ctx).await?;
+    let deadline = timeout.map(|t| ctx.now().plus(t));
+    await_event_after(ctx, query, after, deadline).await
+}
+
+/// The event store's head, as a step of the orchestration: where a wait that must see
+/// every event appended from now on starts.
+///
+/// # Errors
+///
+/// The step's failure (a database out of reach through every retry).
+pub async fn events_head(ctx: &OrchestrationContext) -> Result<Position, OrchestrationError> {
+    ctx.activity(EVENTS_HEAD_ACTIVITY, ()).await
+}
+
+/// Waits, as one step of the orchestration, for the first event matching `query` after
+/// position `after`: `None` when `deadline` passes first. A loop that reads events one by
+/// one (checking each against more than the query) passes the last one's position.
+///
+/// # Errors
+///
+/// The step's failure (a database out of reach through every retry, a malformed query).
+pub async fn await_event_after(
+    ctx: &OrchestrationContext,
+    query: EventQuery,
+    after: Position,
+    deadline: Option<Timestamp>,
+) -> Result<Option<StoredEvent>, OrchestrationError> {
     // An attempt may run until the deadline, and a little past it to answer.
+    let left = deadline.map(|d| d.since(ctx.now()));
     let options = ActivityOptions::default()
-        .start_to_close(timeout.map_or(NO_TIMEOUT, |t| t + Duration::from_secs(30)));
+        .start_to_close(left.map_or(NO_TIMEOUT, |t| t + Duration::from_secs(30)));
     ctx.activity_with(
         EVENTS_AWAIT_ACTIVITY,
         Await {
             query,
             after,
-            deadline_ms,
+            deadline_ms: deadline.map(Timestamp::as_millis),
         },
         options,
     )

@@ -17,7 +17,9 @@ use ratchet_store::{
 };
 
 pub(crate) use awaited::register_await_activities;
-pub use awaited::{await_event, EVENTS_AWAIT_ACTIVITY, EVENTS_HEAD_ACTIVITY};
+pub use awaited::{
+    await_event, await_event_after, events_head, EVENTS_AWAIT_ACTIVITY, EVENTS_HEAD_ACTIVITY,
+};
 pub use projection::{Projection, Projector};
 pub(crate) use step::register_append_activity;
 pub use step::{append_events, EVENTS_APPEND_ACTIVITY};

@@ -31,6 +31,7 @@ use crate::time::rfc3339;
 pub(crate) fn routes() -> OpenApiRouter<ServerState> {
     OpenApiRouter::new()
         .routes(routes!(append, read))
+        .routes(routes!(append_cloud_events))
         .routes(routes!(query))
         .routes(routes!(stream))
 }
@@ -192,19 +193,7 @@ async fn append(
         .into_iter()
         .map(|e| NewEvent::new(e.kind, e.tags, e.payload).with_metadata(e.metadata));
     let events: Vec<NewEvent> = events.collect();
-    for (i, event) in events.iter().enumerate() {
-        let size = ratchet::event_size(event);
-        if size > ratchet::MAX_EVENT_BYTES {
-            return Err(Problem::too_large(
-                format!(
-                    "the payload and metadata are {size} bytes; at most {} are allowed",
-                    ratchet::MAX_EVENT_BYTES
-                ),
-                ratchet::MAX_EVENT_BYTES as u64,
-            )
-            .field(format!("events[{i}].payload")));
-        }
-    }
+    sized(&events)?;
     let append = EventAppend {
         events,
         condition: input
@@ -221,6 +210,30 @@ async fn append(
             .transpose()?,
         idempotency_key: input.idempotency_key,
     };
+    submit(&state, append).await
+}
+
+/// Refuses an event over [`ratchet::MAX_EVENT_BYTES`] with 413, naming it.
+fn sized(events: &[NewEvent]) -> Result<(), Problem> {
+    for (i, event) in events.iter().enumerate() {
+        let size = ratchet::event_size(event);
+        if size > ratchet::MAX_EVENT_BYTES {
+            return Err(Problem::too_large(
+                format!(
+                    "the payload and metadata are {size} bytes; at most {} are allowed",
+                    ratchet::MAX_EVENT_BYTES
+                ),
+                ratchet::MAX_EVENT_BYTES as u64,
+            )
+            .field(format!("events[{i}].payload")));
+        }
+    }
+    Ok(())
+}
+
+/// Appends and answers 201 (or 200 for a repeated idempotency key, 409 for a failed
+/// condition).
+async fn submit(state: &ServerState, append: EventAppend) -> Result<Response, Problem> {
     let (status, first, last, duplicate) = match state.client.events().submit(append).await? {
         AppendOutcome::Appended { first, last } => (StatusCode::CREATED, first, last, false),
         AppendOutcome::Duplicate { first, last } => (StatusCode::OK, first, last, true),
@@ -239,6 +252,76 @@ async fn append(
         duplicate,
     };
     Ok((status, Json(body)).into_response())
+}
+
+/// A CloudEvent 1.0 in structured JSON, or an array of them (a batch): `specversion`
+/// (`1.0`), `id`, `source` and `type` required; `data` any JSON; the extension `tags`, a list
+/// of `key:value` strings (or one string of them, comma-separated), the event's tags; every
+/// other attribute a string, number or boolean, kept as the event's metadata.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(untagged)]
+enum CloudEventsInput {
+    #[schema(value_type = Object)]
+    One(serde_json::Map<String, Value>),
+    /// 1 to 10,000 events.
+    #[schema(value_type = Vec<Object>)]
+    Batch(Vec<Value>),
+}
+
+/// Appends CloudEvents (the structured JSON mode of the CloudEvents HTTP binding, one
+/// event or a batch): what a declarative workflow's `listen` and `schedule.on` see.
+#[utoipa::path(
+    post,
+    path = "/v1/events/cloudevents",
+    tag = "events",
+    operation_id = "events_append_cloudevents",
+    request_body(content(
+        (CloudEventsInput = "application/cloudevents+json"),
+        (CloudEventsInput = "application/cloudevents-batch+json"),
+        (CloudEventsInput = "application/json")
+    )),
+    responses(
+        (status = 201, description = "Appended", body = AppendedView),
+        (status = 400, description = "Malformed JSON", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 422, description = "Not a CloudEvent Ratchet can append; `field` names the event", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 413, description = "The body or batch is over its limit; `limit` says it", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not JSON", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
+    )
+)]
+async fn append_cloud_events(
+    State(state): State<ServerState>,
+    JsonBody(input): JsonBody<CloudEventsInput>,
+) -> Result<Response, Problem> {
+    let list = match input {
+        CloudEventsInput::One(one) => vec![Value::Object(one)],
+        CloudEventsInput::Batch(list) => list,
+    };
+    if list.is_empty() || list.len() > ratchet::MAX_EVENTS_PER_APPEND {
+        return Err(Problem::invalid(format!(
+            "a batch holds 1 to {} CloudEvents, not {}",
+            ratchet::MAX_EVENTS_PER_APPEND,
+            list.len()
+        )));
+    }
+    let events = list
+        .into_iter()
+        .enumerate()
+        .map(|(i, e)| {
+            NewEvent::from_cloud_event(e)
+                .map_err(|e| Problem::invalid(e.to_string()).field(format!("[{i}]")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    sized(&events)?;
+    submit(
+        &state,
+        EventAppend {
+            events,
+            condition: None,
+            idempotency_key: None,
+        },
+    )
+    .await
 }
 
 /// A page of events.

@@ -115,4 +115,180 @@ async fn listens_wait_for_any_or_all(store: Arc<dyn Store>) {
     r.shutdown().await;
 }
 
-crate::on_every_backend!(listens_wait_for_any_or_all);
+const VITALS: &str = r#"
+document: {dsl: '1.0.0', namespace: wait, name: vitals, version: '1.0.0'}
+do:
+  - alarm:
+      listen:
+        to:
+          any:
+            - with:
+                type: temperature
+                source: https://hospital.example
+                data: ${ .celsius > 38 }
+              correlate:
+                patient: {from: '${ .subject }', expect: '${ .patient }'}
+        read: data
+      timeout:
+        after: {seconds: 20}
+"#;
+
+const PAIR: &str = r#"
+document: {dsl: '1.0.0', namespace: wait, name: pair, version: '1.0.0'}
+do:
+  - pair:
+      listen:
+        to:
+          all:
+            - with: {type: ordered}
+              correlate: {order: {from: '${ .data.order }'}}
+            - with: {type: paid}
+              correlate: {order: {from: '${ .data.order }'}}
+        read: data
+"#;
+
+const READINGS: &str = r#"
+document: {dsl: '1.0.0', namespace: wait, name: readings, version: '1.0.0'}
+do:
+  - collect:
+      listen:
+        to:
+          any:
+            - with: {type: reading, source: '${ "meter-" + $workflow.input.meter }'}
+          until: '( . | length ) >= 3'
+        read: data
+  - closing:
+      listen:
+        to:
+          any:
+            - with: {type: reading, source: '${ "meter-" + $workflow.input.meter }'}
+          until:
+            one:
+              with: {type: closed, subject: '${ $workflow.input.meter }'}
+        read: data
+"#;
+
+/// A CloudEvent, as `ratchet events append --cloudevent` and the API take one.
+fn cloud(id: u32, kind: &str, source: &str, subject: &str, data: Value) -> ratchet::NewEvent {
+    ratchet::NewEvent::from_cloud_event(json!({
+        "specversion": "1.0", "id": id.to_string(), "source": source, "type": kind,
+        "subject": subject, "data": data
+    }))
+    .unwrap()
+}
+
+/// Waits until instance `id` has read the store's head: events appended from then on count.
+async fn listening(c: &ratchet::Client, id: &str, steps: usize) {
+    let deadline = std::time::Instant::now() + WAIT;
+    while c
+        .history(id)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|h| h.event.kind() == "ActivityCompleted")
+        .count()
+        < steps
+    {
+        if std::time::Instant::now() > deadline {
+            let history = c.history(id).await.unwrap();
+            let kinds: Vec<_> = history.iter().map(|h| format!("{:?}", h.event)).collect();
+            panic!("{id} never listened: {kinds:#?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn listens_filter_correlate_and_consume_until(store: Arc<dyn Store>) {
+    let r = start(&store, |b| {
+        b.workflow(Workflow::compile(VITALS).unwrap(), 1)
+            .workflow(Workflow::compile(PAIR).unwrap(), 1)
+            .workflow(Workflow::compile(READINGS).unwrap(), 1)
+    })
+    .await;
+    let c = r.client();
+    let append = |events: Vec<ratchet::NewEvent>| {
+        let c = c.clone();
+        async move { c.events().append(events).await.unwrap() }
+    };
+
+    // Attributes, `data` by expression, and a correlation expected from the input: three
+    // near misses, then the one.
+    let v = c
+        .start_with(
+            "wait/vitals",
+            json!({"patient": "p1"}),
+            StartOptions::id("v1"),
+        )
+        .await
+        .unwrap();
+    listening(c, "v1", 1).await;
+    let hospital = "https://hospital.example";
+    append(vec![
+        cloud(1, "temperature", hospital, "p2", json!({"celsius": 40})),
+        cloud(2, "temperature", hospital, "p1", json!({"celsius": 37})),
+        cloud(
+            3,
+            "temperature",
+            "https://elsewhere.example",
+            "p1",
+            json!({"celsius": 41}),
+        ),
+        cloud(4, "temperature", hospital, "p1", json!("not an object")),
+        cloud(5, "temperature", hospital, "p1", json!({"celsius": 39.5})),
+    ])
+    .await;
+    let out: Value = v.wait(WAIT).await.unwrap().into_result().unwrap();
+    assert_eq!(out, json!({"celsius": 39.5}));
+
+    // `all`: the first event's correlation is what the second must carry.
+    let p = c
+        .start_with("wait/pair", json!({}), StartOptions::id("p1"))
+        .await
+        .unwrap();
+    listening(c, "p1", 1).await;
+    append(vec![
+        cloud(6, "paid", "shop", "-", json!({"order": 2})),
+        cloud(7, "ordered", "shop", "-", json!({"order": 1})),
+        cloud(8, "paid", "shop", "-", json!({"order": 1})),
+    ])
+    .await;
+    let out: Value = p.wait(WAIT).await.unwrap().into_result().unwrap();
+    assert_eq!(out, json!([{"order": 1}, {"order": 1}]));
+
+    // `until` an expression of what was consumed, then `until` an ending event (not in the
+    // output); another meter's readings are not consumed.
+    let m = c
+        .start_with(
+            "wait/readings",
+            json!({"meter": "m1"}),
+            StartOptions::id("m1"),
+        )
+        .await
+        .unwrap();
+    listening(c, "m1", 1).await;
+    append(vec![
+        cloud(9, "reading", "meter-m1", "m1", json!(1)),
+        cloud(10, "reading", "meter-m2", "m2", json!(99)),
+        cloud(11, "reading", "meter-m1", "m1", json!(2)),
+        cloud(12, "reading", "meter-m1", "m1", json!(3)),
+    ])
+    .await;
+    // The second listen begins after the first: its head is read after these.
+    listening(c, "m1", 6).await;
+    append(vec![
+        cloud(13, "reading", "meter-m1", "m1", json!(4)),
+        cloud(14, "closed", "meter-m1", "m2", json!(null)),
+        cloud(15, "reading", "meter-m1", "m1", json!(5)),
+        cloud(16, "closed", "meter-m1", "m1", json!(null)),
+        cloud(17, "reading", "meter-m1", "m1", json!(6)),
+    ])
+    .await;
+    let out: Value = m.wait(WAIT).await.unwrap().into_result().unwrap();
+    assert_eq!(out, json!([4, 5]));
+    r.shutdown().await;
+}
+
+crate::on_every_backend!(
+    listens_wait_for_any_or_all,
+    listens_filter_correlate_and_consume_until
+);
