@@ -246,6 +246,10 @@ pub(crate) async fn run(store: Arc<dyn Store>, cmd: WorkflowCommand) -> anyhow::
                             workflow::ScheduleSync::Updated(s) => {
                                 out!("  schedule {} now {}", s.name, s.spec)
                             }
+                            workflow::ScheduleSync::Trigger {
+                                instance,
+                                started: true,
+                            } => out!("  started {instance}, which starts it on its events"),
                             _ => {}
                         }
                     }

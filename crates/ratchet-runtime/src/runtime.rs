@@ -118,6 +118,7 @@ impl Runtime {
         let calls = Arc::new(crate::client::Calls::new(store.clone(), clock.clone()));
         crate::events::register_append_activity(&mut registry, calls.clone());
         crate::events::register_await_activities(&mut registry, calls.clone());
+        crate::started::register_start_activity(&mut registry, calls.clone());
         let (locked, locked_rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             store,

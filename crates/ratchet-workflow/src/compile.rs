@@ -570,29 +570,39 @@ fn workflow(cx: &mut Cx<'_>, root: &Node, source: &str) -> Option<Workflow> {
     })
 }
 
-/// The workflow's own `schedule`: one of `every`, `cron` or `after` (`on`, starting on
-/// events, is not run by Ratchet).
+/// The workflow's own `schedule`: one of `every`, `cron`, `after` or `on` (events of the
+/// store that start it).
 fn schedule(cx: &mut Cx<'_>, node: &Node) -> Option<crate::DslSchedule> {
     let map = cx.mapping(node, "`schedule`")?;
     cx.only(map, &["every", "cron", "after", "on"], "`schedule`");
-    if let Some(key) = map.keys().find(|k| k.as_str() == "on") {
-        cx.error(
-            key.span(),
-            "`schedule.on` (starting on events) is not supported by Ratchet yet: use `every`, \
-             `cron` or `after`",
-        );
-        return None;
-    }
-    let given: Vec<&str> = ["every", "cron", "after"]
+    let given: Vec<&str> = ["every", "cron", "after", "on"]
         .into_iter()
         .filter(|k| map.get_node(k).is_some())
         .collect();
     if given.len() != 1 {
         cx.error(
             place(map),
-            "`schedule` takes one of `every`, `cron` or `after`",
+            "`schedule` takes one of `every`, `cron`, `after` or `on`",
         );
         return None;
+    }
+    if let Some(on) = map.get_node("on") {
+        let on = cx.mapping(on, "`schedule.on`")?;
+        let kind = strategy(cx, "`schedule.on`", on, None, &[], true)?;
+        return Some(crate::DslSchedule::On(crate::Trigger(Box::new(Task {
+            name: "schedule.on".into(),
+            path: "/schedule/on".into(),
+            when: None,
+            input_from: None,
+            output_as: None,
+            export_as: None,
+            schemas: Schemas::default(),
+            timeout: None,
+            status: None,
+            continue_as_new: None,
+            then: Flow::Continue,
+            kind,
+        }))));
     }
     let key = given[0];
     let value = map.get_node(key)?;
@@ -1770,6 +1780,20 @@ fn listen(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<
         cx.error(place(m), format!("{what}: `listen` has no `to`"));
         return None;
     };
+    strategy(cx, what, to, read, scope, false)
+}
+
+/// An event consumption strategy (`listen.to`, `schedule.on`): `one`, `any` or `all` of
+/// filters, and `until`. With `events_only`, a filter of only a `type` is an event of the
+/// store too, not a signal (a workflow not yet started has no signals).
+fn strategy(
+    cx: &mut Cx<'_>,
+    what: &str,
+    to: &MarkedMappingNode,
+    read: Option<bool>,
+    scope: &[String],
+    events_only: bool,
+) -> Option<Kind> {
     cx.only(
         to,
         &["one", "all", "any", "until"],
@@ -1777,7 +1801,7 @@ fn listen(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<
     );
     let until = match to.get_node("until") {
         None => None,
-        Some(n) => Some(until(cx, n, scope, what)?),
+        Some(n) => Some(until(cx, n, scope, what, events_only)?),
     };
     if until.is_some() && to.get_node("any").is_none() {
         cx.error(
@@ -1804,7 +1828,7 @@ fn listen(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<
         };
         let mut filters = Vec::new();
         for item in items.iter() {
-            filters.push(filter(cx, item, scope, &at)?);
+            filters.push(filter(cx, item, scope, &at, events_only)?);
         }
         return Some(Kind::ListenMany {
             all: strategy == "all",
@@ -1815,7 +1839,13 @@ fn listen(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<
         });
     }
     let one = to.get_node("one")?;
-    let found = filter(cx, one, scope, &format!("{what}: listen.to.one"))?;
+    let found = filter(
+        cx,
+        one,
+        scope,
+        &format!("{what}: listen.to.one"),
+        events_only,
+    )?;
     // Without `read`, as before: a signal's payload, or an event's envelope.
     if read.is_none() {
         if let Filter::Signal(signal) = found {
@@ -1833,14 +1863,26 @@ fn listen(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<
 
 /// `listen.to.until`: an expression of the events consumed so far, or the events (`one` or
 /// `any` of them) that end the listening.
-fn until(cx: &mut Cx<'_>, node: &Node, scope: &[String], what: &str) -> Option<Until> {
+fn until(
+    cx: &mut Cx<'_>,
+    node: &Node,
+    scope: &[String],
+    what: &str,
+    events_only: bool,
+) -> Option<Until> {
     let at = format!("{what}: listen.to.until");
     let Some(strategy) = node.as_mapping() else {
         return Some(Until::Holds(cx.expr(node, scope, &at)?));
     };
     cx.only(strategy, &["one", "any"], &at);
     if let Some(one) = strategy.get_node("one") {
-        return Some(Until::Event(vec![filter(cx, one, scope, &at)?]));
+        return Some(Until::Event(vec![filter(
+            cx,
+            one,
+            scope,
+            &at,
+            events_only,
+        )?]));
     }
     let Some(items) = strategy.get_node("any").and_then(Node::as_sequence) else {
         cx.error(
@@ -1851,14 +1893,20 @@ fn until(cx: &mut Cx<'_>, node: &Node, scope: &[String], what: &str) -> Option<U
     };
     let mut filters = Vec::new();
     for item in items.iter() {
-        filters.push(filter(cx, item, scope, &at)?);
+        filters.push(filter(cx, item, scope, &at, events_only)?);
     }
     Some(Until::Event(filters))
 }
 
 /// One `listen` filter: `{with: {type}}` a signal; anything more (`tags`, `source`, `data`,
 /// any CloudEvent attribute, `correlate`) an event of the event store.
-fn filter(cx: &mut Cx<'_>, node: &Node, scope: &[String], what: &str) -> Option<Filter> {
+fn filter(
+    cx: &mut Cx<'_>,
+    node: &Node,
+    scope: &[String],
+    what: &str,
+    events_only: bool,
+) -> Option<Filter> {
     let item = cx.mapping(node, what)?;
     cx.only(item, &["with", "correlate"], what);
     let with = item
@@ -1901,7 +1949,8 @@ fn filter(cx: &mut Cx<'_>, node: &Node, scope: &[String], what: &str) -> Option<
         .iter()
         .filter(|(k, _)| !matches!(k.as_str(), "type" | "tags"))
         .collect();
-    if others.is_empty() && correlate.is_empty() && with.get_node("tags").is_none() {
+    if !events_only && others.is_empty() && correlate.is_empty() && with.get_node("tags").is_none()
+    {
         if let Some(kind) = kind {
             return Some(Filter::Signal(kind));
         }

@@ -611,6 +611,17 @@ impl Workflow {
                 crate::DslSchedule::Every(d) => ("every", duration(*d)),
                 crate::DslSchedule::After(d) => ("after", duration(*d)),
                 crate::DslSchedule::Cron(c) => ("cron", text(c)),
+                crate::DslSchedule::On(t) => {
+                    // The strategy, as a `listen` task would write it under `to`.
+                    let to = kind(&t.0.kind, &Block::default())
+                        .into_iter()
+                        .find_map(|(_, listen)| match listen {
+                            Y::Map(items) => items.into_iter().find(|(k, _)| k == "to"),
+                            _ => None,
+                        })
+                        .map_or(Y::Map(Vec::new()), |(_, to)| to);
+                    ("on", to)
+                }
             };
             top.push(("schedule".into(), Y::Map(vec![(key.into(), value)])));
         }

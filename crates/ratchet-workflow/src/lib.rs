@@ -67,8 +67,9 @@ pub struct Workflow {
 }
 
 /// A definition's own `schedule`: applying the definition creates or updates a schedule of
-/// the same name (`namespace/name`) that starts it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// the same name (`namespace/name`) that starts it, or for `on` starts the instance that
+/// listens for the events that start it.
+#[derive(Clone, Debug, PartialEq)]
 pub enum DslSchedule {
     /// `every`: at a fixed interval (whole seconds).
     Every(std::time::Duration),
@@ -76,7 +77,14 @@ pub enum DslSchedule {
     Cron(String),
     /// `after`: this long after the previous run ended.
     After(std::time::Duration),
+    /// `on`: when events of the event store come (an event consumption strategy).
+    On(Trigger),
 }
+
+/// The events that start a workflow (`schedule.on`), compiled as a `listen` task that a
+/// trigger instance ([`Workflow::trigger_name`]) runs again and again.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trigger(pub(crate) Box<model::Task>);
 
 impl DslSchedule {
     /// As a schedule's spec: `every 300s`, the cron expression, `after 30s`.
@@ -85,6 +93,7 @@ impl DslSchedule {
             Self::Every(d) => format!("every {}s", d.as_secs()),
             Self::Cron(c) => c.clone(),
             Self::After(d) => format!("after {}s", d.as_secs()),
+            Self::On(_) => "on events".to_string(),
         }
     }
 }
@@ -250,13 +259,26 @@ impl Workflow {
         orchestration_name(&self.namespace, &self.name)
     }
 
+    /// The orchestration that starts it on events (`schedule.on`): `namespace/name:on`.
+    pub fn trigger_name(&self) -> String {
+        format!("{}:on", self.orchestration_name())
+    }
+
     /// Registers the workflow as version `version` of its orchestration
     /// ([`Self::orchestration_name`]): instances started under that name run it, and each
     /// keeps the version it started on. A registry in use (a runtime's) takes it too: the
-    /// runtime claims its instances from its next poll.
+    /// runtime claims its instances from its next poll. With `schedule.on`, its trigger
+    /// ([`Self::trigger_name`]) is registered as the same version.
     pub fn register(self, registry: &Registry, version: u32) {
         let name = self.orchestration_name();
+        let trigger = self.trigger_name();
         let workflow = Arc::new(self);
+        if matches!(workflow.schedule, Some(DslSchedule::On(_))) {
+            let w = workflow.clone();
+            registry.add_orchestration_version(&trigger, version, move |ctx, input: Value| {
+                run::trigger(ctx, w.clone(), input)
+            });
+        }
         registry.add_orchestration_version(&name, version, move |ctx, input: Value| {
             run::run(ctx, workflow.clone(), input)
         });

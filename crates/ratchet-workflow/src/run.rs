@@ -277,25 +277,7 @@ pub(crate) async fn run(
     workflow: Arc<Workflow>,
     input: Value,
 ) -> Result<Value, OrchestrationError> {
-    let started = ctx.now();
-    let run = Run {
-        workflow: Arc::new(json!({
-            "id": ctx.instance_id(),
-            "input": input,
-            "definition": {
-                "namespace": workflow.namespace,
-                "name": workflow.name,
-                "version": workflow.version,
-            },
-            "startedAt": { "epoch": { "milliseconds": started.as_millis() } },
-        })),
-        context: Mutex::new(Arc::new(json!({}))),
-        fuel: AtomicU64::new(TURN_FUEL),
-        revision: workflow.hash.clone(),
-        definition: workflow.clone(),
-        answered: Mutex::new(HashMap::new()),
-        ctx,
-    };
+    let run = Run::new(ctx, &workflow, &input);
     let body = async {
         let scope = run.scope(&Scope::new(), &input)?;
         valid(
@@ -340,6 +322,100 @@ pub(crate) async fn run(
         Fault::Engine(e) | Fault::Cancelled(e) => e,
         Fault::Error(error) => OrchestrationError::Application(info_of(&error)),
     })
+}
+
+impl Run {
+    fn new(ctx: OrchestrationContext, workflow: &Arc<Workflow>, input: &Value) -> Run {
+        let started = ctx.now();
+        Run {
+            workflow: Arc::new(json!({
+                "id": ctx.instance_id(),
+                "input": input,
+                "definition": {
+                    "namespace": workflow.namespace,
+                    "name": workflow.name,
+                    "version": workflow.version,
+                },
+                "startedAt": { "epoch": { "milliseconds": started.as_millis() } },
+            })),
+            context: Mutex::new(Arc::new(json!({}))),
+            fuel: AtomicU64::new(TURN_FUEL),
+            revision: workflow.hash.clone(),
+            definition: workflow.clone(),
+            answered: Mutex::new(HashMap::new()),
+            ctx,
+        }
+    }
+}
+
+/// Workflows one execution of a trigger starts before it continues as new, so its history
+/// stays short however long it listens.
+pub(crate) const TRIGGER_STARTS_PER_EXECUTION: u32 = 100;
+
+/// A workflow's trigger (`schedule.on`): listens for the events its strategy names, from
+/// the position its input gives (`{"after": N}`; none: from when it first runs), and for
+/// each consumption starts the workflow with them (one event, or a list for `all` and
+/// `until`) as instance `namespace/name:on:P`, where P is the position of the last event it
+/// read, so each starts once whatever the crashes. It continues as new every
+/// [`TRIGGER_STARTS_PER_EXECUTION`] starts.
+pub(crate) async fn trigger(
+    ctx: OrchestrationContext,
+    workflow: Arc<Workflow>,
+    input: Value,
+) -> Result<Value, OrchestrationError> {
+    let Some(crate::DslSchedule::On(crate::Trigger(task))) = &workflow.schedule else {
+        return Err(OrchestrationError::Application(ErrorInfo::new(
+            "NoTrigger",
+            "this workflow has no `schedule.on`",
+        )));
+    };
+    let Kind::ListenMany {
+        all,
+        filters,
+        until,
+        ..
+    } = &task.kind
+    else {
+        return Err(OrchestrationError::Application(ErrorInfo::new(
+            "NoTrigger",
+            "`schedule.on` is not a strategy of events",
+        )));
+    };
+    let run = Run::new(ctx, &workflow, &input);
+    let name = workflow.orchestration_name();
+    let mut after = input
+        .get("after")
+        .and_then(Value::as_u64)
+        .map(ratchet_store::Position);
+    let fail = |fault: Fault| match fault {
+        Fault::Engine(e) | Fault::Cancelled(e) => e,
+        Fault::Error(error) => OrchestrationError::Application(info_of(&error)),
+    };
+    for _ in 0..TRIGGER_STARTS_PER_EXECUTION {
+        let scope = run.scope(&Scope::new(), &input).map_err(fail)?;
+        let (mut got, last) = listen::listen(
+            &run,
+            task,
+            *all,
+            filters,
+            until.as_ref(),
+            &input,
+            &scope,
+            after,
+        )
+        .await
+        .map_err(fail)?;
+        after = Some(last);
+        let events = if *all || until.is_some() {
+            Value::Array(got)
+        } else {
+            got.pop().unwrap_or(Value::Null)
+        };
+        let id = format!("{name}:on:{last}");
+        run.durable(ratchet_runtime::start_instance(&run.ctx, &name, &id, events).await)?;
+    }
+    run.ctx
+        .continue_as_new(json!({ "after": after.map(|p| p.0) }))
 }
 
 /// An uncaught workflow error as the instance's error: its title (or type) and detail, and
@@ -601,8 +677,17 @@ async fn kind(run: &Run, task: &Task, input: Value, scope: &Scope) -> Result<(Va
             one: _,
             until,
         } => {
-            let mut got =
-                listen::listen(run, task, *all, filters, until.as_ref(), &input, scope).await?;
+            let (mut got, _) = listen::listen(
+                run,
+                task,
+                *all,
+                filters,
+                until.as_ref(),
+                &input,
+                scope,
+                None,
+            )
+            .await?;
             if *data_only {
                 for e in &mut got {
                     *e = e["data"].take();

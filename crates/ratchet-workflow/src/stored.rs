@@ -255,6 +255,15 @@ pub enum ScheduleSync {
     Updated(ratchet_store::ScheduleRecord),
     /// The schedule already had the definition's spec.
     Unchanged(ratchet_store::ScheduleRecord),
+    /// `schedule.on`: the trigger instance that listens for the events and starts the
+    /// workflow (`namespace/name:on@REVISION`); `started` is false when it ran already.
+    /// Triggers of earlier revisions were terminated.
+    Trigger {
+        /// The trigger instance's id.
+        instance: String,
+        /// Whether this call started it.
+        started: bool,
+    },
 }
 
 /// Creates or updates the schedule a definition's own `schedule` asks for: named after the
@@ -272,6 +281,9 @@ pub async fn sync_schedule(
     let Some(dsl) = workflow.schedule() else {
         return Ok(ScheduleSync::None);
     };
+    if let crate::DslSchedule::On(_) = dsl {
+        return sync_trigger(client, workflow).await;
+    }
     let name = workflow.orchestration_name();
     let spec = dsl.spec();
     match client.schedule(&name).await {
@@ -305,4 +317,40 @@ pub async fn sync_schedule(
         }
         Err(e) => Err(e),
     }
+}
+
+/// Starts the trigger of a workflow with `schedule.on`, one per revision (its id ends with
+/// the definition's hash), and terminates the triggers of other revisions: one listens at a
+/// time. A workflow it starts is named after the event's position, so two triggers that
+/// overlap for a moment start it once.
+async fn sync_trigger(
+    client: &ratchet_runtime::Client,
+    workflow: &Workflow,
+) -> Result<ScheduleSync, ratchet_runtime::Error> {
+    use ratchet_store::{IfExists, InstanceFilter, InstanceStatus};
+    let trigger = workflow.trigger_name();
+    let hash = workflow.hash();
+    let id = format!("{trigger}@{}", &hash[..hash.len().min(16)]);
+    let running = client
+        .list(InstanceFilter {
+            statuses: vec![InstanceStatus::Pending, InstanceStatus::Running],
+            name: Some(trigger.clone()),
+            limit: Some(100),
+            ..InstanceFilter::default()
+        })
+        .await?;
+    for old in running.iter().filter(|r| r.id != id) {
+        client
+            .terminate(&old.id, "its workflow was given a new definition")
+            .await?;
+    }
+    let options = ratchet_runtime::StartOptions::id(&id).if_exists(IfExists::UseExisting);
+    let started = !running.iter().any(|r| r.id == id);
+    client
+        .start_with(&trigger, serde_json::json!({}), options)
+        .await?;
+    Ok(ScheduleSync::Trigger {
+        instance: id,
+        started,
+    })
 }

@@ -168,12 +168,13 @@ fn a_workflows_own_schedule_is_read_as_a_schedule_spec() {
         ("{every: PT1H}", "every 3600s"),
         ("{cron: '30 2 * * *'}", "30 2 * * *"),
         ("{after: {seconds: 30}}", "after 30s"),
+        ("{on: {one: {with: {type: x}}}}", "on events"),
     ] {
         let w = Workflow::compile(&with(schedule)).unwrap_or_else(|e| panic!("{schedule}: {e}"));
         assert_eq!(w.schedule().map(|s| s.spec()).as_deref(), Some(spec));
     }
     for (schedule, message) in [
-        ("{on: {one: {with: {type: x}}}}", "not supported"),
+        ("{on: {one: {with: {}}}}", "names no attribute"),
         ("{every: PT0.5S}", "whole number of seconds"),
         ("{every: PT1M, cron: '* * * * *'}", "one of"),
         ("{cron: 'not cron'}", "not a cron expression"),

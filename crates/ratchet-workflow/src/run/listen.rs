@@ -182,8 +182,10 @@ async fn signal(
 }
 
 /// `listen`: the envelopes of what it consumed, in order: one for `one` and `any`, one per
-/// filter for `all`, and for `any` with `until` each until it holds. The task's timeout
-/// bounds the whole listen; events count from when it began.
+/// filter for `all`, and for `any` with `until` each until it holds; and the position of
+/// the last event it read. The task's timeout bounds the whole listen; events count from
+/// `from`, or from when it began.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn listen(
     run: &Run,
     task: &Task,
@@ -192,7 +194,8 @@ pub(super) async fn listen(
     until: Option<&Until>,
     input: &Value,
     scope: &Scope,
-) -> Result<Vec<Value>, Fault> {
+    from: Option<Position>,
+) -> Result<(Vec<Value>, Position), Fault> {
     let ctx = &run.ctx;
     let deadline = task.timeout.map(|t| ctx.now().plus(t));
     let timed_out = |what: &str| {
@@ -215,13 +218,14 @@ pub(super) async fn listen(
     }
     // Events count from here: one step reads the store's head.
     let follows = !ready.is_empty() || filters.is_empty();
-    let head = if follows {
-        run.durable(ratchet_runtime::events_head(ctx).await)?
-    } else {
-        Position(0)
+    let head = match from {
+        Some(p) => p,
+        None if follows => run.durable(ratchet_runtime::events_head(ctx).await)?,
+        None => Position(0),
     };
     let mut correlated = HashMap::new();
     if all {
+        let mut last = head;
         let mut got = Vec::new();
         for (i, f) in filters.iter().enumerate() {
             let one = match f {
@@ -230,7 +234,10 @@ pub(super) async fn listen(
                     let mine: Vec<_> = ready.iter().filter(|(j, _)| *j == i).cloned().collect();
                     next_event(run, task, &mine, head, deadline, scope, &mut correlated)
                         .await?
-                        .map(|((_, e), _)| e)
+                        .map(|((_, e), at)| {
+                            last = last.max(at);
+                            e
+                        })
                 }
             };
             match one {
@@ -238,7 +245,7 @@ pub(super) async fn listen(
                 None => return Err(timed_out("event or signal of `listen.to.all`")),
             }
         }
-        return Ok(got);
+        return Ok((got, last));
     }
     // Any: one wait for the store's events, one for each signal, and the deadline's timer;
     // with `until`, again after each, following the store on from the last event.
@@ -297,17 +304,17 @@ pub(super) async fn listen(
             }));
         };
         let Some(until) = until else {
-            return Ok(vec![envelope]);
+            return Ok((vec![envelope], after));
         };
         // An event of `until`'s own filters ends it and is not part of the output.
         if index >= filters.len() {
-            return Ok(got);
+            return Ok((got, after));
         }
         got.push(envelope);
         if let Until::Holds(condition) = until {
             let so_far = Value::Array(got.clone());
             if truthy(&run.eval(condition, &so_far, scope)?) {
-                return Ok(got);
+                return Ok((got, after));
             }
         }
         if got.len() >= MAX_CONSUMED_EVENTS {

@@ -290,5 +290,84 @@ async fn listens_filter_correlate_and_consume_until(store: Arc<dyn Store>) {
 
 crate::on_every_backend!(
     listens_wait_for_any_or_all,
-    listens_filter_correlate_and_consume_until
+    listens_filter_correlate_and_consume_until,
+    schedule_on_starts_a_workflow_per_event
 );
+
+const ONBOARD: &str = r#"
+document: {dsl: '1.0.0', namespace: wait, name: onboard, version: '1.0.0'}
+schedule:
+  on:
+    one:
+      with: {type: user.created, source: https://accounts.example}
+do:
+  - greet:
+      set:
+        user: ${ .data.name }
+"#;
+
+/// `schedule.on`: a trigger instance starts the workflow once per matching event, with the
+/// event as its input; applying the same definition again starts no second trigger.
+async fn schedule_on_starts_a_workflow_per_event(store: Arc<dyn Store>) {
+    let onboard = Workflow::compile(ONBOARD).unwrap();
+    let r = start(&store, |b| b.workflow(onboard.clone(), 1)).await;
+    let c = r.client();
+    let sync = ratchet::workflow::sync_schedule(c, &onboard)
+        .await
+        .unwrap();
+    let ratchet::workflow::ScheduleSync::Trigger {
+        instance,
+        started: true,
+    } = sync
+    else {
+        panic!("{sync:?}")
+    };
+    listening(c, &instance, 1).await;
+    let accounts = "https://accounts.example";
+    c.events()
+        .append(vec![
+            cloud(1, "user.created", accounts, "u1", json!({"name": "ada"})),
+            cloud(
+                2,
+                "user.created",
+                "https://spam.example",
+                "u2",
+                json!({"name": "eve"}),
+            ),
+            cloud(3, "user.deleted", accounts, "u1", json!({"name": "ada"})),
+            cloud(4, "user.created", accounts, "u3", json!({"name": "grace"})),
+        ])
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    let started = loop {
+        let done = c
+            .list(ratchet::InstanceFilter {
+                name: Some("wait/onboard".into()),
+                statuses: vec![InstanceStatus::Completed],
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        if done.len() >= 2 || std::time::Instant::now() > deadline {
+            break done;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut users: Vec<Value> = started
+        .iter()
+        .map(|i| i.output.clone().unwrap_or_default()["user"].clone())
+        .collect();
+    users.sort_by_key(|u| u.to_string());
+    assert_eq!(users, [json!("ada"), json!("grace")]);
+    assert!(started.iter().all(|i| i.id.starts_with("wait/onboard:on:")));
+    // The same definition again: the same trigger, not a second one.
+    let again = ratchet::workflow::sync_schedule(c, &onboard)
+        .await
+        .unwrap();
+    assert!(
+        matches!(&again, ratchet::workflow::ScheduleSync::Trigger { instance: i, started: false } if *i == instance),
+        "{again:?}"
+    );
+    r.shutdown().await;
+}
