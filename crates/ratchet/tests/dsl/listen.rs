@@ -312,9 +312,7 @@ async fn schedule_on_starts_a_workflow_per_event(store: Arc<dyn Store>) {
     let onboard = Workflow::compile(ONBOARD).unwrap();
     let r = start(&store, |b| b.workflow(onboard.clone(), 1)).await;
     let c = r.client();
-    let sync = ratchet::workflow::sync_schedule(c, &onboard)
-        .await
-        .unwrap();
+    let sync = ratchet::workflow::sync_schedule(c, &onboard).await.unwrap();
     let ratchet::workflow::ScheduleSync::Trigger {
         instance,
         started: true,
@@ -362,9 +360,7 @@ async fn schedule_on_starts_a_workflow_per_event(store: Arc<dyn Store>) {
     assert_eq!(users, [json!("ada"), json!("grace")]);
     assert!(started.iter().all(|i| i.id.starts_with("wait/onboard:on:")));
     // The same definition again: the same trigger, not a second one.
-    let again = ratchet::workflow::sync_schedule(c, &onboard)
-        .await
-        .unwrap();
+    let again = ratchet::workflow::sync_schedule(c, &onboard).await.unwrap();
     assert!(
         matches!(&again, ratchet::workflow::ScheduleSync::Trigger { instance: i, started: false } if *i == instance),
         "{again:?}"
