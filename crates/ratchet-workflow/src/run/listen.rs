@@ -167,6 +167,25 @@ async fn next_event(
     }
 }
 
+/// What a wait for any of `filters` waited for, for its timeout error: "`a` signal or
+/// `OrderCancelled` event".
+fn waited_for(filters: &[Filter]) -> String {
+    if filters.is_empty() {
+        return "event".to_string();
+    }
+    let each: Vec<String> = filters
+        .iter()
+        .map(|f| match f {
+            Filter::Signal(name) => format!("`{name}` signal"),
+            Filter::Event(e) => match &e.kind {
+                Some(kind) => format!("`{kind}` event"),
+                None => "matching event".to_string(),
+            },
+        })
+        .collect();
+    each.join(" or ")
+}
+
 /// Waits for a signal until `deadline`: `None` when it passes first.
 async fn signal(
     run: &Run,
@@ -297,11 +316,10 @@ pub(super) async fn listen(
             after = at;
         }
         let Some((index, envelope)) = met else {
-            return Err(timed_out(if until.is_some() {
-                "end of `listen.to.until`"
-            } else {
-                "matching signal or event"
-            }));
+            if until.is_some() {
+                return Err(timed_out("end of `listen.to.until`"));
+            }
+            return Err(timed_out(&waited_for(filters)));
         };
         let Some(until) = until else {
             return Ok((vec![envelope], after));
