@@ -64,6 +64,16 @@ pub(crate) struct WorkerArgs {
     /// secret not in it is read from the environment variable RATCHET_SECRET_<NAME>.
     #[arg(long)]
     secrets: Option<std::path::PathBuf>,
+    /// The processes of declarative workflows this worker runs: `shell` (`run: shell`),
+    /// `python` and `javascript` (`run: script`); comma-separated or repeated. None by
+    /// default: a process runs with the worker's rights (in a fresh directory, with only PATH
+    /// and the variables the definition gives), so only workers told so run them.
+    #[arg(long = "allow-run", value_name = "KIND", value_delimiter = ',', value_parser = parse_process_kind)]
+    allow_run: Vec<ratchet::workflow::ProcessKind>,
+}
+
+fn parse_process_kind(text: &str) -> Result<ratchet::workflow::ProcessKind, String> {
+    text.parse()
 }
 
 impl WorkerArgs {
@@ -279,7 +289,10 @@ pub(crate) async fn start(store: Arc<dyn Store>, args: WorkerArgs) -> anyhow::Re
         Ratchet::builder()
             .store(store.clone())
             .config(config)
-            .calls(calls),
+            .calls(calls)
+            .processes(ratchet::workflow::ProcessConfig {
+                allow: args.allow_run.iter().copied().collect(),
+            }),
         label.clone(),
         runs.clone(),
     );

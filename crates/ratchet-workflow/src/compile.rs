@@ -12,9 +12,10 @@ use crate::diagnostic::{CompileError, CompileErrors};
 use crate::expr::{self, Expr};
 use crate::model::{
     Auth, Backoff, Block, CallOutput, Case, Catch, Endpoint, ErrorTemplate, EventFilter, Filter,
-    Flow, HttpCall, Kind, OAuth2Policy, OpenApiCall, Retry, Schema, Schemas, Scheme, Task,
-    Template, Until,
+    Flow, HttpCall, Kind, OAuth2Policy, OpenApiCall, ProcessCall, ProcessOutput, Retry, Schema,
+    Schemas, Scheme, Task, Template, Until,
 };
+use crate::process::ProcessKind;
 use crate::Workflow;
 
 /// What the compiler checks names against, when it knows them (a registry): an unknown
@@ -2207,14 +2208,15 @@ fn retry(cx: &mut Cx<'_>, what: &str, node: &Node) -> Option<Retry> {
 
 fn run(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<Kind> {
     let m = cx.mapping(node, &format!("{what}: `run`"))?;
-    for other in ["container", "script", "shell"] {
-        if let Some(key) = m.keys().find(|k| k.as_str() == other) {
-            cx.error(
-                key.span(),
-                format!("{what}: `run: {other}` is not supported by Ratchet; run a workflow"),
-            );
-            return None;
-        }
+    if let Some(key) = m.keys().find(|k| k.as_str() == "container") {
+        cx.error(
+            key.span(),
+            format!("{what}: `run: container` is not supported by Ratchet: run a shell command, a script or a workflow"),
+        );
+        return None;
+    }
+    if m.get_node("shell").is_some() || m.get_node("script").is_some() {
+        return process(cx, what, m, scope);
     }
     cx.only(m, &["workflow", "await"], &format!("{what}: `run`"));
     let w = m
@@ -2265,6 +2267,115 @@ fn run(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<Kin
         orchestration,
         input,
     })
+}
+
+/// `run: shell` or `run: script`, with `return` and `await`.
+fn process(cx: &mut Cx<'_>, what: &str, m: &MarkedMappingNode, scope: &[String]) -> Option<Kind> {
+    cx.only(
+        m,
+        &["shell", "script", "return", "await"],
+        &format!("{what}: `run`"),
+    );
+    let output = match m.get_node("return") {
+        None => ProcessOutput::Stdout,
+        Some(n) => {
+            match cx.text(n, &format!("{what}: run.return"))? {
+                "stdout" => ProcessOutput::Stdout,
+                "stderr" => ProcessOutput::Stderr,
+                "code" => ProcessOutput::Code,
+                "all" => ProcessOutput::All,
+                "none" => ProcessOutput::None,
+                other => {
+                    cx.error(
+                    n.span(),
+                    format!("{what}: run.return is stdout, stderr, code, all or none, not {other:?}"),
+                );
+                    return None;
+                }
+            }
+        }
+    };
+    let wait = match m.get_node("await") {
+        None => true,
+        Some(n) => match cx.text(n, &format!("{what}: run.await"))? {
+            "true" => true,
+            "false" => false,
+            other => {
+                cx.error(
+                    n.span(),
+                    format!("{what}: run.await is true or false, not {other:?}"),
+                );
+                return None;
+            }
+        },
+    };
+    let (key, at) = if m.get_node("shell").is_some() {
+        ("shell", format!("{what}: run.shell"))
+    } else {
+        ("script", format!("{what}: run.script"))
+    };
+    let p = m.get_node(key).and_then(|n| cx.mapping(n, &at))?;
+    let (kind, code) = if key == "shell" {
+        cx.only(p, &["command", "arguments", "environment", "stdin"], &at);
+        let Some(command) = p.get_node("command") else {
+            cx.error(place(p), format!("{at} has no `command`"));
+            return None;
+        };
+        (ProcessKind::Shell, command)
+    } else {
+        cx.only(
+            p,
+            &[
+                "language",
+                "code",
+                "source",
+                "arguments",
+                "environment",
+                "stdin",
+            ],
+            &at,
+        );
+        if let Some(source) = p.keys().find(|k| k.as_str() == "source") {
+            cx.error(
+                source.span(),
+                format!("{at}.source (a script fetched from elsewhere) is not supported by Ratchet: give its `code`"),
+            );
+            return None;
+        }
+        let Some(language) = p.get_node("language") else {
+            cx.error(place(p), format!("{at} has no `language` (js or python)"));
+            return None;
+        };
+        let kind = match cx.text(language, &format!("{at}.language"))?.parse() {
+            Ok(ProcessKind::Shell) | Err(_) => {
+                cx.error(language.span(), format!("{at}.language is js or python"));
+                return None;
+            }
+            Ok(kind) => kind,
+        };
+        let Some(code) = p.get_node("code") else {
+            cx.error(place(p), format!("{at} has no `code`"));
+            return None;
+        };
+        (kind, code)
+    };
+    let field = |cx: &mut Cx<'_>, name: &str| {
+        p.get_node(name)
+            .map(|n| cx.template(n, scope, &format!("{at}.{name}")))
+    };
+    let code = cx.template(code, scope, &format!("{at}: its code"));
+    let arguments = field(cx, "arguments");
+    let environment = field(cx, "environment");
+    let stdin = field(cx, "stdin");
+    Some(Kind::Process(Box::new(ProcessCall {
+        kind,
+        code,
+        arguments,
+        environment,
+        stdin,
+        output,
+        wait,
+    })))
 }
 
 fn emit(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<Kind> {

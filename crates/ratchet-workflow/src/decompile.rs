@@ -425,6 +425,49 @@ fn kind(k: &Kind, within: &Block) -> Vec<(String, Y)> {
         Kind::Try { body, catch: c } => {
             vec![("try".into(), block(body)), ("catch".into(), catch(c))]
         }
+        Kind::Process(p) => {
+            let mut process = Vec::new();
+            let key = match p.kind {
+                crate::process::ProcessKind::Shell => {
+                    process.push(("command".to_string(), template(&p.code)));
+                    "shell"
+                }
+                kind => {
+                    let language = if kind == crate::process::ProcessKind::Python {
+                        "python"
+                    } else {
+                        "js"
+                    };
+                    process.push(("language".to_string(), text(language)));
+                    process.push(("code".to_string(), template(&p.code)));
+                    "script"
+                }
+            };
+            for (name, t) in [
+                ("arguments", &p.arguments),
+                ("environment", &p.environment),
+                ("stdin", &p.stdin),
+            ] {
+                if let Some(t) = t {
+                    process.push((name.to_string(), template(t)));
+                }
+            }
+            let mut run = vec![(key.to_string(), Y::Map(process))];
+            let output = match p.output {
+                crate::model::ProcessOutput::Stdout => None,
+                crate::model::ProcessOutput::Stderr => Some("stderr"),
+                crate::model::ProcessOutput::Code => Some("code"),
+                crate::model::ProcessOutput::All => Some("all"),
+                crate::model::ProcessOutput::None => Some("none"),
+            };
+            if let Some(o) = output {
+                run.push(("return".into(), text(o)));
+            }
+            if !p.wait {
+                run.push(("await".into(), Y::Scalar("false".into())));
+            }
+            vec![("run".into(), Y::Map(run))]
+        }
         Kind::Run {
             target: (namespace, name, version),
             input,

@@ -201,6 +201,7 @@ fn task_node(task: &Task, path: &str) -> Node {
             node.detail(detail)
         }
         Kind::Emit(_) => node.detail("emit"),
+        Kind::Process(p) => node.detail(format!("run {}", p.kind.as_str())),
         Kind::Raise(_) => node.detail("raise"),
         Kind::Run { target, .. } => node
             .detail(format!("run {}/{} {}", target.0, target.1, target.2))

@@ -18,6 +18,7 @@ mod expr;
 mod gate;
 mod graph;
 mod model;
+mod process;
 mod run;
 mod schema;
 mod stored;
@@ -36,6 +37,10 @@ pub use compile::{Known, MAX_DEFINITION_BYTES, MAX_DEFINITION_NESTING};
 pub use diagnostic::{CompileError, CompileErrors};
 pub use expr::{
     EVAL_FUEL as EXPRESSION_FUEL, MAX_EXPRESSION_BYTES, MAX_NESTING as MAX_EXPRESSION_NESTING,
+};
+pub use process::{
+    register_processes, ProcessConfig, ProcessKind, DEFAULT_PROCESS_TIMEOUT,
+    MAX_PROCESS_OUTPUT_BYTES, PROCESS_ACTIVITY, RUN_NOT_ALLOWED,
 };
 pub use run::CANCELLED;
 pub use run::TURN_FUEL;

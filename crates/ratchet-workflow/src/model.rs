@@ -128,6 +128,8 @@ pub(crate) enum Kind {
     Raise(ErrorTemplate),
     /// Runs `body`; a matching error runs `catch` instead, after retries.
     Try { body: Block, catch: Catch },
+    /// Runs a process on the worker (`run: shell`, `run: script`), as a durable step.
+    Process(Box<ProcessCall>),
     /// Starts a sub-workflow (a declarative or Rust orchestration) and waits for its output.
     Run {
         /// What the definition names: `run.workflow.namespace`, `name`, `version`.
@@ -405,4 +407,31 @@ pub(crate) struct EventFilter {
 pub(crate) enum Until {
     Holds(Expr),
     Event(Vec<Filter>),
+}
+
+/// `run: shell` or `run: script`: what the process is, what it is given, what the task
+/// outputs.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct ProcessCall {
+    pub(crate) kind: crate::process::ProcessKind,
+    /// The command, or the script's code.
+    pub(crate) code: Template,
+    /// A list of strings.
+    pub(crate) arguments: Option<Template>,
+    /// An object of name to string.
+    pub(crate) environment: Option<Template>,
+    pub(crate) stdin: Option<Template>,
+    pub(crate) output: ProcessOutput,
+    /// `await` (default true): false starts it and outputs the task's input.
+    pub(crate) wait: bool,
+}
+
+/// `run.return`: what a process's task outputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ProcessOutput {
+    Stdout,
+    Stderr,
+    Code,
+    All,
+    None,
 }

@@ -21,6 +21,7 @@ use crate::model::{
 use crate::Workflow;
 
 mod listen;
+mod process;
 
 /// The DSL's error types, as its specification names them.
 const ERRORS: &str = "https://serverlessworkflow.io/spec/1.0.0/errors";
@@ -123,6 +124,12 @@ impl From<OrchestrationError> for Fault {
                 } else {
                     Fault::error("communication", 503, "Communication error", error.message)
                 }
+            }
+            OrchestrationError::Activity { name, error, .. }
+                if name == crate::process::PROCESS_ACTIVITY
+                    && error.kind == crate::process::PROCESS_TIMEOUT =>
+            {
+                Fault::timeout(error.message)
             }
             OrchestrationError::Activity {
                 name,
@@ -745,6 +752,7 @@ async fn kind(run: &Run, task: &Task, input: Value, scope: &Scope) -> Result<(Va
             };
             call_out(run, task, target, c.output, c.redirect, scope).await?
         }
+        Kind::Process(p) => process::process(run, task, p, &input, scope).await?,
         Kind::Raise(error) => return Err(Fault::Error(raised(run, error, &input, scope)?)),
         Kind::Try { body, catch } => return try_catch(run, task, body, catch, input, scope).await,
         Kind::Run {

@@ -191,6 +191,7 @@ pub struct Builder {
     postgres: Option<(String, PostgresConfig)>,
     clock: Option<Clock>,
     calls: Option<workflow::CallConfig>,
+    processes: workflow::ProcessConfig,
 }
 
 impl Builder {
@@ -199,6 +200,14 @@ impl Builder {
     /// certificates. Without it, they go out as DNS and the web's roots say.
     pub fn calls(mut self, config: workflow::CallConfig) -> Self {
         self.calls = Some(config);
+        self
+    }
+
+    /// Which processes of declarative workflows (`run: shell`, `run: script` in python or
+    /// js) this process runs. None by default: a definition is data, and a process runs with
+    /// this process's rights, so a worker runs them only when told which.
+    pub fn processes(mut self, config: workflow::ProcessConfig) -> Self {
+        self.processes = config;
         self
     }
 
@@ -359,6 +368,10 @@ impl Builder {
             let calls = self.calls.take().unwrap_or_default();
             workflow::register_calls(&mut self.registry, &calls)
                 .map_err(|e| Error::Config(e.to_string()))?;
+        }
+        // Every process answers their processes: it runs those it allows, refuses others.
+        if !self.registry.has_activity(workflow::PROCESS_ACTIVITY) {
+            workflow::register_processes(&mut self.registry, &self.processes);
         }
         let runtime = Runtime::start_with_clock(store, self.registry, config, clock)?;
         let client = runtime.client();

@@ -10,5 +10,6 @@ mod standin;
 mod calls;
 mod conformance;
 mod listen;
+mod processes;
 mod schemas;
 mod secrets;
