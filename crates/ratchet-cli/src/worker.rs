@@ -64,6 +64,10 @@ pub(crate) struct WorkerArgs {
     /// secret not in it is read from the environment variable RATCHET_SECRET_<NAME>.
     #[arg(long)]
     secrets: Option<std::path::PathBuf>,
+    /// The directory `call: grpc` reads a `.proto` given as a `file://` URI from
+    /// (`file://app/greet.proto` is DIR/app/greet.proto; nothing outside it is read).
+    #[arg(long = "grpc-protos", value_name = "DIR")]
+    grpc_protos: Option<std::path::PathBuf>,
     /// The processes of declarative workflows this worker runs: `shell` (`run: shell`),
     /// `python` and `javascript` (`run: script`); comma-separated or repeated. None by
     /// default: a process runs with the worker's rights (in a fresh directory, with only PATH
@@ -119,6 +123,7 @@ fn calls(args: &WorkerArgs) -> anyhow::Result<ratchet::workflow::CallConfig> {
         root_certificates,
         secrets,
         secrets_from_env: true,
+        proto_dir: args.grpc_protos.clone(),
     })
 }
 

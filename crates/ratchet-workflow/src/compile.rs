@@ -12,8 +12,8 @@ use crate::diagnostic::{CompileError, CompileErrors};
 use crate::expr::{self, Expr};
 use crate::model::{
     Auth, Backoff, Block, CallOutput, Case, Catch, Endpoint, ErrorTemplate, EventFilter, Filter,
-    Flow, HttpCall, Kind, OAuth2Policy, OpenApiCall, ProcessCall, ProcessOutput, Retry, Schema,
-    Schemas, Scheme, Task, Template, Until,
+    Flow, GrpcCall, HttpCall, Kind, OAuth2Policy, OpenApiCall, ProcessCall, ProcessOutput, Retry,
+    Schema, Schemas, Scheme, Task, Template, Until,
 };
 use crate::process::ProcessKind;
 use crate::Workflow;
@@ -1011,6 +1011,7 @@ fn call(
     match name {
         "http" => return http(cx, what, node, with, scope),
         "openapi" => return openapi(cx, what, node, with, scope),
+        "grpc" => return grpc(cx, what, node, with, scope),
         _ => {}
     }
     if name.contains("://") || name.contains('@') {
@@ -1236,6 +1237,106 @@ fn openapi(
         auth,
         output,
         redirect,
+    })))
+}
+
+/// `call: grpc`: `proto.endpoint`, `service.{name, host, port, authentication}`, `method`,
+/// `arguments`.
+fn grpc(
+    cx: &mut Cx<'_>,
+    what: &str,
+    node: &Node,
+    with: Option<&Node>,
+    scope: &[String],
+) -> Option<Kind> {
+    let with = call_with(cx, what, node, with, "grpc")?;
+    let at = format!("{what}: `with` of `call: grpc`");
+    cx.only(with, &["proto", "service", "method", "arguments"], &at);
+    let Some(proto) = with.get_node("proto") else {
+        cx.error(
+            place(with),
+            format!("{what}: `call: grpc` has no with.proto"),
+        );
+        return None;
+    };
+    let proto = cx.mapping(proto, &format!("{what}: with.proto"))?;
+    cx.only(proto, &["name", "endpoint"], &format!("{what}: with.proto"));
+    let Some(e) = proto.get_node("endpoint") else {
+        cx.error(
+            place(proto),
+            format!("{what}: with.proto has no `endpoint`"),
+        );
+        return None;
+    };
+    let proto = endpoint(cx, e, scope, &format!("{what}: with.proto.endpoint"))?;
+    let Some(service) = with.get_node("service") else {
+        cx.error(
+            place(with),
+            format!("{what}: `call: grpc` has no with.service"),
+        );
+        return None;
+    };
+    let service = cx.mapping(service, &format!("{what}: with.service"))?;
+    cx.only(
+        service,
+        &["name", "host", "port", "authentication"],
+        &format!("{what}: with.service"),
+    );
+    let name = match service.get_node("name") {
+        Some(n) => cx
+            .text(n, &format!("{what}: with.service.name"))?
+            .to_string(),
+        None => {
+            cx.error(
+                place(service),
+                format!("{what}: with.service has no `name`"),
+            );
+            return None;
+        }
+    };
+    let host = match service.get_node("host") {
+        Some(n) => cx.template(n, scope, &format!("{what}: with.service.host")),
+        None => {
+            cx.error(
+                place(service),
+                format!("{what}: with.service has no `host`"),
+            );
+            return None;
+        }
+    };
+    let port = service
+        .get_node("port")
+        .map(|n| cx.template(n, scope, &format!("{what}: with.service.port")));
+    let auth = match service.get_node("authentication") {
+        Some(n) => Some(authentication(
+            cx,
+            n,
+            scope,
+            &format!("{what}: with.service.authentication"),
+        )?),
+        None => None,
+    };
+    let method = match with.get_node("method") {
+        Some(n) => cx.text(n, &format!("{what}: with.method"))?.to_string(),
+        None => {
+            cx.error(
+                place(with),
+                format!("{what}: `call: grpc` has no with.method"),
+            );
+            return None;
+        }
+    };
+    let arguments = with
+        .get_node("arguments")
+        .map(|n| cx.template(n, scope, &format!("{what}: with.arguments")));
+    Some(Kind::Grpc(Box::new(GrpcCall {
+        proto,
+        service: name,
+        host,
+        port,
+        method,
+        arguments,
+        auth,
     })))
 }
 

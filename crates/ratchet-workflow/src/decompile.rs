@@ -363,6 +363,30 @@ fn kind(k: &Kind, within: &Block) -> Vec<(String, Y)> {
                 ("with".into(), Y::Map(with)),
             ]
         }
+        Kind::Grpc(c) => {
+            let mut service = vec![
+                ("name".to_string(), text(&c.service)),
+                ("host".to_string(), template(&c.host)),
+            ];
+            if let Some(p) = &c.port {
+                service.push(("port".into(), template(p)));
+            }
+            if let Some(a) = &c.auth {
+                service.push(("authentication".into(), auth(a)));
+            }
+            let mut with = vec![
+                (
+                    "proto".to_string(),
+                    Y::Map(vec![("endpoint".into(), endpoint(&c.proto))]),
+                ),
+                ("service".to_string(), Y::Map(service)),
+                ("method".to_string(), text(&c.method)),
+            ];
+            if let Some(t) = &c.arguments {
+                with.push(("arguments".into(), template(t)));
+            }
+            vec![("call".into(), text("grpc")), ("with".into(), Y::Map(with))]
+        }
         Kind::Wait(d) => vec![("wait".into(), duration(*d))],
         Kind::Listen { signal } => vec![(
             "listen".into(),

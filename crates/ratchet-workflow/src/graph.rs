@@ -167,6 +167,7 @@ fn task_node(task: &Task, path: &str) -> Node {
             node.detail(format!("call {method} {target}"))
         }
         Kind::OpenApi(c) => node.detail(format!("call openapi {}", c.operation)),
+        Kind::Grpc(c) => node.detail(format!("call grpc {}/{}", c.service, c.method)),
         Kind::Wait(d) => node.detail(format!("wait {}", duration(*d))),
         Kind::Listen { signal } => {
             let detail = match task.timeout {

@@ -97,6 +97,8 @@ pub(crate) enum Kind {
     Http(Box<HttpCall>),
     /// Calls an operation of an OpenAPI document (`call: openapi`), as a durable step.
     OpenApi(Box<OpenApiCall>),
+    /// Calls a unary method of a gRPC service (`call: grpc`), as a durable step.
+    Grpc(Box<GrpcCall>),
     /// Runs one of the workflow's `use.functions` (a task) on `with`, or the task's input.
     Function {
         name: String,
@@ -290,6 +292,21 @@ pub(crate) struct OpenApiCall {
     pub(crate) auth: Option<Auth>,
     pub(crate) output: CallOutput,
     pub(crate) redirect: bool,
+}
+
+/// `call: grpc`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct GrpcCall {
+    /// Where its `.proto` is.
+    pub(crate) proto: Endpoint,
+    /// `package.Service`.
+    pub(crate) service: String,
+    pub(crate) host: Template,
+    /// None: 443, over TLS.
+    pub(crate) port: Option<Template>,
+    pub(crate) method: String,
+    pub(crate) arguments: Option<Template>,
+    pub(crate) auth: Option<Auth>,
 }
 
 /// How the delay between retries grows.

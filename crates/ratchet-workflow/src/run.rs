@@ -752,6 +752,49 @@ async fn kind(run: &Run, task: &Task, input: Value, scope: &Scope) -> Result<(Va
             };
             call_out(run, task, target, c.output, c.redirect, scope).await?
         }
+        Kind::Grpc(c) => {
+            let arguments = match &c.arguments {
+                None => serde_json::Map::new(),
+                Some(a) => match run.fill(a, &input, scope)? {
+                    Value::Object(fields) => fields,
+                    other => {
+                        return Err(Fault::expression(format!(
+                            "task `{}`: with.arguments gave {other}, not an object",
+                            task.name
+                        )))
+                    }
+                },
+            };
+            let port = match &c.port {
+                None => 443,
+                Some(p) => {
+                    let given = run.fill(p, &input, scope)?;
+                    given
+                        .as_u64()
+                        .or_else(|| given.as_str().and_then(|s| s.trim().parse().ok()))
+                        .and_then(|n| u16::try_from(n).ok())
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| {
+                            Fault::expression(format!(
+                                "task `{}`: with.service.port gave {given}, not a port",
+                                task.name
+                            ))
+                        })?
+                }
+            };
+            let target = Target::Grpc(Box::new(call::GrpcTarget {
+                proto: uri_of(run, &c.proto, &input, scope, task)?,
+                proto_auth: credentials(run, c.proto.auth.as_ref(), &input, scope, task)?,
+                revision: run.revision.clone(),
+                service: c.service.clone(),
+                host: text_of(run.fill(&c.host, &input, scope)?, "with.service.host", task)?,
+                port,
+                method: c.method.clone(),
+                arguments,
+                auth: credentials(run, c.auth.as_ref(), &input, scope, task)?,
+            }));
+            call_out(run, task, target, CallOutput::Content, false, scope).await?
+        }
         Kind::Process(p) => process::process(run, task, p, &input, scope).await?,
         Kind::Raise(error) => return Err(Fault::Error(raised(run, error, &input, scope)?)),
         Kind::Try { body, catch } => return try_catch(run, task, body, catch, input, scope).await,

@@ -48,7 +48,7 @@ fn every_error_is_reported_at_once_with_its_position() {
   version: '1.0.0'
 do:
   - fetch:
-      call: grpc
+      call: mcp
   - compute:
       set:
         x: ${ .a + }
@@ -69,7 +69,7 @@ do:
     assert_errors(
         &found,
         &[
-            (8, 13, "`call: grpc` is not supported"),
+            (8, 13, "`call: mcp` is not supported"),
             (11, 12, "syntax error"),
             (14, 13, "`then: nowhere` names no task"),
             (15, 5, "two tasks named `compute`"),

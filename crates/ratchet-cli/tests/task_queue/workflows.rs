@@ -27,7 +27,7 @@ do:
 const BROKEN: &str = r#"document: {dsl: '1.0.0', namespace: demo, name: broken, version: '1.0.0'}
 do:
   - first:
-      call: grpc
+      call: mcp
   - second:
       set: ${ .a + }
       then: nowhere
@@ -79,7 +79,7 @@ pub(crate) async fn workflows_are_applied_listed_and_run_by_a_worker(
     assert!(!out.status.success());
     let said = text(&out);
     for expected in [
-        format!("{broken}:4:13: task `first`: `call: grpc` is not supported"),
+        format!("{broken}:4:13: task `first`: `call: mcp` is not supported"),
         format!("{broken}:6:12: task `second`: `set`: syntax error"),
         format!("{broken}:7:13: task `second`: `then: nowhere` names no task"),
         format!("{greet}: ok (demo/greet 1.0.0)"),

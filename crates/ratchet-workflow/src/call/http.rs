@@ -37,6 +37,10 @@ pub(crate) struct Caller {
     follow: reqwest::Client,
     stay: reqwest::Client,
     documents: Mutex<lru::LruCache<(String, String), Arc<Document>>>,
+    /// HTTP/2 from the first byte, for gRPC.
+    grpc: reqwest::Client,
+    /// The `.proto`s of `call: grpc` compiled so far, by URI and definition revision.
+    protos: Mutex<lru::LruCache<(String, String), Arc<prost_reflect::DescriptorPool>>>,
     /// Where secrets come from.
     config: CallConfig,
     /// OAuth2 tokens, kept.
@@ -46,8 +50,13 @@ pub(crate) struct Caller {
 fn client(
     config: &CallConfig,
     redirect: reqwest::redirect::Policy,
+    http2_only: bool,
 ) -> Result<reqwest::Client, CallConfigError> {
-    let mut builder = reqwest::Client::builder()
+    let mut builder = reqwest::Client::builder();
+    if http2_only {
+        builder = builder.http2_prior_knowledge();
+    }
+    let mut builder = builder
         .redirect(redirect)
         .connect_timeout(Duration::from_secs(30))
         .user_agent(concat!("ratchet/", env!("CARGO_PKG_VERSION")));
@@ -73,9 +82,15 @@ impl Caller {
     pub(crate) fn new(config: &CallConfig) -> Result<Caller, CallConfigError> {
         let kept = NonZeroUsize::new(DOCUMENTS_KEPT).unwrap_or(NonZeroUsize::MIN);
         Ok(Caller {
-            follow: client(config, reqwest::redirect::Policy::limited(MAX_REDIRECTS))?,
-            stay: client(config, reqwest::redirect::Policy::none())?,
+            follow: client(
+                config,
+                reqwest::redirect::Policy::limited(MAX_REDIRECTS),
+                false,
+            )?,
+            stay: client(config, reqwest::redirect::Policy::none(), false)?,
             documents: Mutex::new(lru::LruCache::new(kept)),
+            grpc: client(config, reqwest::redirect::Policy::none(), true)?,
+            protos: Mutex::new(lru::LruCache::new(kept)),
             config: config.clone(),
             tokens: Tokens::default(),
         })
@@ -107,6 +122,27 @@ impl Caller {
             &self.stay
         };
         let request = match &input.target {
+            Target::Grpc(target) => {
+                let proto_auth = self
+                    .tokens
+                    .credentials(&self.config, &self.stay, target.proto_auth.as_ref())
+                    .await?;
+                let pool = self
+                    .proto(client, &target.proto, proto_auth.as_ref(), &target.revision)
+                    .await?;
+                let auth = self
+                    .tokens
+                    .credentials(&self.config, &self.stay, target.auth.as_ref())
+                    .await?;
+                return super::grpc::call(
+                    &self.grpc,
+                    &pool,
+                    target,
+                    auth.as_ref(),
+                    &input.idempotency_key,
+                )
+                .await;
+            }
             Target::Http {
                 method,
                 uri,
@@ -200,6 +236,63 @@ impl Caller {
             d.put(key, doc.clone());
         }
         Ok(doc)
+    }
+}
+
+impl Caller {
+    /// A `.proto`, compiled once per URI and definition revision: fetched over HTTP(S), or
+    /// read under the worker's `--grpc-protos` for `file://`.
+    async fn proto(
+        &self,
+        client: &reqwest::Client,
+        uri: &str,
+        auth: Option<&Credentials>,
+        revision: &str,
+    ) -> Result<Arc<prost_reflect::DescriptorPool>, ActivityError> {
+        let key = (uri.to_string(), revision.to_string());
+        if let Some(pool) = self
+            .protos
+            .lock()
+            .ok()
+            .and_then(|mut p| p.get(&key).cloned())
+        {
+            return Ok(pool);
+        }
+        let source = if uri.starts_with("file://") {
+            super::grpc::read_file(self.config.proto_dir.as_deref(), uri)?
+        } else {
+            let request = Request {
+                method: "GET".into(),
+                uri: uri.to_string(),
+                headers: BTreeMap::new(),
+                query: BTreeMap::new(),
+                body: None,
+                auth: auth.cloned(),
+            };
+            let answer = send(client, request, "", "raw", false).await?;
+            let status = answer["statusCode"].as_u64().unwrap_or(0);
+            if !(200..300).contains(&status) {
+                return Err(communication(format!("the .proto {uri} answered {status}")));
+            }
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(answer["content"].as_str().unwrap_or_default())
+                .map_err(|e| communication(format!("the .proto {uri}: {e}")))?;
+            if bytes.len() > super::grpc::MAX_PROTO_BYTES {
+                return Err(communication(format!(
+                    "the .proto {uri} is larger than {} bytes",
+                    super::grpc::MAX_PROTO_BYTES
+                )));
+            }
+            String::from_utf8(bytes)
+                .map_err(|_| communication(format!("the .proto {uri} is not UTF-8 text")))?
+        };
+        let pool = super::grpc::compile(&super::grpc::file_name(uri), &source)
+            .map_err(|e| communication(format!("{uri}: {e}")))?;
+        let pool = Arc::new(pool);
+        if let Ok(mut p) = self.protos.lock() {
+            p.put(key, pool.clone());
+        }
+        Ok(pool)
     }
 }
 
@@ -352,7 +445,7 @@ fn too_large(method: &str, url: &reqwest::Url) -> ActivityError {
 }
 
 /// An error and its causes, which say what failed (connection refused, a bad certificate).
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+pub(super) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(cause) = source {

@@ -4,6 +4,7 @@
 //! its answer is recorded in history once: a replay reads it, never calls again.
 
 mod auth;
+mod grpc;
 mod http;
 mod openapi;
 pub(crate) mod uri;
@@ -54,6 +55,10 @@ pub struct CallConfig {
     /// name in upper case, other characters than letters and digits as `_`), as JSON or as
     /// a string.
     pub secrets_from_env: bool,
+    /// Where `call: grpc` reads a `.proto` given as a `file://` URI (`--grpc-protos DIR`):
+    /// `file://app/greet.proto` is `DIR/app/greet.proto`, and nothing outside `DIR` is read.
+    /// None: such a call fails, saying so.
+    pub proto_dir: Option<std::path::PathBuf>,
 }
 
 /// Why a [`CallConfig`] cannot be used.
@@ -78,6 +83,7 @@ impl std::fmt::Debug for CallConfig {
             .field("root_certificates", &self.root_certificates.len())
             .field("secrets", &self.secrets.keys().collect::<Vec<_>>())
             .field("secrets_from_env", &self.secrets_from_env)
+            .field("proto_dir", &self.proto_dir)
             .finish()
     }
 }
@@ -216,6 +222,30 @@ pub(crate) enum Target {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         auth: Option<Credentials>,
     },
+    /// A unary method of a gRPC service (`call: grpc`).
+    Grpc(Box<GrpcTarget>),
+}
+
+/// A unary method of a gRPC service.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct GrpcTarget {
+    /// The `.proto`'s URI: `https://`, `http://`, or `file://` under the worker's
+    /// [`CallConfig::proto_dir`].
+    pub(crate) proto: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) proto_auth: Option<Credentials>,
+    /// The definition's revision: a `.proto` is read once per revision.
+    pub(crate) revision: String,
+    /// `package.Service`.
+    pub(crate) service: String,
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) method: String,
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub(crate) arguments: serde_json::Map<String, Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) auth: Option<Credentials>,
 }
 
 /// The input of [`CALL_ACTIVITY`], recorded in history.

@@ -9,6 +9,7 @@ mod standin;
 
 mod calls;
 mod conformance;
+mod grpc;
 mod listen;
 mod processes;
 mod schemas;
