@@ -351,7 +351,7 @@ async fn events(server: &Server) {
     // CloudEvents in structured JSON: the attributes kept as metadata, the tags extension
     // as tags; one that breaks the CloudEvents rules is refused, naming its attribute.
     let cloud = json!({"specversion": "1.0", "id": "ce-1", "source": "https://school.example",
-                       "type": "Graded", "subject": "s1", "tags": "course:c2", "data": {"grade": "A"}});
+                       "type": "Graded", "subject": "s1", "tags": ["course:c2"], "data": {"grade": "A"}});
     let response = http()
         .post(server.url("/v1/events/cloudevents"))
         .header("content-type", "application/cloudevents+json")

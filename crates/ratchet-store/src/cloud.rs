@@ -2,9 +2,9 @@
 //! as one, and what it looks like going out as one.
 //!
 //! An event of the store has a type, tags, a payload and metadata. A CloudEvent maps onto it
-//! one to one: `type` is its type, `data` its payload, every other context attribute a field
-//! of its metadata; the extension attribute `tags` (a list of `key:value` strings, or one
-//! string of them separated by commas) is its consistency boundary. Read back, the metadata
+//! one to one: `type` is its type, `data` its payload (JSON: `data_base64` is refused), every
+//! other context attribute a field of its metadata; the extension attribute `tags` (a list
+//! of `key:value` strings) is its consistency boundary. Read back, the metadata
 //! of an event that came in as a CloudEvent gives its attributes again; an event appended
 //! any other way is given `specversion`, `id` (from its position), `source` and `time`.
 
@@ -59,8 +59,8 @@ fn attribute(name: &str, why: impl Into<String>) -> CloudEventError {
 impl NewEvent {
     /// The event a CloudEvent (1.0, structured JSON) appends: `specversion` `1.0`, `id`,
     /// `source` and `type` are required; attribute names are lower-case letters and digits,
-    /// their values strings, numbers or booleans (only `data` may be anything); `data` and
-    /// `data_base64` exclude each other.
+    /// their values strings, numbers, booleans or null (only `data` may be anything, and
+    /// `tags` is a list); `data_base64` is refused (Ratchet's events carry JSON).
     ///
     /// # Errors
     ///
@@ -83,21 +83,15 @@ impl NewEvent {
             Some(Value::String(t)) if !t.is_empty() => t,
             _ => return Err(CloudEventError::Missing("type")),
         };
-        if attributes.contains_key("data") && attributes.contains_key("data_base64") {
+        if attributes.contains_key("data_base64") {
             return Err(attribute(
                 "data_base64",
-                "an event carries `data` or `data_base64`, not both",
+                "Ratchet's events carry JSON: send the payload as `data`",
             ));
         }
         let payload = attributes.remove("data").unwrap_or(Value::Null);
         let tags = match attributes.remove("tags") {
             None | Some(Value::Null) => Vec::new(),
-            Some(Value::String(list)) => list
-                .split(',')
-                .map(str::trim)
-                .filter(|t| !t.is_empty())
-                .map(str::to_string)
-                .collect(),
             Some(Value::Array(items)) => items
                 .into_iter()
                 .map(|t| match t {
@@ -120,7 +114,7 @@ impl NewEvent {
                 && name
                     .bytes()
                     .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-            if !well_named && name != "data_base64" {
+            if !well_named {
                 return Err(attribute(
                     name,
                     "attribute names are lower-case letters and digits (CloudEvents 1.0)",
@@ -170,9 +164,7 @@ impl StoredEvent {
         out.entry("time")
             .or_insert_with(|| Value::String(self.recorded_at.to_rfc3339()));
         out.insert("type".into(), Value::String(self.kind.clone()));
-        if !out.contains_key("data_base64") {
-            out.insert("data".into(), self.payload.clone());
-        }
+        out.insert("data".into(), self.payload.clone());
         out.insert(
             "tags".into(),
             Value::Array(self.tags.iter().cloned().map(Value::String).collect()),
@@ -257,10 +249,8 @@ mod tests {
         assert!(with("Bad-Name", json!("x")).contains("lower-case"));
         assert!(with("subject", json!({"a": 1})).contains("not an object"));
         assert!(with("tags", json!([1])).contains("key:value"));
-        let mut both = base.clone();
-        both["data"] = json!(1);
-        both["data_base64"] = json!("AQ==");
-        assert!(NewEvent::from_cloud_event(both).is_err());
+        assert!(with("data_base64", json!("AQ==")).contains("JSON"));
+        assert!(with("tags", json!("a:1,b:2")).contains("list"));
         assert!(NewEvent::from_cloud_event(json!([1])).is_err());
     }
 }

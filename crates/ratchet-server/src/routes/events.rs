@@ -256,17 +256,88 @@ async fn submit(state: &ServerState, append: EventAppend) -> Result<Response, Pr
 
 /// A CloudEvent 1.0 in structured JSON, or an array of them (a batch): `specversion`
 /// (`1.0`), `id`, `source` and `type` required; `data` any JSON; the extension `tags`, a list
-/// of `key:value` strings (or one string of them, comma-separated), the event's tags; every
-/// other attribute a string, number or boolean, kept as the event's metadata.
-#[derive(Debug, Deserialize, ToSchema)]
+/// of `key:value` strings, the event's tags; every other attribute (lower-case letters and
+/// digits) a string, number, boolean or null, kept as the event's metadata.
+#[derive(Debug, Deserialize)]
 #[serde(untagged)]
 enum CloudEventsInput {
-    #[schema(value_type = Object)]
     One(serde_json::Map<String, Value>),
-    /// 1 to 10,000 events.
-    #[schema(value_type = Vec<Object>)]
     Batch(Vec<Value>),
 }
+
+/// The JSON Schema of one CloudEvent as Ratchet appends it: exactly what
+/// `NewEvent::from_cloud_event` and the event store's own rules accept, so that a client (or
+/// a fuzzer) can tell a good event from a bad one before sending it.
+fn cloud_event_schema() -> utoipa::openapi::Schema {
+    use utoipa::openapi::schema::{
+        AdditionalProperties, ArrayBuilder, ObjectBuilder, SchemaType, Type,
+    };
+    let non_empty = || {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .min_length(Some(1))
+    };
+    let primitive = ObjectBuilder::new().schema_type(SchemaType::Array(vec![
+        Type::String,
+        Type::Number,
+        Type::Boolean,
+        Type::Null,
+    ]));
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property(
+            "specversion",
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .enum_values(Some(["1.0"])),
+        )
+        .property("id", non_empty())
+        .property("source", non_empty())
+        .property("type", utoipa::openapi::Ref::from_schema_name("EventType"))
+        .property(
+            "data",
+            ObjectBuilder::new().schema_type(SchemaType::AnyValue),
+        )
+        .property(
+            "tags",
+            ArrayBuilder::new()
+                .items(utoipa::openapi::Ref::from_schema_name("Tag"))
+                .max_items(Some(64)),
+        )
+        .required("specversion")
+        .required("id")
+        .required("source")
+        .required("type")
+        .property_names(Some(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some("^[a-z0-9]+$")),
+        ))
+        .additional_properties(Some(AdditionalProperties::RefOr(
+            utoipa::openapi::RefOr::T(primitive.into()),
+        )))
+        .into()
+}
+
+impl utoipa::PartialSchema for CloudEventsInput {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+        use utoipa::openapi::schema::{ArrayBuilder, OneOfBuilder};
+        OneOfBuilder::new()
+            .description(Some(
+                "A CloudEvent 1.0 in structured JSON, or an array of 1 to 10,000 of them (a batch)",
+            ))
+            .item(cloud_event_schema())
+            .item(
+                ArrayBuilder::new()
+                    .items(utoipa::openapi::RefOr::T(cloud_event_schema()))
+                    .min_items(Some(1))
+                    .max_items(Some(10_000)),
+            )
+            .into()
+    }
+}
+
+impl ToSchema for CloudEventsInput {}
 
 /// Appends CloudEvents (the structured JSON mode of the CloudEvents HTTP binding, one
 /// event or a batch): what a declarative workflow's `listen` and `schedule.on` see.
