@@ -111,6 +111,21 @@ impl Cx<'_> {
         }
     }
 
+    /// The field `key` of `map`; when it is missing, an error at `map`: "`what` has no
+    /// `key`".
+    fn required<'n>(
+        &mut self,
+        map: &'n MarkedMappingNode,
+        key: &str,
+        what: &str,
+    ) -> Option<&'n Node> {
+        let found = map.get_node(key);
+        if found.is_none() {
+            self.error(place(map), format!("{what} has no `{key}`"));
+        }
+        found
+    }
+
     /// A data transformation: `input.from`, `output.as` or `export.as` of the mapping `of`
     /// (`what` names its task; empty for the workflow's own).
     fn transform(
@@ -1189,13 +1204,8 @@ fn openapi(
         Some(n) => {
             let d = cx.mapping(n, &format!("{what}: with.document"))?;
             cx.only(d, &["name", "endpoint"], &format!("{what}: with.document"));
-            match d.get_node("endpoint") {
-                Some(e) => endpoint(cx, e, scope, &format!("{what}: with.document.endpoint"))?,
-                None => {
-                    cx.error(place(d), format!("{what}: with.document has no `endpoint`"));
-                    return None;
-                }
-            }
+            let e = cx.required(d, "endpoint", &format!("{what}: with.document"))?;
+            endpoint(cx, e, scope, &format!("{what}: with.document.endpoint"))?
         }
         None => {
             cx.error(
@@ -1261,13 +1271,7 @@ fn grpc(
     };
     let proto = cx.mapping(proto, &format!("{what}: with.proto"))?;
     cx.only(proto, &["name", "endpoint"], &format!("{what}: with.proto"));
-    let Some(e) = proto.get_node("endpoint") else {
-        cx.error(
-            place(proto),
-            format!("{what}: with.proto has no `endpoint`"),
-        );
-        return None;
-    };
+    let e = cx.required(proto, "endpoint", &format!("{what}: with.proto"))?;
     let proto = endpoint(cx, e, scope, &format!("{what}: with.proto.endpoint"))?;
     let Some(service) = with.get_node("service") else {
         cx.error(
@@ -1282,28 +1286,11 @@ fn grpc(
         &["name", "host", "port", "authentication"],
         &format!("{what}: with.service"),
     );
-    let name = match service.get_node("name") {
-        Some(n) => cx
-            .text(n, &format!("{what}: with.service.name"))?
-            .to_string(),
-        None => {
-            cx.error(
-                place(service),
-                format!("{what}: with.service has no `name`"),
-            );
-            return None;
-        }
-    };
-    let host = match service.get_node("host") {
-        Some(n) => cx.template(n, scope, &format!("{what}: with.service.host")),
-        None => {
-            cx.error(
-                place(service),
-                format!("{what}: with.service has no `host`"),
-            );
-            return None;
-        }
-    };
+    let at = format!("{what}: with.service");
+    let name = cx.required(service, "name", &at);
+    let host = cx.required(service, "host", &at);
+    let name = cx.text(name?, &format!("{at}.name"))?.to_string();
+    let host = cx.template(host?, scope, &format!("{at}.host"));
     let port = service
         .get_node("port")
         .map(|n| cx.template(n, scope, &format!("{what}: with.service.port")));
@@ -1354,13 +1341,7 @@ fn endpoint(cx: &mut Cx<'_>, node: &Node, scope: &[String], what: &str) -> Optio
                 )?),
                 None => None,
             };
-            match m.get_node("uri") {
-                Some(u) => (u, auth),
-                None => {
-                    cx.error(place(m), format!("{what} has no `uri`"));
-                    return None;
-                }
-            }
+            (cx.required(m, "uri", what)?, auth)
         }
         other => (other, None),
     };
@@ -1647,14 +1628,9 @@ fn authentication(cx: &mut Cx<'_>, node: &Node, scope: &[String], what: &str) ->
         );
         return None;
     };
-    let field = |cx: &mut Cx<'_>, inner: &MarkedMappingNode, key: &str, at: &str| match inner
-        .get_node(key)
-    {
-        Some(n) => Some(cx.template(n, scope, &format!("{at}.{key}"))),
-        None => {
-            cx.error(place(inner), format!("{at} has no `{key}`"));
-            None
-        }
+    let field = |cx: &mut Cx<'_>, inner: &MarkedMappingNode, key: &str, at: &str| {
+        let n = cx.required(inner, key, at)?;
+        Some(cx.template(n, scope, &format!("{at}.{key}")))
     };
     let at = format!("{what}.{}", scheme.as_str());
     let inner_node = m.get_node(scheme.as_str())?;
@@ -2034,8 +2010,7 @@ fn filter(
                 continue;
             };
             cx.only(value, &["from", "expect"], &at);
-            let Some(from) = value.get_node("from") else {
-                cx.error(place(value), format!("{at} has no `from`"));
+            let Some(from) = cx.required(value, "from", &at) else {
                 continue;
             };
             let Some(from) = cx.expr(from, scope, &format!("{at}.from")) else {
@@ -2121,12 +2096,9 @@ fn error_definition(
         &["type", "status", "title", "detail", "instance"],
         what,
     );
-    let mut required = |key: &str| match error.get_node(key) {
-        Some(n) => Some(cx.template(n, scope, &format!("{what}.{key}"))),
-        None => {
-            cx.error(place(error), format!("{what} has no `{key}`"));
-            None
-        }
+    let mut required = |key: &str| {
+        let n = cx.required(error, key, what)?;
+        Some(cx.template(n, scope, &format!("{what}.{key}")))
     };
     let kind = required("type");
     let status = required("status");
@@ -2328,14 +2300,10 @@ fn run(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<Kin
         &["namespace", "name", "version", "input"],
         &format!("{what}: run.workflow"),
     );
-    let mut field = |key: &str| match w.get_node(key) {
-        Some(n) => cx
-            .text(n, &format!("{what}: run.workflow.{key}"))
-            .map(str::to_string),
-        None => {
-            cx.error(place(w), format!("{what}: run.workflow has no `{key}`"));
-            None
-        }
+    let mut field = |key: &str| {
+        let n = cx.required(w, key, &format!("{what}: run.workflow"))?;
+        cx.text(n, &format!("{what}: run.workflow.{key}"))
+            .map(str::to_string)
     };
     let namespace = field("namespace");
     let name = field("name");
@@ -2418,11 +2386,7 @@ fn process(cx: &mut Cx<'_>, what: &str, m: &MarkedMappingNode, scope: &[String])
     let p = m.get_node(key).and_then(|n| cx.mapping(n, &at))?;
     let (kind, code) = if key == "shell" {
         cx.only(p, &["command", "arguments", "environment", "stdin"], &at);
-        let Some(command) = p.get_node("command") else {
-            cx.error(place(p), format!("{at} has no `command`"));
-            return None;
-        };
-        (ProcessKind::Shell, command)
+        (ProcessKind::Shell, cx.required(p, "command", &at)?)
     } else {
         cx.only(
             p,
@@ -2454,11 +2418,7 @@ fn process(cx: &mut Cx<'_>, what: &str, m: &MarkedMappingNode, scope: &[String])
             }
             Ok(kind) => kind,
         };
-        let Some(code) = p.get_node("code") else {
-            cx.error(place(p), format!("{at} has no `code`"));
-            return None;
-        };
-        (kind, code)
+        (kind, cx.required(p, "code", &at)?)
     };
     let field = |cx: &mut Cx<'_>, name: &str| {
         p.get_node(name)

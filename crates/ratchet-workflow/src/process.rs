@@ -13,7 +13,7 @@
 //! again, so a process may run more than once, as any activity.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::Stdio;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -22,7 +22,6 @@ use std::time::Duration;
 use ratchet_core::ActivityError;
 use ratchet_runtime::{ActivityContext, Registry};
 use serde::{Deserialize, Serialize};
-use sha2::Digest as _;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 /// The activity that runs the processes of declarative workflows.
@@ -121,7 +120,7 @@ pub fn register_processes(registry: &mut Registry, config: &ProcessConfig) {
     let allow = Arc::new(config.allow.clone());
     registry.activity(
         PROCESS_ACTIVITY,
-        move |ctx: ActivityContext, input: ProcessInput| {
+        move |_ctx: ActivityContext, input: ProcessInput| {
             let allow = allow.clone();
             async move {
                 if !allow.contains(&input.kind) {
@@ -134,49 +133,32 @@ pub fn register_processes(registry: &mut Registry, config: &ProcessConfig) {
                         ),
                     ));
                 }
-                let dir = workdir(&ctx);
                 if input.detach {
                     // Started and left: its time limit and clean-up run on their own.
                     tokio::spawn(async move {
-                        let _ = run(&dir, &input).await;
+                        let _ = run(&input).await;
                     });
                     return Ok(None);
                 }
-                run(&dir, &input).await.map(Some)
+                run(&input).await.map(Some)
             }
         },
     );
 }
 
-/// A directory of this run's own, under the system's temporary directory: named after the
-/// step, this worker process and a count of the processes it started, so that no two runs
-/// share one, whatever runs beside them.
-fn workdir(ctx: &ActivityContext) -> PathBuf {
-    static STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let count = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let mut h = sha2::Sha256::new();
-    h.update(count.to_le_bytes());
-    h.update(ctx.instance_id().as_bytes());
-    h.update(ctx.execution().to_le_bytes());
-    h.update(ctx.step().to_le_bytes());
-    h.update(ctx.attempt().to_le_bytes());
-    h.update(std::process::id().to_le_bytes());
-    let digest = h.finalize();
-    let name: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
-    std::env::temp_dir().join(format!("ratchet-run-{name}"))
-}
-
-/// Runs the process in `dir` (made, then removed), within its time limit.
-async fn run(dir: &PathBuf, input: &ProcessInput) -> Result<ProcessResult, ActivityError> {
-    let failed = |what: &str, e: std::io::Error| {
-        ActivityError::non_retryable("ProcessFailed", format!("{what}: {e}"))
-    };
-    tokio::fs::create_dir_all(dir)
-        .await
-        .map_err(|e| failed("making its directory", e))?;
+/// Runs the process in a directory of its own (made under the system's temporary
+/// directory, then removed), within its time limit.
+async fn run(input: &ProcessInput) -> Result<ProcessResult, ActivityError> {
+    let dir = tempfile::Builder::new()
+        .prefix("ratchet-run-")
+        .tempdir()
+        .map_err(|e| {
+            ActivityError::non_retryable("ProcessFailed", format!("making its directory: {e}"))
+        })?;
     let limit = Duration::from_millis(input.timeout_ms);
-    let outcome = tokio::time::timeout(limit, spawn_and_wait(dir, input)).await;
-    let _ = tokio::fs::remove_dir_all(dir).await;
+    let outcome = tokio::time::timeout(limit, spawn_and_wait(dir.path(), input)).await;
+    // Whatever the process left there goes, off the runtime's threads.
+    let _ = tokio::task::spawn_blocking(move || drop(dir)).await;
     match outcome {
         Ok(result) => result,
         Err(_) => Err(ActivityError::non_retryable(
@@ -186,10 +168,7 @@ async fn run(dir: &PathBuf, input: &ProcessInput) -> Result<ProcessResult, Activ
     }
 }
 
-async fn spawn_and_wait(
-    dir: &PathBuf,
-    input: &ProcessInput,
-) -> Result<ProcessResult, ActivityError> {
+async fn spawn_and_wait(dir: &Path, input: &ProcessInput) -> Result<ProcessResult, ActivityError> {
     let failed = |what: String, e: std::io::Error| {
         ActivityError::non_retryable("ProcessFailed", format!("{what}: {e}"))
     };

@@ -94,6 +94,15 @@ impl Fault {
         Fault::error("timeout", 408, "Timeout", message)
     }
 
+    /// What the instance ends with when this fault reaches its top: a workflow error as the
+    /// instance's error, the engine's own as they are.
+    fn into_instance_error(self) -> OrchestrationError {
+        match self {
+            Fault::Engine(e) | Fault::Cancelled(e) => e,
+            Fault::Error(error) => OrchestrationError::Application(info_of(&error)),
+        }
+    }
+
     /// The workflow ran out of its budget: the instance fails, whatever `try` it is in.
     fn budget(message: String) -> Fault {
         Fault::Engine(OrchestrationError::Application(ErrorInfo::new(
@@ -325,10 +334,7 @@ pub(crate) async fn run(
             ratchet_core::race(vec![body, timer]).await.1
         }
     };
-    outcome.map_err(|fault| match fault {
-        Fault::Engine(e) | Fault::Cancelled(e) => e,
-        Fault::Error(error) => OrchestrationError::Application(info_of(&error)),
-    })
+    outcome.map_err(Fault::into_instance_error)
 }
 
 impl Run {
@@ -394,12 +400,10 @@ pub(crate) async fn trigger(
         .get("after")
         .and_then(Value::as_u64)
         .map(ratchet_store::Position);
-    let fail = |fault: Fault| match fault {
-        Fault::Engine(e) | Fault::Cancelled(e) => e,
-        Fault::Error(error) => OrchestrationError::Application(info_of(&error)),
-    };
+    let scope = run
+        .scope(&Scope::new(), &input)
+        .map_err(Fault::into_instance_error)?;
     for _ in 0..TRIGGER_STARTS_PER_EXECUTION {
-        let scope = run.scope(&Scope::new(), &input).map_err(fail)?;
         let (mut got, last) = listen::listen(
             &run,
             task,
@@ -411,7 +415,7 @@ pub(crate) async fn trigger(
             after,
         )
         .await
-        .map_err(fail)?;
+        .map_err(Fault::into_instance_error)?;
         after = Some(last);
         let events = if *all || until.is_some() {
             Value::Array(got)

@@ -16,7 +16,7 @@ use prost_reflect::{DescriptorPool, DynamicMessage, MethodDescriptor};
 use ratchet_core::ActivityError;
 use serde_json::{json, Value};
 
-use super::{communication, Credentials, GrpcTarget, AUTHORIZATION, MAX_RESPONSE_BYTES};
+use super::{communication, Credentials, GrpcTarget, MAX_RESPONSE_BYTES};
 
 /// The largest `.proto` a call reads: 1 MiB.
 pub(crate) const MAX_PROTO_BYTES: usize = 1 << 20;
@@ -57,8 +57,60 @@ impl protox::file::FileResolver for OneFile {
     }
 }
 
+/// How deep a `.proto` may nest braces, brackets and parentheses (messages in messages,
+/// option values): protox's parser recurses on each level, and a file of a thousand nested
+/// messages would overflow the worker's stack.
+pub(crate) const MAX_PROTO_NESTING: usize = 32;
+
+/// The deepest nesting of `{`, `[` and `(` in a `.proto`, outside comments and strings.
+fn nesting(source: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let mut chars = source.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '/' if chars.peek() == Some(&'/') => {
+                chars.by_ref().find(|c| *c == '\n');
+            }
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                let mut last = ' ';
+                for c in chars.by_ref() {
+                    if last == '*' && c == '/' {
+                        break;
+                    }
+                    last = c;
+                }
+            }
+            '"' | '\'' => {
+                while let Some(inner) = chars.next() {
+                    match inner {
+                        '\\' => {
+                            chars.next();
+                        }
+                        q if q == c => break,
+                        _ => {}
+                    }
+                }
+            }
+            '{' | '[' | '(' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            '}' | ']' | ')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
 /// Compiles the `.proto` `source` (named `name`) into descriptors.
 pub(crate) fn compile(name: &str, source: &str) -> Result<DescriptorPool, String> {
+    let deepest = nesting(source);
+    if deepest > MAX_PROTO_NESTING {
+        return Err(format!(
+            "the .proto nests {deepest} levels deep; at most {MAX_PROTO_NESTING} are read"
+        ));
+    }
     let mut compiler = protox::Compiler::with_file_resolver(OneFile {
         name: name.to_string(),
         source: source.to_string(),
@@ -134,22 +186,9 @@ fn method(pool: &DescriptorPool, target: &GrpcTarget) -> Result<MethodDescriptor
 
 /// Decodes gRPC's percent-encoded `grpc-message`.
 fn percent_decoded(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                out.push(u8::try_from(h * 16 + l).unwrap_or(b'?'));
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_encoding::percent_decode_str(text)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// Calls the method: `{statusCode: 200, content}` with the answer message as JSON (every
@@ -194,19 +233,7 @@ pub(crate) async fn call(
     if !idempotency_key.is_empty() {
         builder = builder.header("idempotency-key", idempotency_key);
     }
-    match auth {
-        Some(Credentials::Basic { username, password }) => {
-            builder = builder.basic_auth(username, Some(password));
-        }
-        Some(Credentials::Bearer { token }) => builder = builder.bearer_auth(token),
-        Some(Credentials::Secret { .. } | Credentials::OAuth2(_)) => {
-            return Err(ActivityError::non_retryable(
-                AUTHORIZATION,
-                "the call's credentials were not resolved",
-            ))
-        }
-        None => {}
-    }
+    builder = super::http::authorized(builder, auth)?;
     let mut response = builder
         .send()
         .await
@@ -314,6 +341,29 @@ mod tests {
         assert!(method(&pool, &missing).is_err());
         let err = compile("bad.proto", "syntax = \"proto3\"; message {").unwrap_err();
         assert!(err.contains("does not compile"), "{err}");
+    }
+
+    #[test]
+    fn a_deeply_nested_proto_is_refused_before_it_is_parsed() {
+        // On a small stack, as a worker's: a thousand nested messages overflowed it.
+        let refused = std::thread::Builder::new()
+            .stack_size(1 << 20)
+            .spawn(|| {
+                let mut src = String::from("syntax = \"proto3\";\n");
+                for i in 0..1000 {
+                    src.push_str(&format!("message M{i} {{ "));
+                }
+                src.push_str(&"} ".repeat(1000));
+                compile("deep.proto", &src).unwrap_err()
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(refused.contains("nests 1000 levels"), "{refused}");
+        // Braces in comments and strings do not count.
+        let commented = "// {{{{\n/* [[[ */ syntax = \"proto3\"; message A { string s = 1 [json_name = \"{{{\"]; }";
+        assert_eq!(nesting(commented), 2);
+        assert!(compile("a.proto", commented).is_ok());
     }
 
     #[test]

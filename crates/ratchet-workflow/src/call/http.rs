@@ -36,11 +36,11 @@ const SECRET_HEADERS: [&str; 3] = ["authorization", "proxy-authorization", "cook
 pub(crate) struct Caller {
     follow: reqwest::Client,
     stay: reqwest::Client,
-    documents: Mutex<lru::LruCache<(String, String), Arc<Document>>>,
+    documents: Kept<Document>,
     /// HTTP/2 from the first byte, for gRPC.
     grpc: reqwest::Client,
     /// The `.proto`s of `call: grpc` compiled so far, by URI and definition revision.
-    protos: Mutex<lru::LruCache<(String, String), Arc<prost_reflect::DescriptorPool>>>,
+    protos: Kept<prost_reflect::DescriptorPool>,
     /// Where secrets come from.
     config: CallConfig,
     /// OAuth2 tokens, kept.
@@ -88,9 +88,9 @@ impl Caller {
                 false,
             )?,
             stay: client(config, reqwest::redirect::Policy::none(), false)?,
-            documents: Mutex::new(lru::LruCache::new(kept)),
+            documents: Kept::new(kept),
             grpc: client(config, reqwest::redirect::Policy::none(), true)?,
-            protos: Mutex::new(lru::LruCache::new(kept)),
+            protos: Kept::new(kept),
             config: config.clone(),
             tokens: Tokens::default(),
         })
@@ -205,36 +205,15 @@ impl Caller {
         revision: &str,
     ) -> Result<Arc<Document>, ActivityError> {
         let key = (uri.to_string(), revision.to_string());
-        if let Some(doc) = self
-            .documents
-            .lock()
-            .ok()
-            .and_then(|mut d| d.get(&key).cloned())
-        {
+        if let Some(doc) = self.documents.get(&key) {
             return Ok(doc);
         }
-        let request = Request {
-            method: "GET".into(),
-            uri: uri.to_string(),
-            headers: BTreeMap::new(),
-            query: BTreeMap::new(),
-            body: None,
-            auth: auth.cloned(),
-        };
-        let answer = send(client, request, "", "response", false).await?;
-        let status = answer["statusCode"].as_u64().unwrap_or(0);
-        if !(200..300).contains(&status) {
-            return Err(communication(format!(
-                "the OpenAPI document {uri} answered {status}"
-            )));
-        }
+        let content = fetch(client, uri, auth, "the OpenAPI document", "content").await?;
         let doc = Arc::new(
-            Document::read(uri, &answer["content"])
+            Document::read(uri, &content)
                 .map_err(|e| communication(format!("the OpenAPI document {uri}: {e}")))?,
         );
-        if let Ok(mut d) = self.documents.lock() {
-            d.put(key, doc.clone());
-        }
+        self.documents.put(key, doc.clone());
         Ok(doc)
     }
 }
@@ -250,32 +229,15 @@ impl Caller {
         revision: &str,
     ) -> Result<Arc<prost_reflect::DescriptorPool>, ActivityError> {
         let key = (uri.to_string(), revision.to_string());
-        if let Some(pool) = self
-            .protos
-            .lock()
-            .ok()
-            .and_then(|mut p| p.get(&key).cloned())
-        {
+        if let Some(pool) = self.protos.get(&key) {
             return Ok(pool);
         }
         let source = if uri.starts_with("file://") {
             super::grpc::read_file(self.config.proto_dir.as_deref(), uri)?
         } else {
-            let request = Request {
-                method: "GET".into(),
-                uri: uri.to_string(),
-                headers: BTreeMap::new(),
-                query: BTreeMap::new(),
-                body: None,
-                auth: auth.cloned(),
-            };
-            let answer = send(client, request, "", "raw", false).await?;
-            let status = answer["statusCode"].as_u64().unwrap_or(0);
-            if !(200..300).contains(&status) {
-                return Err(communication(format!("the .proto {uri} answered {status}")));
-            }
+            let content = fetch(client, uri, auth, "the .proto", "raw").await?;
             let bytes = base64::engine::general_purpose::STANDARD
-                .decode(answer["content"].as_str().unwrap_or_default())
+                .decode(content.as_str().unwrap_or_default())
                 .map_err(|e| communication(format!("the .proto {uri}: {e}")))?;
             if bytes.len() > super::grpc::MAX_PROTO_BYTES {
                 return Err(communication(format!(
@@ -289,10 +251,73 @@ impl Caller {
         let pool = super::grpc::compile(&super::grpc::file_name(uri), &source)
             .map_err(|e| communication(format!("{uri}: {e}")))?;
         let pool = Arc::new(pool);
-        if let Ok(mut p) = self.protos.lock() {
-            p.put(key, pool.clone());
-        }
+        self.protos.put(key, pool.clone());
         Ok(pool)
+    }
+}
+
+/// What a call reads once per URI and definition revision (OpenAPI documents, compiled
+/// `.proto`s), the most recent kept.
+struct Kept<T>(Mutex<lru::LruCache<(String, String), Arc<T>>>);
+
+impl<T> Kept<T> {
+    fn new(kept: NonZeroUsize) -> Self {
+        Kept(Mutex::new(lru::LruCache::new(kept)))
+    }
+
+    fn get(&self, key: &(String, String)) -> Option<Arc<T>> {
+        self.0.lock().ok().and_then(|mut k| k.get(key).cloned())
+    }
+
+    fn put(&self, key: (String, String), value: Arc<T>) {
+        if let Ok(mut k) = self.0.lock() {
+            k.put(key, value);
+        }
+    }
+}
+
+/// GETs what describes a call (`what`: an OpenAPI document, a `.proto`) at `uri`: its
+/// content as `output` says (`content` decoded, `raw` base64), or a communication error when
+/// it does not answer 2xx.
+async fn fetch(
+    client: &reqwest::Client,
+    uri: &str,
+    auth: Option<&Credentials>,
+    what: &str,
+    output: &str,
+) -> Result<Value, ActivityError> {
+    let request = Request {
+        method: "GET".into(),
+        uri: uri.to_string(),
+        headers: BTreeMap::new(),
+        query: BTreeMap::new(),
+        body: None,
+        auth: auth.cloned(),
+    };
+    let mut answer = send(client, request, "", output, false).await?;
+    let status = answer["statusCode"].as_u64().unwrap_or(0);
+    if !(200..300).contains(&status) {
+        return Err(communication(format!("{what} {uri} answered {status}")));
+    }
+    Ok(answer["content"].take())
+}
+
+/// `builder` with the call's credentials as its `Authorization` header; credentials not yet
+/// resolved (a secret, an OAuth2 policy) are an error.
+pub(super) fn authorized(
+    builder: reqwest::RequestBuilder,
+    auth: Option<&Credentials>,
+) -> Result<reqwest::RequestBuilder, ActivityError> {
+    match auth {
+        Some(Credentials::Basic { username, password }) => {
+            Ok(builder.basic_auth(username, Some(password)))
+        }
+        Some(Credentials::Bearer { token }) => Ok(builder.bearer_auth(token)),
+        // Resolved before a request is made.
+        Some(Credentials::Secret { .. } | Credentials::OAuth2(_)) => Err(
+            ActivityError::non_retryable(AUTHORIZATION, "the call's credentials were not resolved"),
+        ),
+        None => Ok(builder),
     }
 }
 
@@ -342,20 +367,7 @@ async fn send(
     if !has_key && !idempotency_key.is_empty() {
         builder = builder.header("Idempotency-Key", idempotency_key);
     }
-    match &request.auth {
-        Some(Credentials::Basic { username, password }) => {
-            builder = builder.basic_auth(username, Some(password));
-        }
-        Some(Credentials::Bearer { token }) => builder = builder.bearer_auth(token),
-        // Resolved before a request is made.
-        Some(Credentials::Secret { .. } | Credentials::OAuth2(_)) => {
-            return Err(ActivityError::non_retryable(
-                AUTHORIZATION,
-                "the call's credentials were not resolved",
-            ))
-        }
-        None => {}
-    }
+    builder = authorized(builder, request.auth.as_ref())?;
     match &request.body {
         None | Some(Value::Null) => {}
         Some(Value::String(text)) => {
