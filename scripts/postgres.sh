@@ -173,6 +173,8 @@ pg_start_cluster() {
     # Durability is useless for a throwaway cluster; the tests open many connections.
     opts="-p $port -k $PG_TMPDIR -c listen_addresses=127.0.0.1 -c max_connections=300"
     opts+=" -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c shared_buffers=256MB"
+    # The planner tests count the blocks each statement reads, nested ones included.
+    opts+=" -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
     local tls
     tls=$(pg_make_certs "$PG_TMPDIR/tls")
     if [[ -n $tls ]]; then

@@ -634,10 +634,16 @@ BEGIN
                t.id IS NOT NULL
                AND c.ordinality = min(c.ordinality) OVER (PARTITION BY c.task) AS ok
         FROM unnest(p_completions) WITH ORDINALITY AS c
-        LEFT JOIN ratchet.tasks t ON t.id = c.task AND t.fence = c.fence
-             AND t.instance IS NOT DISTINCT FROM c.instance
-             AND t.execution IS NOT DISTINCT FROM c.execution
-             AND t.seq IS NOT DISTINCT FROM c.seq AND t.attempt = c.attempt)
+        -- A probe by key for each completion (LATERAL with a LIMIT is never flattened into
+        -- a join): as a plain join it was planned, on statistics of an empty table, as a
+        -- merge join over the whole primary key.
+        LEFT JOIN LATERAL (
+            SELECT t.id FROM ratchet.tasks t
+            WHERE t.id = c.task AND t.fence = c.fence
+              AND t.instance IS NOT DISTINCT FROM c.instance
+              AND t.execution IS NOT DISTINCT FROM c.execution
+              AND t.seq IS NOT DISTINCT FROM c.seq AND t.attempt = c.attempt
+            LIMIT 1) t ON true)
     SELECT coalesce(array_agg(v.ok ORDER BY v.n), '{}'),
            coalesce(bool_or(v.ok AND v.outcome IN ('Retry', 'Snooze')), false),
            coalesce(bool_or(v.ok AND v.instance IS NULL

@@ -11,6 +11,7 @@ mod graphs;
 mod housekeeping;
 mod isolation;
 mod leases;
+mod planner;
 mod replay;
 mod schedules;
 mod signals;
