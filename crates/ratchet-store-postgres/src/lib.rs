@@ -66,6 +66,7 @@ pub mod testing;
 mod throughput;
 mod tls;
 mod token;
+mod watch;
 mod worker;
 mod workflow;
 

@@ -84,6 +84,8 @@ struct Inner {
     /// The statements built per query shape (event reads) that connections keep prepared:
     /// the most recently used ones only, with their parameter types.
     shapes: std::sync::Mutex<lru::LruCache<String, Vec<tokio_postgres::types::Type>>>,
+    /// What each named statement took lately, to warn when one slows down far.
+    watch: crate::watch::StatementWatch,
     _listener: Option<AbortOnDrop>,
 }
 
@@ -136,7 +138,10 @@ impl Conn {
 
     /// Runs the statement `name`: one round trip (two the first time a connection prepares it).
     pub(crate) async fn query(&self, name: &str, params: &[Param<'_>]) -> Res<Vec<Row>> {
-        self.query_sql(self.store.sql.get(name), params).await
+        let started = std::time::Instant::now();
+        let rows = self.query_sql(self.store.sql.get(name), params).await?;
+        self.store.watch.observe(name, started);
+        Ok(rows)
     }
 
     /// Runs the statement `name` planned for these values (an unnamed statement, never a
@@ -276,10 +281,12 @@ impl Conn {
             self.prepared(note, notify_params)
         )?;
         let (values, notify_values) = (values(params), values(notify_params));
+        let started = std::time::Instant::now();
         let (rows, _) = futures::try_join!(
             self.client.query(&main, &values),
             self.client.query(&note, &notify_values)
         )?;
+        self.store.watch.observe(name, started);
         Ok(rows)
     }
 }
@@ -425,6 +432,7 @@ impl PostgresStore {
                 wake_keys: AtomicU64::new(u64::from(std::process::id())),
                 wakeups,
                 shapes: std::sync::Mutex::new(lru::LruCache::new(KEPT_SHAPES)),
+                watch: crate::watch::StatementWatch::default(),
                 _listener: listener,
             }),
         })
@@ -445,6 +453,21 @@ impl PostgresStore {
         migrate::version(&client, &self.inner.config.schema)
             .await
             .map_err(Failure::into_store)
+    }
+
+    /// Refuses a role that lacks any of a worker's grants (docs/operations.md, "Roles and
+    /// grants"), naming what it lacks: a worker or server started with one would otherwise
+    /// run and fail every claim and commit with `permission denied`. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::PermissionDenied`], or database failures.
+    pub async fn check_worker_grants(&self) -> Result<()> {
+        let schema = &self.inner.config.schema;
+        self.call(0, move |c| {
+            Box::pin(async move { crate::worker::check_grants(&c, schema).await })
+        })
+        .await
     }
 
     /// Enqueues standalone tasks in the caller's own transaction, so they commit or roll
