@@ -340,6 +340,13 @@ async fn run(matches: clap::ArgMatches) -> anyhow::Result<()> {
         _ => false,
     };
     let (store, about) = open_store(&cli, migrates).await?;
+    // A worker or server whose role may not write would start and fail every claim: it
+    // refuses to start instead, saying what to grant.
+    if let (Command::Worker(_) | Command::Server(_), Some(pg)) = (&cli.command, store.postgres()) {
+        pg.check_worker_grants()
+            .await
+            .with_context(|| format!("starting on {about}"))?;
+    }
     match cli.command {
         Command::Demo(args) => demo::run(store, &about, args).await,
         Command::Worker(args) => worker::run(store, &about, args).await,

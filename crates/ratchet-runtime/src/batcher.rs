@@ -28,7 +28,7 @@ impl std::error::Error for SharedStoreError {
 
 impl From<SharedStoreError> for crate::Error {
     fn from(e: SharedStoreError) -> Self {
-        Self::Store(StoreError::Backend(Box::new(e)))
+        Self::Store(StoreError::copied(&e.0))
     }
 }
 

@@ -41,7 +41,9 @@ pub(crate) fn spawn(shared: Arc<Shared>, task: ClaimedTask) {
         }
         let started = std::time::Instant::now();
         let span = attempt_span(&task);
-        let result = match (&task.owner, attempts_spent(&task)) {
+        let spent = attempts_spent(&task);
+        let lost_attempt = spent.is_some();
+        let result = match (&task.owner, spent) {
             (_, Some(lost)) => lost,
             (Some(_), None) => activity(&shared, &task).instrument(span).await,
             (None, None) => standalone(&shared, &task, cancelled).instrument(span).await,
@@ -56,9 +58,13 @@ pub(crate) fn spawn(shared: Arc<Shared>, task: ClaimedTask) {
         drop(permit);
         if shared.capacity.running.release(task.id) {
             let instance = task.owner.as_ref().map(|o| o.instance.clone());
-            shared
-                .committer
-                .complete(TaskCompletion::of(&task, result), instance);
+            let mut completion = TaskCompletion::of(&task, result);
+            if lost_attempt {
+                // The claim said attempt max + 1 only to say the last one was lost; the row
+                // (and so the dead letter, or the step's error) keeps the attempts that ran.
+                completion.attempt = task.attempt - 1;
+            }
+            shared.committer.complete(completion, instance);
         }
     });
 }
@@ -99,9 +105,11 @@ fn attempt_span(task: &ClaimedTask) -> tracing::Span {
     span
 }
 
-/// A takeover of an expired lease counts as an attempt. When that leaves none in the budget,
-/// the attempt is not run: work that kills its worker every time (out of memory, a crash)
-/// ends as a dead letter, or fails its orchestration step, instead of being taken over forever.
+/// A takeover of an expired lease counts as an attempt. When the lost attempt was the last of
+/// the budget, the claim says attempt max + 1 (the row keeps max) and the attempt is not run:
+/// work that kills its worker every time (out of memory, a crash) ends as a dead letter, or
+/// fails its orchestration step, after exactly its attempts, instead of being taken over
+/// forever.
 fn attempts_spent(task: &ClaimedTask) -> Option<TaskResult> {
     let max = task.options.retry.max_attempts.max(1);
     (task.attempt > max).then(|| {

@@ -95,6 +95,8 @@ DECLARE
     v_last_ready bigint;
     v_last_id bigint;
     v_taken_over integer;
+    v_spent bigint[] := '{}';
+    v_spent_batch bigint[];
 BEGIN
     t_taken_over := 0;
     c_queue := '{}'; c_priority := '{}'; c_ready := '{}'; c_id := '{}';
@@ -131,8 +133,15 @@ BEGIN
                  AS f(queue, priority, ready, id)
             WHERE f.queue = v_queue AND f.priority = v_priority;
             WITH ready AS (
-                -- A lease still set is one its holder lost: counted as taken over.
-                SELECT t.id, t.ready_at, t.lease_owner IS NOT NULL AS expired
+                -- A lease still set is one its holder lost: counted as taken over. When
+                -- the lost attempt was the last of the budget (`spent`), the row keeps it
+                -- and the claimer is told attempt max + 1, so that it fails the task
+                -- without running it: the attempts recorded are the ones that ran.
+                SELECT t.id, t.ready_at, t.lease_owner IS NOT NULL AS expired,
+                       t.lease_owner IS NOT NULL
+                       AND t.attempt >= greatest(1, coalesce(
+                           (t.options::jsonb #>> '{retry,max_attempts}')::integer, 1))
+                       AS spent
                 FROM ratchet.tasks t
                 WHERE t.queue = v_queue AND t.priority = v_priority AND t.ready_at <= p_now
                   AND (t.ready_at, t.id) >= (coalesce(v_from_ready, -9223372036854775808),
@@ -153,17 +162,20 @@ BEGIN
                 UPDATE ratchet.tasks t
                 SET lease_owner = p_owner, lease_until = p_until, ready_at = p_until,
                     fence = t.fence + 1,
-                    attempt = t.attempt + CASE WHEN t.lease_owner IS NULL THEN 0 ELSE 1 END
+                    attempt = t.attempt
+                              + CASE WHEN t.lease_owner IS NULL OR ready.spent THEN 0 ELSE 1 END
                 -- (By key: a plan cached while the table was small may otherwise read all
                 -- of it for the join.)
                 FROM ready WHERE t.id = ready.id AND t.id = ANY (ARRAY(SELECT r.id FROM ready r))
-                RETURNING t AS task, ready.ready_at, ready.id, ready.expired)
+                RETURNING t AS task, ready.ready_at, ready.id, ready.expired, ready.spent)
             SELECT coalesce(array_agg(task), '{}'),
                    (array_agg(ready_at ORDER BY ready_at DESC, id DESC))[1],
                    (array_agg(id ORDER BY ready_at DESC, id DESC))[1],
-                   count(*) FILTER (WHERE expired)
-            INTO v_batch, v_last_ready, v_last_id, v_taken_over
+                   count(*) FILTER (WHERE expired),
+                   coalesce(array_agg(id) FILTER (WHERE spent), '{}')
+            INTO v_batch, v_last_ready, v_last_id, v_taken_over, v_spent_batch
             FROM taken;
+            v_spent := v_spent || v_spent_batch;
             t_taken_over := t_taken_over + v_taken_over;
             v_rows := v_rows || v_batch;
             c_queue := c_queue || v_queue;
@@ -193,7 +205,8 @@ BEGIN
            coalesce(array_agg(r.instance), '{}'),
            coalesce(array_agg(r.execution), '{}'),
            coalesce(array_agg(r.seq), '{}'),
-           coalesce(array_agg(r.attempt), '{}'),
+           coalesce(array_agg(r.attempt + CASE WHEN r.id = ANY (v_spent) THEN 1 ELSE 0 END),
+                    '{}'),
            coalesce(array_agg(r.queue), '{}'),
            coalesce(array_agg(r.metadata), '{}')
     INTO t_id, t_fence, t_name, t_input, t_options, t_instance, t_execution, t_seq, t_attempt,

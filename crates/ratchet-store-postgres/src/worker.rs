@@ -25,3 +25,22 @@ pub(crate) async fn list(c: &Conn) -> Res<Vec<WorkerRecord>> {
         })
         .collect()
 }
+
+/// Refuses a role that may not do a worker's writes, naming what it lacks.
+pub(crate) async fn check_grants(c: &Conn, schema: &str) -> Res<()> {
+    let schema = schema.to_string();
+    let missing: Vec<String> = c
+        .query("worker_grants_missing", &[crate::param::p(&schema)])
+        .await?
+        .iter()
+        .map(|row| col(row, "what"))
+        .collect::<Res<_>>()?;
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(Failure::Store(StoreError::PermissionDenied(format!(
+        "this role may not do a worker's writes in schema {schema}: it lacks {}; grant them \
+         as docs/operations.md (\"Roles and grants\") shows",
+        missing.join("; ")
+    ))))
+}

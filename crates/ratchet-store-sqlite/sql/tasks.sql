@@ -12,7 +12,7 @@ SELECT id FROM tasks WHERE unique_key = ?1;
 -- The tasks a claim takes from one queue, in the order they should run. An expired lease
 -- is taken over only once its process no longer says it is alive (the second column says
 -- which leases are taken over: a lease still set is one its holder lost).
-SELECT id, lease_owner IS NOT NULL FROM tasks
+SELECT id, lease_owner IS NOT NULL, attempt FROM tasks
 WHERE queue = ?1
   AND ready_at <= ?2
   AND cancel_requested = 0
@@ -25,9 +25,11 @@ LIMIT ?4;
 
 -- name: task_claim
 -- Leases the tasks task_ready picked (a JSON array of ids); RETURNING comes in no set order.
--- Taking over an expired lease starts a new attempt: the lost one counts.
+-- Taking over an expired lease starts a new attempt: the lost one counts. When it was the
+-- last of the budget the row keeps it (the claimer reports attempt max + 1 and fails it).
 UPDATE tasks SET lease_owner = ?2, lease_until = ?3, ready_at = ?3, fence = fence + 1,
-    attempt = attempt + (lease_owner IS NOT NULL)
+    attempt = attempt + (lease_owner IS NOT NULL
+        AND attempt < max(1, coalesce(json_extract(options, '$.retry.max_attempts'), 1)))
 WHERE id IN (SELECT value FROM json_each(?1))
 RETURNING id, fence, queue, name, input, options, instance, execution, seq, attempt, metadata;
 

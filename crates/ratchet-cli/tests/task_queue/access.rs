@@ -128,8 +128,40 @@ async fn a_read_only_role_and_a_worker_role_do_what_their_grants_allow() {
             text(&out)
         );
     }
+    // A worker on the read-only role refuses to start, naming what it lacks, instead of
+    // running and failing every claim. (Spawned: a worker that starts would never exit.)
+    let mut child = ratchet(&ro)
+        .args(["worker", "--queue", "default=1"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("a worker on a read-only role started");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("may not do a worker's writes")
+            && text(&out).contains("INSERT on")
+            && text(&out).contains("tasks_id_seq")
+            && !text(&out).contains("ready on"),
+        "{}",
+        text(&out)
+    );
     let refused = run(&ro, &["tasks", "enqueue", "work", "--input", "{}"]);
     assert!(!refused.status.success());
+    assert_eq!(
+        text(&refused).matches("database error").count(),
+        1,
+        "the cause's prefix, once: {}",
+        text(&refused)
+    );
     assert!(
         text(&refused).contains("permission denied"),
         "{}",

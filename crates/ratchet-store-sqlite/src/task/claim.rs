@@ -86,11 +86,11 @@ fn take(
     lease: &Lease,
     now: Timestamp,
 ) -> Result<(Vec<ClaimedTask>, u32)> {
-    let ready: Vec<(i64, bool)> = tx
+    let ready: Vec<(i64, bool, i64)> = tx
         .prepare_cached(sql("task_ready"))
         .map_err(db_err)?
         .query_map(params![queue, now.0, names, limit], |r| {
-            Ok((r.get(0)?, r.get(1)?))
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
         })
         .map_err(db_err)?
         .collect::<rusqlite::Result<_>>()
@@ -98,8 +98,14 @@ fn take(
     if ready.is_empty() {
         return Ok((Vec::new(), 0));
     }
-    let expired = u32::try_from(ready.iter().filter(|(_, e)| *e).count()).unwrap_or(u32::MAX);
-    let ids: Vec<i64> = ready.into_iter().map(|(id, _)| id).collect();
+    let expired = u32::try_from(ready.iter().filter(|(_, e, _)| *e).count()).unwrap_or(u32::MAX);
+    // The attempts each takeover found, to tell a lost last attempt (see task_claim).
+    let taken_over: HashMap<i64, i64> = ready
+        .iter()
+        .filter(|(_, e, _)| *e)
+        .map(|(id, _, attempt)| (*id, *attempt))
+        .collect();
+    let ids: Vec<i64> = ready.into_iter().map(|(id, _, _)| id).collect();
     let mut stmt = tx.prepare_cached(sql("task_claim")).map_err(db_err)?;
     let rows = stmt
         .query_map(
@@ -113,6 +119,15 @@ fn take(
         .into_iter()
         .map(ClaimedRow::into_task)
         .collect::<Result<Vec<_>>>()?;
+    for task in &mut tasks {
+        let max = i64::from(task.options.retry.max_attempts.max(1));
+        if taken_over
+            .get(&task.id.0)
+            .is_some_and(|found| *found >= max)
+        {
+            task.attempt = task.attempt.saturating_add(1);
+        }
+    }
     let rank: HashMap<i64, usize> = ids.iter().enumerate().map(|(n, id)| (*id, n)).collect();
     tasks.sort_by_key(|t| rank.get(&t.id.0).copied());
     Ok((tasks, expired))

@@ -351,12 +351,19 @@ async fn a_crash_looping_task_spends_its_attempts(store: &Arc<dyn Store>) {
         dead.error.as_ref().map(|e| e.kind.as_str()),
         Some("WorkerLost")
     );
+    // The attempts recorded are those that ran: 2 of 2, not the takeover that found none
+    // left.
+    assert_eq!((dead.attempt, dead.max_attempts), (2, 2), "{dead:?}");
     let out = r.client().wait(&id, WAIT).await.unwrap();
     assert_eq!(out.status, InstanceStatus::Failed, "{out:?}");
     let error = out.error.unwrap();
     assert!(
         error.message.contains("WorkerLost") || error.message.contains("lost"),
         "{error:?}"
+    );
+    assert!(
+        error.message.contains("after 3 attempt(s)"),
+        "the step failed after the 3 attempts that ran: {error:?}"
     );
     assert_eq!(
         runs.load(std::sync::atomic::Ordering::SeqCst),

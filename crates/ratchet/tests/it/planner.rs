@@ -223,7 +223,12 @@ async fn hot_statements_read_few_blocks_on_a_bloated_queue_with_empty_statistics
     };
     eprintln!(
         "{}",
-        worst.iter().take(15).map(line).collect::<Vec<_>>().join("\n")
+        worst
+            .iter()
+            .take(15)
+            .map(line)
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     assert!(worst.len() > 10, "the hot path's statements were seen");
     let over: Vec<String> = worst
