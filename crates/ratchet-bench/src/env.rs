@@ -172,6 +172,13 @@ impl BenchEnv {
         super::pgstats::hold_snapshot(direct).await
     }
 
+    /// The URL straight to the server and the run's schema, on PostgreSQL.
+    pub(crate) fn postgres_direct(&self) -> Option<(&str, &str)> {
+        self.postgres
+            .as_ref()
+            .map(|(_, direct, schema)| (direct.as_str(), schema.as_str()))
+    }
+
     /// Drops the database unless `--keep`.
     pub(crate) async fn close(mut self) -> anyhow::Result<()> {
         if let (Some((_, direct, schema)), false) = (&self.postgres, self.common.keep) {

@@ -36,7 +36,7 @@ struct Snapshot {
     lsn: String,
 }
 
-async fn connect(url: &str) -> anyhow::Result<Client> {
+pub(crate) async fn connect(url: &str) -> anyhow::Result<Client> {
     let mut config: tokio_postgres::Config = url.parse().context("database URL")?;
     config.application_name("ratchet-bench");
     let (client, connection) = config

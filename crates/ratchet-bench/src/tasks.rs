@@ -25,6 +25,11 @@ pub(crate) enum Mode {
     Drain,
     /// Enqueue --rate tasks per second while the workers run.
     Steady,
+    /// The database's weather (postgres): drains of --count back to back for --before, then
+    /// for --snapshot with a snapshot held elsewhere, then for --after while vacuum catches
+    /// up, with a forced VACUUM (truncating) and an ANALYZE of the empty table; the rate of
+    /// every 5-second window, and whether each stayed at least a third of the rate before.
+    Weather,
 }
 
 #[derive(clap::Args, Debug)]
@@ -64,6 +69,15 @@ pub(crate) struct TaskArgs {
     /// deleted meanwhile can be vacuumed (postgres only).
     #[arg(long)]
     hold_snapshot: bool,
+    /// How long to drain before the snapshot (weather).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    before: Duration,
+    /// How long the snapshot is held while the drains go on (weather).
+    #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    snapshot: Duration,
+    /// How long to drain after the snapshot ends (weather).
+    #[arg(long, default_value = "3m", value_parser = parse_duration)]
+    after: Duration,
 }
 
 /// Runs the workers; the handler records when each task started.
@@ -177,6 +191,7 @@ pub(crate) async fn run(args: TaskArgs, database_url: Option<&str>) -> anyhow::R
     let mut report = match args.mode {
         Mode::Drain => drain(&mut env, &client, &args).await?,
         Mode::Steady => steady(&mut env, &client, &args).await?,
+        Mode::Weather => weather(&mut env, &client, &args).await?,
     };
     drop(client);
     drop(client_store);
@@ -326,6 +341,193 @@ async fn drain(env: &mut BenchEnv, client: &Client, args: &TaskArgs) -> anyhow::
         // A task ran twice without a failure in between.
         report.correctness.failed += ran - total;
     }
+    Ok(report)
+}
+
+/// The length of the windows `weather` measures the drain rate over.
+const WINDOW: Duration = Duration::from_secs(5);
+
+/// The phases of a `weather` run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Before,
+    Snapshot,
+    After,
+}
+
+impl Phase {
+    fn name(self) -> &'static str {
+        match self {
+            Phase::Before => "before",
+            Phase::Snapshot => "snapshot",
+            Phase::After => "after",
+        }
+    }
+}
+
+/// Drains back to back through a held snapshot and the vacuum after it, and reports the
+/// drain rate of every 5-second window (see [`Mode::Weather`]).
+async fn weather(env: &mut BenchEnv, client: &Client, args: &TaskArgs) -> anyhow::Result<Report> {
+    let Some((direct, schema)) = env.postgres_direct() else {
+        bail!("bench tasks weather needs --backend postgres");
+    };
+    let (direct, schema) = (direct.to_string(), schema.to_string());
+    let admin = super::pgstats::connect(&direct).await?;
+    let workers = Workers::start(env, args).await?;
+    let started = Instant::now();
+    let (snapshot_at, after_at) = (args.before, args.before + args.snapshot);
+    let end = after_at + args.after;
+    let phase_at = move |t: Duration| {
+        if t < snapshot_at {
+            Phase::Before
+        } else if t < after_at {
+            Phase::Snapshot
+        } else {
+            Phase::After
+        }
+    };
+    // The sampler: tasks run in each window, with the phase the window began in.
+    let ran = workers.ran.clone();
+    let sampler = tokio::spawn(async move {
+        let mut windows: Vec<(Phase, f64, f64)> = Vec::new();
+        let mut last = ran.load(Ordering::Relaxed);
+        let mut at = Instant::now();
+        let mut tick = tokio::time::interval_at(at + WINDOW, WINDOW);
+        while at.duration_since(started) < end {
+            tick.tick().await;
+            let now = Instant::now();
+            let count = ran.load(Ordering::Relaxed);
+            let rate = (count - last) as f64 / now.duration_since(at).as_secs_f64();
+            windows.push((
+                phase_at(at.duration_since(started)),
+                now.duration_since(started).as_secs_f64(),
+                rate,
+            ));
+            (last, at) = (count, now);
+        }
+        windows
+    });
+    let mut snapshot = None;
+    let mut vacuum: Option<tokio::task::JoinHandle<anyhow::Result<f64>>> = None;
+    let mut vacuum_seconds = None;
+    let mut analysed_empty = false;
+    let mut rounds = 0u64;
+    let mut timed_out = false;
+    while started.elapsed() < end {
+        let phase = phase_at(started.elapsed());
+        if phase == Phase::Snapshot && snapshot.is_none() {
+            snapshot = Some(env.hold_snapshot().await?);
+        }
+        if phase == Phase::After && snapshot.is_some() {
+            drop(snapshot.take());
+            // Vacuum catches up meanwhile, as autovacuum would, truncating the table.
+            let (direct, schema) = (direct.clone(), schema.clone());
+            vacuum = Some(tokio::spawn(async move {
+                let session = super::pgstats::connect(&direct).await?;
+                let began = Instant::now();
+                session
+                    .batch_execute(&format!("VACUUM (TRUNCATE true) {schema}.tasks"))
+                    .await?;
+                Ok(began.elapsed().as_secs_f64())
+            }));
+        }
+        if vacuum.as_ref().is_some_and(|v| v.is_finished()) {
+            if let Some(handle) = vacuum.take() {
+                vacuum_seconds = Some(handle.await??);
+            }
+        }
+        // The queue is empty between rounds: once vacuum is done, the statistics are taken
+        // now, as an autovacuum's ANALYZE at such a moment would take them.
+        if vacuum_seconds.is_some() && !analysed_empty {
+            admin
+                .batch_execute(&format!("ANALYZE {schema}.tasks"))
+                .await?;
+            analysed_empty = true;
+        }
+        fill(client, args, None).await?;
+        rounds += 1;
+        let target = args.count * rounds;
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while workers.ran.load(Ordering::Relaxed) < target {
+            if Instant::now() > deadline {
+                timed_out = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        if timed_out {
+            break;
+        }
+    }
+    if let Some(handle) = vacuum.take() {
+        vacuum_seconds = Some(handle.await??);
+    }
+    let windows = sampler.await?;
+    let ran = workers.ran.load(Ordering::Relaxed);
+    let stats = workers.stats();
+    workers.stop().await;
+    let mut before: Vec<f64> = windows
+        .iter()
+        .filter(|w| w.0 == Phase::Before)
+        .map(|w| w.2)
+        .collect();
+    before.sort_by(f64::total_cmp);
+    let before_rate = before.get(before.len() / 2).copied().unwrap_or(0.0);
+    let mut report = Report {
+        units: ran,
+        seconds: started.elapsed().as_secs_f64(),
+        throughput_per_s: ran as f64 / started.elapsed().as_secs_f64().max(f64::EPSILON),
+        round_trips_per_unit: stats.round_trips as f64 / ran.max(1) as f64,
+        commits_per_unit: stats.commits as f64 / ran.max(1) as f64,
+        ..Report::default()
+    };
+    report
+        .figures
+        .insert("before: median window tasks/s".into(), before_rate);
+    for phase in [Phase::Snapshot, Phase::After] {
+        let rates: Vec<f64> = windows
+            .iter()
+            .filter(|w| w.0 == phase)
+            .map(|w| w.2)
+            .collect();
+        let worst = rates.iter().copied().fold(f64::INFINITY, f64::min);
+        if worst.is_finite() {
+            report
+                .figures
+                .insert(format!("{}: worst window tasks/s", phase.name()), worst);
+            report.figures.insert(
+                format!("{}: worst window / before", phase.name()),
+                worst / before_rate.max(f64::EPSILON),
+            );
+        }
+    }
+    if let Some(s) = vacuum_seconds {
+        report.figures.insert("vacuum seconds".into(), s);
+    }
+    let low: Vec<String> = windows
+        .iter()
+        .filter(|w| w.2 < before_rate / 3.0)
+        .map(|w| format!("{:.0}s {} {:.0}/s", w.1, w.0.name(), w.2))
+        .collect();
+    report
+        .figures
+        .insert("windows under a third of before".into(), low.len() as f64);
+    if !args.common.quiet {
+        for (phase, at, rate) in &windows {
+            eprintln!("{at:>6.0}s {:<8} {rate:>9.0} tasks/s", phase.name());
+        }
+        match low.is_empty() {
+            true => eprintln!(
+                "every 5-second window kept at least a third of the rate before ({before_rate:.0}/s)"
+            ),
+            false => eprintln!(
+                "windows under a third of the rate before ({before_rate:.0}/s): {}",
+                low.join(", ")
+            ),
+        }
+    }
+    report.correctness.timed_out = u64::from(timed_out);
+    report.correctness.stale_refused = stats.stale_refused;
     Ok(report)
 }
 
