@@ -12,14 +12,14 @@ use std::time::{Duration, Instant};
 /// Durations kept per statement.
 const WINDOW: usize = 64;
 /// Samples needed before a statement is judged: its median means something by then.
-const WARM: usize = 16;
+const WARM: usize = WINDOW;
 /// The median is computed again after this many samples (sorting on every call would cost
 /// more than the watch is worth).
 const RECOMPUTE_EVERY: u64 = 16;
 /// A call is a jump when it took this many times the median...
 const JUMP_FACTOR: u32 = 10;
 /// ...and at least this long: short statements jitter by multiples of themselves.
-const JUMP_FLOOR: Duration = Duration::from_millis(100);
+const JUMP_FLOOR: Duration = Duration::from_millis(250);
 /// One warning per statement at most this often (the counter counts every jump).
 const WARN_EVERY: Duration = Duration::from_secs(30);
 

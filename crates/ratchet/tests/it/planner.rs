@@ -19,7 +19,7 @@ use crate::harness::{start, WAIT};
 
 /// Tasks drained before the bad day: enough that a read of a whole index or table is two
 /// orders of magnitude above a probe by key.
-const BLOATING_TASKS: u32 = 80_000;
+const BLOATING_TASKS: u32 = 160_000;
 /// Fan-outs of five activities drained before the bad day.
 const BLOATING_FANOUTS: u32 = 2_000;
 /// Tasks and fan-outs run on the bad day.
@@ -29,7 +29,7 @@ const MEASURED_FANOUTS: u32 = 200;
 /// done (a task, an activity, an orchestration). A probe by key reads a few blocks per row;
 /// one read of a bloated index, a block for each of its tens of thousands of entries, which
 /// even at one read per batch comes to hundreds of blocks per item.
-const BLOCKS_PER_ITEM: f64 = 20.0;
+const BLOCKS_PER_ITEM: f64 = 30.0;
 
 async fn session(url: &str) -> Client {
     let (client, connection) = tokio_postgres::connect(url, NoTls).await.unwrap();
