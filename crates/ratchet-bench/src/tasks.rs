@@ -371,6 +371,9 @@ async fn weather(env: &mut BenchEnv, client: &Client, args: &TaskArgs) -> anyhow
     let Some((direct, schema)) = env.postgres_direct() else {
         bail!("bench tasks weather needs --backend postgres");
     };
+    if args.before < WINDOW {
+        bail!("--before must be at least {WINDOW:?}: the windows after are judged against it");
+    }
     let (direct, schema) = (direct.to_string(), schema.to_string());
     let admin = super::pgstats::connect(&direct).await?;
     let workers = Workers::start(env, args).await?;
@@ -446,16 +449,8 @@ async fn weather(env: &mut BenchEnv, client: &Client, args: &TaskArgs) -> anyhow
         }
         fill(client, args, None).await?;
         rounds += 1;
-        let target = args.count * rounds;
-        let deadline = Instant::now() + Duration::from_secs(120);
-        while workers.ran.load(Ordering::Relaxed) < target {
-            if Instant::now() > deadline {
-                timed_out = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        if timed_out {
+        if !wait_ran(&workers, args.count * rounds, Duration::from_secs(120)).await {
+            timed_out = true;
             break;
         }
     }
@@ -601,12 +596,16 @@ async fn enqueue_paced(
     }
 }
 
-/// Waits (at most 30 s) until the workers ran `total` tasks.
-async fn wait_ran(workers: &Workers, total: u64) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while workers.ran.load(Ordering::Relaxed) < total && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(5)).await;
+/// Waits until the workers ran `total` tasks, at most `patience`; whether they did.
+async fn wait_ran(workers: &Workers, total: u64, patience: Duration) -> bool {
+    let deadline = Instant::now() + patience;
+    while workers.ran.load(Ordering::Relaxed) < total {
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
+    true
 }
 
 async fn steady(env: &mut BenchEnv, client: &Client, args: &TaskArgs) -> anyhow::Result<Report> {
@@ -617,7 +616,7 @@ async fn steady(env: &mut BenchEnv, client: &Client, args: &TaskArgs) -> anyhow:
     let mut warm = None;
     if !args.warmup.is_zero() {
         let paced = enqueue_paced(client, args, args.warmup, None).await;
-        wait_ran(&workers, paced.total).await;
+        wait_ran(&workers, paced.total, Duration::from_secs(30)).await;
         let to_start = std::mem::replace(
             &mut *workers.to_start.lock().unwrap_or_else(|p| p.into_inner()),
             Latencies::new(),
@@ -633,7 +632,7 @@ async fn steady(env: &mut BenchEnv, client: &Client, args: &TaskArgs) -> anyhow:
     let started = Instant::now();
     let paced = enqueue_paced(client, args, args.duration, Some((&progress, &workers.ran))).await;
     let total = paced.total;
-    wait_ran(&workers, warm_ran + total).await;
+    wait_ran(&workers, warm_ran + total, Duration::from_secs(30)).await;
     progress.finish();
     let seconds = started.elapsed().as_secs_f64();
     let after = workers.stats();

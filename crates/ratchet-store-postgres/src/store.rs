@@ -263,6 +263,22 @@ impl Conn {
         if !(wanted && self.notify()) {
             return self.query(name, params).await;
         }
+        let started = std::time::Instant::now();
+        let rows = self
+            .with_notification(notify, notify_params, name, params)
+            .await?;
+        self.store.watch.observe(name, started);
+        Ok(rows)
+    }
+
+    /// The statement `name` and the notifying statement `notify`, sent together.
+    async fn with_notification(
+        &self,
+        notify: &str,
+        notify_params: &[Param<'_>],
+        name: &str,
+        params: &[Param<'_>],
+    ) -> Res<Vec<Row>> {
         let (main, note) = (self.store.sql.get(name), self.store.sql.get(notify));
         // The write must be sent before its notification: one heard first sends its hearers
         // to read before the write is visible, and they sleep on, its wake-up spent. Each
@@ -281,12 +297,10 @@ impl Conn {
             self.prepared(note, notify_params)
         )?;
         let (values, notify_values) = (values(params), values(notify_params));
-        let started = std::time::Instant::now();
         let (rows, _) = futures::try_join!(
             self.client.query(&main, &values),
             self.client.query(&note, &notify_values)
         )?;
-        self.store.watch.observe(name, started);
         Ok(rows)
     }
 }

@@ -65,3 +65,17 @@ pub async fn fresh_store_with(config: PostgresConfig) -> Option<PostgresStore> {
             .expect("connect to the test PostgreSQL"),
     )
 }
+
+/// A plain session on the test server at `url` (no TLS), its connection driven in the
+/// background: for what a test reads or sets up beside a store.
+///
+/// # Panics
+///
+/// When it cannot connect.
+pub async fn session(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect to the test PostgreSQL");
+    tokio::spawn(connection);
+    client
+}

@@ -2,26 +2,13 @@
 #![allow(clippy::unwrap_used)]
 
 use ratchet_store::{Store, StoreError};
-use ratchet_store_postgres::testing::{database_url, fresh_schema, fresh_store};
+use ratchet_store_postgres::testing::{database_url, fresh_schema, fresh_store, session};
 use ratchet_store_postgres::{PostgresConfig, PostgresStore, SCHEMA_VERSION};
 
 ratchet_store::conformance_suite!(optional: fresh_store());
 
 #[path = "conformance/sslmode.rs"]
 mod sslmode;
-
-/// A plain session on the test server at `url`, to set things up or look at what the store
-/// did.
-async fn session(url: &str) -> ratchet_store_postgres::tokio_postgres::Client {
-    let (client, connection) = ratchet_store_postgres::tokio_postgres::connect(
-        url,
-        ratchet_store_postgres::tokio_postgres::NoTls,
-    )
-    .await
-    .unwrap();
-    tokio::spawn(connection);
-    client
-}
 
 #[tokio::test]
 async fn every_statement_prepares() {

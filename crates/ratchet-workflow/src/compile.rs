@@ -1085,6 +1085,41 @@ fn call_with<'n>(
     }
 }
 
+/// The part `key` of a call's `with`; when missing, an error naming it.
+fn call_part<'n>(
+    cx: &mut Cx<'_>,
+    what: &str,
+    with: &'n MarkedMappingNode,
+    protocol: &str,
+    key: &str,
+) -> Option<&'n Node> {
+    let found = with.get_node(key);
+    if found.is_none() {
+        cx.error(
+            place(with),
+            format!("{what}: `call: {protocol}` has no with.{key}"),
+        );
+    }
+    found
+}
+
+/// A resource a call reads, `with.<key>: {name, endpoint}` (an OpenAPI document, a .proto).
+fn call_resource(
+    cx: &mut Cx<'_>,
+    what: &str,
+    with: &MarkedMappingNode,
+    protocol: &str,
+    key: &str,
+    scope: &[String],
+) -> Option<Endpoint> {
+    let at = format!("{what}: with.{key}");
+    let node = call_part(cx, what, with, protocol, key)?;
+    let resource = cx.mapping(node, &at)?;
+    cx.only(resource, &["name", "endpoint"], &at);
+    let e = cx.required(resource, "endpoint", &at)?;
+    endpoint(cx, e, scope, &format!("{at}.endpoint"))
+}
+
 /// `output` and `redirect` of a call.
 fn call_output(cx: &mut Cx<'_>, what: &str, with: &MarkedMappingNode) -> (CallOutput, bool) {
     let output = match with.get_node("output") {
@@ -1130,37 +1165,18 @@ fn http(
         ],
         &format!("{what}: `with` of `call: http`"),
     );
-    let method = match with.get_node("method") {
-        Some(n) => {
-            let t = cx.template(n, scope, &format!("{what}: with.method"));
-            if let Template::Literal(v) = &t {
-                if !v.as_str().is_some_and(crate::call::is_method) {
-                    cx.error(
-                        n.span(),
-                        format!("{what}: with.method `{v}` is not an HTTP method"),
-                    );
-                }
-            }
-            t
-        }
-        None => {
+    let n = call_part(cx, what, with, "http", "method")?;
+    let method = cx.template(n, scope, &format!("{what}: with.method"));
+    if let Template::Literal(v) = &method {
+        if !v.as_str().is_some_and(crate::call::is_method) {
             cx.error(
-                place(with),
-                format!("{what}: `call: http` has no with.method"),
+                n.span(),
+                format!("{what}: with.method `{v}` is not an HTTP method"),
             );
-            return None;
         }
-    };
-    let endpoint = match with.get_node("endpoint") {
-        Some(n) => endpoint(cx, n, scope, &format!("{what}: with.endpoint"))?,
-        None => {
-            cx.error(
-                place(with),
-                format!("{what}: `call: http` has no with.endpoint"),
-            );
-            return None;
-        }
-    };
+    }
+    let n = call_part(cx, what, with, "http", "endpoint")?;
+    let endpoint = endpoint(cx, n, scope, &format!("{what}: with.endpoint"))?;
     let part = |cx: &mut Cx<'_>, key: &str| {
         with.get_node(key)
             .map(|n| cx.template(n, scope, &format!("{what}: with.{key}")))
@@ -1200,33 +1216,11 @@ fn openapi(
         ],
         &format!("{what}: `with` of `call: openapi`"),
     );
-    let document = match with.get_node("document") {
-        Some(n) => {
-            let d = cx.mapping(n, &format!("{what}: with.document"))?;
-            cx.only(d, &["name", "endpoint"], &format!("{what}: with.document"));
-            let e = cx.required(d, "endpoint", &format!("{what}: with.document"))?;
-            endpoint(cx, e, scope, &format!("{what}: with.document.endpoint"))?
-        }
-        None => {
-            cx.error(
-                place(with),
-                format!("{what}: `call: openapi` has no with.document"),
-            );
-            return None;
-        }
-    };
-    let operation = match with.get_node("operationId") {
-        Some(n) => cx
-            .text(n, &format!("{what}: with.operationId"))?
-            .to_string(),
-        None => {
-            cx.error(
-                place(with),
-                format!("{what}: `call: openapi` has no with.operationId"),
-            );
-            return None;
-        }
-    };
+    let document = call_resource(cx, what, with, "openapi", "document", scope)?;
+    let n = call_part(cx, what, with, "openapi", "operationId")?;
+    let operation = cx
+        .text(n, &format!("{what}: with.operationId"))?
+        .to_string();
     let parameters = with
         .get_node("parameters")
         .map(|n| cx.template(n, scope, &format!("{what}: with.parameters")));
@@ -1260,59 +1254,34 @@ fn grpc(
     scope: &[String],
 ) -> Option<Kind> {
     let with = call_with(cx, what, node, with, "grpc")?;
-    let at = format!("{what}: `with` of `call: grpc`");
-    cx.only(with, &["proto", "service", "method", "arguments"], &at);
-    let Some(proto) = with.get_node("proto") else {
-        cx.error(
-            place(with),
-            format!("{what}: `call: grpc` has no with.proto"),
-        );
-        return None;
-    };
-    let proto = cx.mapping(proto, &format!("{what}: with.proto"))?;
-    cx.only(proto, &["name", "endpoint"], &format!("{what}: with.proto"));
-    let e = cx.required(proto, "endpoint", &format!("{what}: with.proto"))?;
-    let proto = endpoint(cx, e, scope, &format!("{what}: with.proto.endpoint"))?;
-    let Some(service) = with.get_node("service") else {
-        cx.error(
-            place(with),
-            format!("{what}: `call: grpc` has no with.service"),
-        );
-        return None;
-    };
-    let service = cx.mapping(service, &format!("{what}: with.service"))?;
     cx.only(
-        service,
-        &["name", "host", "port", "authentication"],
-        &format!("{what}: with.service"),
+        with,
+        &["proto", "service", "method", "arguments"],
+        &format!("{what}: `with` of `call: grpc`"),
     );
+    let proto = call_resource(cx, what, with, "grpc", "proto", scope)?;
     let at = format!("{what}: with.service");
+    let service = call_part(cx, what, with, "grpc", "service")?;
+    let service = cx.mapping(service, &at)?;
+    cx.only(service, &["name", "host", "port", "authentication"], &at);
     let name = cx.required(service, "name", &at);
     let host = cx.required(service, "host", &at);
     let name = cx.text(name?, &format!("{at}.name"))?.to_string();
     let host = cx.template(host?, scope, &format!("{at}.host"));
     let port = service
         .get_node("port")
-        .map(|n| cx.template(n, scope, &format!("{what}: with.service.port")));
+        .map(|n| cx.template(n, scope, &format!("{at}.port")));
     let auth = match service.get_node("authentication") {
         Some(n) => Some(authentication(
             cx,
             n,
             scope,
-            &format!("{what}: with.service.authentication"),
+            &format!("{at}.authentication"),
         )?),
         None => None,
     };
-    let method = match with.get_node("method") {
-        Some(n) => cx.text(n, &format!("{what}: with.method"))?.to_string(),
-        None => {
-            cx.error(
-                place(with),
-                format!("{what}: `call: grpc` has no with.method"),
-            );
-            return None;
-        }
-    };
+    let n = call_part(cx, what, with, "grpc", "method")?;
+    let method = cx.text(n, &format!("{what}: with.method"))?.to_string();
     let arguments = with
         .get_node("arguments")
         .map(|n| cx.template(n, scope, &format!("{what}: with.arguments")));

@@ -3,19 +3,9 @@
 //! worker role with the grants of docs/operations.md can use Ratchet, and a mistyped SQLite
 //! path is an error rather than a new database.
 
-use super::common::{ratchet, run, text, Worker};
+use ratchet_store_postgres::testing::session as admin;
 
-/// A client on the test server, to create roles and look at schemas.
-async fn admin(url: &str) -> ratchet_store_postgres::tokio_postgres::Client {
-    let (client, connection) = ratchet_store_postgres::tokio_postgres::connect(
-        url,
-        ratchet_store_postgres::tokio_postgres::NoTls,
-    )
-    .await
-    .expect("connect");
-    tokio::spawn(connection);
-    client
-}
+use super::common::{ratchet, run, text, Worker};
 
 /// How many schemas are named `schema` (0 or 1).
 async fn exists(pg: &ratchet_store_postgres::tokio_postgres::Client, schema: &str) -> i64 {

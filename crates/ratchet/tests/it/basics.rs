@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::harness::{start, WAIT};
 
-async fn double(_ctx: ActivityContext, n: i64) -> Result<i64, ActivityError> {
+pub(crate) async fn double(_ctx: ActivityContext, n: i64) -> Result<i64, ActivityError> {
     Ok(n * 2)
 }
 
@@ -60,7 +60,10 @@ async fn activities_run_in_order_and_complete_once(store: Arc<dyn Store>) {
     r.shutdown().await;
 }
 
-async fn fan_out(ctx: OrchestrationContext, n: i64) -> Result<Vec<i64>, OrchestrationError> {
+pub(crate) async fn fan_out(
+    ctx: OrchestrationContext,
+    n: i64,
+) -> Result<Vec<i64>, OrchestrationError> {
     let calls = (0..n).map(|i| ctx.activity::<i64>("double", i));
     ratchet::join_all(calls).await.into_iter().collect()
 }

@@ -9,12 +9,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ratchet::{
-    ActivityContext, ActivityError, OrchestrationContext, OrchestrationError, Ratchet, Store,
-    TaskContext, TaskError, TaskRequest,
-};
-use ratchet_store_postgres::tokio_postgres::{self, Client, NoTls};
+use ratchet::{Ratchet, Store, TaskContext, TaskError, TaskRequest};
+use ratchet_store_postgres::testing::session;
+use ratchet_store_postgres::tokio_postgres::Client;
 
+use crate::basics::{double, fan_out};
 use crate::harness::{start, WAIT};
 
 /// Tasks drained before the bad day: enough that a read of a whole index or table is two
@@ -30,12 +29,6 @@ const MEASURED_FANOUTS: u32 = 200;
 /// one read of a bloated index, a block for each of its tens of thousands of entries, which
 /// even at one read per batch comes to hundreds of blocks per item.
 const BLOCKS_PER_ITEM: f64 = 30.0;
-
-async fn session(url: &str) -> Client {
-    let (client, connection) = tokio_postgres::connect(url, NoTls).await.unwrap();
-    tokio::spawn(connection);
-    client
-}
 
 /// Whether the server tracks statements (the test script's server loads
 /// `pg_stat_statements`); a server of the user's own may not, and the test is then skipped.
@@ -84,15 +77,6 @@ static RAN: AtomicU32 = AtomicU32::new(0);
 async fn noop(_ctx: TaskContext, _: ()) -> Result<(), TaskError> {
     RAN.fetch_add(1, Ordering::SeqCst);
     Ok(())
-}
-
-async fn double(_ctx: ActivityContext, n: i64) -> Result<i64, ActivityError> {
-    Ok(n * 2)
-}
-
-async fn fan_out(ctx: OrchestrationContext, n: i64) -> Result<Vec<i64>, OrchestrationError> {
-    let calls = (0..n).map(|i| ctx.activity::<i64>("double", i));
-    ratchet::join_all(calls).await.into_iter().collect()
 }
 
 /// Enqueues `count` no-op tasks and waits until they ran.
