@@ -21,7 +21,7 @@ CREATE FUNCTION ratchet.claim(
     p_now bigint, p_owner text, p_until bigint, p_limit integer,
     p_reg_name text[], p_reg_version integer[], p_task_queues text[], p_task_limits integer[],
     p_task_names text[], p_task_from_queue text[], p_task_from_priority smallint[],
-    p_task_from_ready bigint[], p_task_from_id bigint[],
+    p_task_from_ready bigint[], p_task_from_id bigint[], p_task_rescan text[] DEFAULT NULL,
     OUT i_id text[], OUT i_name text[], OUT i_version integer[], OUT i_execution integer[],
     OUT i_history_len integer[], OUT i_fence bigint[], OUT i_incarnation bigint[],
     OUT e_instance text[], OUT e_id bigint[], OUT e_event text[],
@@ -29,6 +29,7 @@ CREATE FUNCTION ratchet.claim(
     OUT t_options text[], OUT t_instance text[], OUT t_execution integer[], OUT t_seq integer[],
     OUT t_attempt integer[], OUT t_queue text[], OUT t_metadata text[],
     OUT c_queue text[], OUT c_priority smallint[], OUT c_ready bigint[], OUT c_id bigint[],
+    OUT c_floor_ready bigint[], OUT c_floor_id bigint[],
     OUT next_due bigint, OUT taken_over integer)
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
@@ -119,11 +120,12 @@ BEGIN
 
     SELECT * INTO t_id, t_fence, t_name, t_input, t_options, t_instance, t_execution, t_seq,
                   t_attempt, t_queue, t_metadata, c_queue, c_priority, c_ready, c_id,
-                  v_tasks_taken_over
+                  c_floor_ready, c_floor_id, v_tasks_taken_over
     FROM ratchet.task_take(p_now, p_owner, p_until, coalesce(p_task_queues, '{}'),
                            coalesce(p_task_limits, '{}'), coalesce(p_task_names, '{}'),
                            coalesce(p_task_from_queue, '{}'), coalesce(p_task_from_priority, '{}'),
-                           coalesce(p_task_from_ready, '{}'), coalesce(p_task_from_id, '{}'));
+                           coalesce(p_task_from_ready, '{}'), coalesce(p_task_from_id, '{}'),
+                           coalesce(p_task_rescan, '{}'));
     taken_over := taken_over + v_tasks_taken_over;
     -- A claim of tasks alone commits without waiting for its flush to disk (the rest of the
     -- transaction only): losing it in a crash loses a lease, and the task runs again, as

@@ -6,7 +6,7 @@ SELECT t.* FROM set_config('synchronous_commit', 'off', true) AS unflushed,
     ratchet.task_take(
         p_now => $1, p_owner => $2, p_until => $3, p_queues => $4, p_limits => $5,
         p_names => $6, p_from_queue => $7, p_from_priority => $8, p_from_ready => $9,
-        p_from_id => $10) AS t;
+        p_from_id => $10, p_rescan => $11) AS t;
 
 -- name: task_heartbeat
 WITH beat AS (

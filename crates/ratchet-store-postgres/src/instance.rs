@@ -223,6 +223,7 @@ pub(crate) async fn claim(c: &Conn, claim: &InstanceClaim) -> Res<InstanceClaime
                 p(&from.priorities),
                 p(&from.ready),
                 p(&from.ids),
+                p(&from.rescan),
             ],
         )
         .await?;

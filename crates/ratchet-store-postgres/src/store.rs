@@ -415,7 +415,7 @@ impl PostgresStore {
                 migrate::check(&client, &config.schema).await?;
             }
         }
-        let cursors = Arc::<std::sync::Mutex<ClaimCursors>>::default();
+        let cursors = Arc::new(std::sync::Mutex::new(ClaimCursors::new(config.notify)));
         let share = Arc::<std::sync::Mutex<WakeShare>>::default();
         let (wakeups, listener) = if config.notify {
             let sender = WakeupSender::new();

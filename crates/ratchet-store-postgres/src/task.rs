@@ -9,6 +9,7 @@ use serde_json::Value;
 use tokio_postgres::Row;
 
 use crate::convert::{col, from_json, opt_json, to_json, u32_of, Res};
+use crate::cursor::Reached;
 use crate::param::{p, Param};
 use crate::share::WorkPayload;
 use crate::store::{one_row, Conn, ReadyFrom};
@@ -107,6 +108,7 @@ pub(crate) async fn claim(c: &Conn, claim: &TaskClaim) -> Res<Vec<ClaimedTask>> 
                 p(&from.priorities),
                 p(&from.ready),
                 p(&from.ids),
+                p(&from.rescan),
             ],
         )
         .await?;
@@ -125,11 +127,19 @@ pub(crate) fn advance_cursors(
     let priorities: Vec<i16> = col(row, "c_priority")?;
     let ready: Vec<i64> = col(row, "c_ready")?;
     let ids: Vec<i64> = col(row, "c_id")?;
+    let floor_ready: Vec<Option<i64>> = col(row, "c_floor_ready")?;
+    let floor_ids: Vec<Option<i64>> = col(row, "c_floor_id")?;
     let reached = queues
         .iter()
         .zip(priorities)
         .zip(ready.into_iter().zip(ids))
-        .map(|((q, priority), (ready, id))| (q.as_str(), priority, ready, id));
+        .zip(floor_ready.into_iter().zip(floor_ids))
+        .map(|(((q, priority), position), floor)| Reached {
+            queue: q.as_str(),
+            priority,
+            position,
+            first_unfinished: floor.0.zip(floor.1),
+        });
     c.cursors().advance(names, from, reached);
     Ok(())
 }

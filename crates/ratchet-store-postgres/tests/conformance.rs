@@ -1000,6 +1000,186 @@ async fn a_read_from_the_start_that_fills_a_claim_is_continued() {
     assert_eq!(taken, vec![20, 20, 10, 0]);
 }
 
+/// A rescan (every few seconds, for what claims may have passed over) does not walk every
+/// task taken while another transaction holds an old snapshot: it starts at the floor the
+/// last rescan reported, the first task it saw ready and unfinished. Taking 10 new tasks
+/// after 20,000 taken ones reads a bounded number of buffers from there, where a rescan
+/// from the start walks the 20,000 (counted by `EXPLAIN (ANALYZE, BUFFERS)`, not timed).
+#[tokio::test]
+async fn a_rescan_under_a_held_snapshot_starts_at_its_floor() {
+    use ratchet_core::{TaskOptions, Timestamp};
+    use ratchet_store::NewTask;
+    let Some(url) = database_url() else {
+        return;
+    };
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let schema = store.config().schema.clone();
+    let holder = session(&url).await;
+    holder
+        .batch_execute(&format!(
+            "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM {schema}.tasks"
+        ))
+        .await
+        .unwrap();
+    let now = Timestamp(1_000_000_000_000);
+    let task = |at: Timestamp| {
+        NewTask::standalone(
+            "job".into(),
+            serde_json::json!(null),
+            &TaskOptions::default().queue("q"),
+            at,
+        )
+    };
+    for _ in 0..4 {
+        let batch: Vec<NewTask> = (0..5_000).map(|_| task(now)).collect();
+        store.task_enqueue(batch, now).await.unwrap();
+    }
+    let client = session(&url).await;
+    let take = |at: i64, limit: i32, from: Option<(i64, i64)>| {
+        let (ready, id) = match from {
+            Some((ready, id)) => (
+                format!("ARRAY[{ready}::bigint]"),
+                format!("ARRAY[{id}::bigint]"),
+            ),
+            None => ("'{}'::bigint[]".into(), "'{}'::bigint[]".into()),
+        };
+        let (queues, priorities) = match from {
+            Some(_) => ("ARRAY['q']", "ARRAY[0::smallint]"),
+            None => ("'{}'::text[]", "'{}'::smallint[]"),
+        };
+        format!(
+            "SELECT * FROM {schema}.task_take({at}, 'w', {}, ARRAY['q'], ARRAY[{limit}],
+                 ARRAY['job'], {queues}, {priorities}, {ready}, {id}, ARRAY['q'])",
+            at + 600_000
+        )
+    };
+    let first = client
+        .query_one(&take(now.0, 30_000, None), &[])
+        .await
+        .unwrap();
+    let taken: Vec<i64> = first.get("t_id");
+    let floor: (Vec<Option<i64>>, Vec<Option<i64>>) =
+        (first.get("c_floor_ready"), first.get("c_floor_id"));
+    assert_eq!(taken.len(), 20_000);
+    assert_eq!(floor.0, vec![Some(now.0)], "the first task was ready");
+
+    let later = Timestamp(now.0 + 5_000);
+    let fresh: Vec<NewTask> = (0..10).map(|_| task(later)).collect();
+    store.task_enqueue(fresh, later).await.unwrap();
+    let first_fresh: i64 = client
+        .query_one(
+            &format!("SELECT min(id) FROM {schema}.tasks WHERE lease_owner IS NULL"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    // A rescan from the start finds the first fresh task: the 20,000 are leased, ahead.
+    let at = later.0 + 1;
+    client.batch_execute("BEGIN").await.unwrap();
+    let found = client.query_one(&take(at, 1, None), &[]).await.unwrap();
+    client.batch_execute("ROLLBACK").await.unwrap();
+    let floor: (Vec<Option<i64>>, Vec<Option<i64>>) =
+        (found.get("c_floor_ready"), found.get("c_floor_id"));
+    assert_eq!(floor, (vec![Some(later.0)], vec![Some(first_fresh)]));
+    let floor = (later.0, first_fresh);
+    let (from_start, _) = fewest_buffers(&client, &take(at, 100, None)).await;
+    let (from_floor, plan) = fewest_buffers(&client, &take(at, 100, Some(floor))).await;
+    let rescan = client
+        .query_one(&take(at, 100, Some(floor)), &[])
+        .await
+        .unwrap();
+    let taken: Vec<i64> = rescan.get("t_id");
+    eprintln!(
+        "rescan from the start: {from_start} buffers; from the floor: {from_floor}: {}",
+        plan.join("\n")
+    );
+    assert_eq!(
+        taken.len(),
+        10,
+        "the rescan from the floor took the 10 new tasks"
+    );
+    assert!(
+        from_start > 5 * from_floor,
+        "a rescan from the start walks the 20,000 taken tasks: {from_start} buffers, against \
+         {from_floor} from the floor"
+    );
+    assert!(
+        from_floor < 300,
+        "a rescan from its floor read {from_floor} buffers past 20,000 taken tasks"
+    );
+    drop(holder);
+}
+
+/// A task a rescan passes over because another transaction holds its row (a claim that
+/// then rolls back) stays ahead of that queue's floor: the claims after it start past it,
+/// the next rescan takes it.
+#[tokio::test]
+async fn a_task_locked_while_a_rescan_passed_it_is_taken_by_the_next() {
+    use std::time::Duration;
+
+    use ratchet_core::{TaskOptions, Timestamp};
+    use ratchet_store::{Lease, NewTask, QueueClaim, TaskClaim};
+    let Some(url) = database_url() else {
+        return;
+    };
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let schema = store.config().schema.clone();
+    let t0 = Timestamp(1_000_000_000_000);
+    let take = |now: Timestamp| {
+        let store = &store;
+        async move {
+            store
+                .task_claim(TaskClaim {
+                    lease: Lease {
+                        owner: "w".into(),
+                        until: now.plus(Duration::from_secs(600)),
+                    },
+                    queues: vec![QueueClaim {
+                        queue: "q".into(),
+                        limit: 10,
+                    }],
+                    names: vec!["job".into()],
+                    now,
+                })
+                .await
+                .unwrap()
+                .len()
+        }
+    };
+    let job = NewTask::standalone(
+        "job".into(),
+        serde_json::json!(null),
+        &TaskOptions::default().queue("q"),
+        t0,
+    );
+    store.task_enqueue(vec![job], t0).await.unwrap();
+    let locker = session(&url).await;
+    locker
+        .batch_execute(&format!(
+            "BEGIN; SELECT id FROM {schema}.tasks FOR NO KEY UPDATE"
+        ))
+        .await
+        .unwrap();
+    let rescan_at = t0.plus(Duration::from_secs(5));
+    assert_eq!(take(rescan_at).await, 0, "the row is locked");
+    locker.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(
+        take(rescan_at.plus(Duration::from_secs(1))).await,
+        0,
+        "a claim from the cursor starts past it"
+    );
+    assert_eq!(
+        take(rescan_at.plus(Duration::from_secs(10))).await,
+        1,
+        "the next rescan starts at or before it"
+    );
+}
+
 /// An instance claim's cost does not grow with the pending instances it does not take: with
 /// 20,000 started and none running, a poll for 10 reads the front of the inbox, not every
 /// visible event (counted by `EXPLAIN (ANALYZE, BUFFERS)`, not timed).
