@@ -50,6 +50,7 @@ pub(crate) const WINDOW_MS: i64 = 1_000;
 /// The same where late work is announced: the window spares most claims the pull back that
 /// follows a write committed a few milliseconds after a claim.
 pub(crate) const ANNOUNCED_WINDOW_MS: i64 = 100;
+const _: () = assert!(ANNOUNCED_WINDOW_MS < WINDOW_MS);
 
 /// How often a claim rescans each queue.
 pub(crate) const RESCAN_MS: i64 = 10_000;
@@ -469,7 +470,6 @@ mod tests {
             positions(&b),
             vec![(0, 100_050 - ANNOUNCED_WINDOW_MS, i64::MIN)]
         );
-        assert!(ANNOUNCED_WINDOW_MS < WINDOW_MS);
     }
 
     #[test]
