@@ -71,6 +71,16 @@ pub(crate) struct Bounds {
     epochs: HashMap<String, u64>,
 }
 
+impl Bounds {
+    /// Starts the scan of `queue`'s `priority` at `(ready_at, id)`.
+    fn push(&mut self, queue: &str, priority: i16, (ready, id): (i64, i64)) {
+        self.queues.push(queue.to_string());
+        self.priorities.push(priority);
+        self.ready.push(ready);
+        self.ids.push(id);
+    }
+}
+
 /// The cursors of one queue for one set of task names.
 #[derive(Debug, Default)]
 struct QueueCursor {
@@ -145,30 +155,24 @@ impl ClaimCursors {
                     bounds.rescan.push(queue.clone());
                 }
                 bounds.epochs.insert(queue.clone(), cursor.epoch);
-                for (priority, &(ready, id)) in &cursor.floor {
-                    bounds.queues.push(queue.clone());
-                    bounds.priorities.push(*priority);
-                    bounds.ready.push(ready);
-                    bounds.ids.push(id);
+                for (&priority, &floor) in &cursor.floor {
+                    bounds.push(queue, priority, floor);
                 }
                 continue;
             }
             bounds.epochs.insert(queue.clone(), cursor.epoch);
-            for (priority, &taken) in &cursor.taken {
-                let (ready, id) = taken.min((now.saturating_sub(window), i64::MIN));
-                bounds.queues.push(queue.clone());
-                bounds.priorities.push(*priority);
-                bounds.ready.push(ready);
-                bounds.ids.push(id);
+            for (&priority, &taken) in &cursor.taken {
+                bounds.push(
+                    queue,
+                    priority,
+                    taken.min((now.saturating_sub(window), i64::MIN)),
+                );
             }
             // A priority the last rescan did not reach (its claim's limit was filled first)
             // starts at its floor.
-            for (priority, &(ready, id)) in &cursor.floor {
-                if !cursor.taken.contains_key(priority) {
-                    bounds.queues.push(queue.clone());
-                    bounds.priorities.push(*priority);
-                    bounds.ready.push(ready);
-                    bounds.ids.push(id);
+            for (&priority, &floor) in &cursor.floor {
+                if !cursor.taken.contains_key(&priority) {
+                    bounds.push(queue, priority, floor);
                 }
             }
         }

@@ -838,21 +838,32 @@ async fn a_claim_reads_what_is_ready_not_the_whole_queue() {
     );
 }
 
-/// A claim's cost does not grow with the tasks taken while another transaction holds an old
-/// snapshot (so vacuum can remove none of the entries they left): started at the claim
-/// cursor the earlier claim reported, taking 10 new tasks after 20,000 taken ones reads a
-/// bounded number of buffers, where reading from the start walks the 20,000 (counted by
-/// `EXPLAIN (ANALYZE, BUFFERS)`, not timed).
-#[tokio::test]
-async fn a_claim_under_a_held_snapshot_starts_past_what_it_took() {
-    use ratchet_core::{TaskOptions, Timestamp};
-    use ratchet_store::NewTask;
-    let Some(url) = database_url() else {
-        return;
-    };
-    let Some(store) = fresh_store().await else {
-        return;
-    };
+/// A standalone "job" task of queue "q", created at `at` and ready then.
+fn ready_job(at: ratchet_core::Timestamp) -> ratchet_store::NewTask {
+    ratchet_store::NewTask::standalone(
+        "job".into(),
+        serde_json::json!(null),
+        &ratchet_core::TaskOptions::default().queue("q"),
+        at,
+    )
+}
+
+/// A fresh store whose queue "q" holds 20,000 tasks ready at `now`, enqueued while another
+/// session holds a snapshot taken before them, so that vacuum can remove nothing they leave.
+struct HeldSnapshot {
+    store: PostgresStore,
+    /// The session holding the snapshot, open while it lives.
+    holder: ratchet_store_postgres::tokio_postgres::Client,
+    /// A session for the test's own SQL.
+    client: ratchet_store_postgres::tokio_postgres::Client,
+    schema: String,
+    now: ratchet_core::Timestamp,
+}
+
+/// [`HeldSnapshot`], or `None` without a PostgreSQL server to test on.
+async fn twenty_thousand_under_a_held_snapshot() -> Option<HeldSnapshot> {
+    let url = database_url()?;
+    let store = fresh_store().await?;
     let schema = store.config().schema.clone();
     let holder = session(&url).await;
     holder
@@ -861,20 +872,40 @@ async fn a_claim_under_a_held_snapshot_starts_past_what_it_took() {
         ))
         .await
         .unwrap();
-    let now = Timestamp(1_000_000_000_000);
-    let task = |at: Timestamp| {
-        NewTask::standalone(
-            "job".into(),
-            serde_json::json!(null),
-            &TaskOptions::default().queue("q"),
-            at,
-        )
-    };
+    let now = ratchet_core::Timestamp(1_000_000_000_000);
     for _ in 0..4 {
-        let batch: Vec<NewTask> = (0..5_000).map(|_| task(now)).collect();
+        let batch = (0..5_000).map(|_| ready_job(now)).collect();
         store.task_enqueue(batch, now).await.unwrap();
     }
     let client = session(&url).await;
+    Some(HeldSnapshot {
+        store,
+        holder,
+        client,
+        schema,
+        now,
+    })
+}
+
+/// A claim's cost does not grow with the tasks taken while another transaction holds an old
+/// snapshot (so vacuum can remove none of the entries they left): started at the claim
+/// cursor the earlier claim reported, taking 10 new tasks after 20,000 taken ones reads a
+/// bounded number of buffers, where reading from the start walks the 20,000 (counted by
+/// `EXPLAIN (ANALYZE, BUFFERS)`, not timed).
+#[tokio::test]
+async fn a_claim_under_a_held_snapshot_starts_past_what_it_took() {
+    use ratchet_core::Timestamp;
+    use ratchet_store::NewTask;
+    let Some(HeldSnapshot {
+        store,
+        holder,
+        client,
+        schema,
+        now,
+    }) = twenty_thousand_under_a_held_snapshot().await
+    else {
+        return;
+    };
     let take = |at: i64, limit: i32, from: &str| {
         format!(
             "SELECT * FROM {schema}.task_take({at}, 'w', {}, ARRAY['q'], ARRAY[{limit}],
@@ -896,7 +927,7 @@ async fn a_claim_under_a_held_snapshot_starts_past_what_it_took() {
     );
 
     let later = Timestamp(now.0 + 5_000);
-    let fresh: Vec<NewTask> = (0..10).map(|_| task(later)).collect();
+    let fresh: Vec<NewTask> = (0..10).map(|_| ready_job(later)).collect();
     store.task_enqueue(fresh, later).await.unwrap();
     // As the store would: the position reached, or a second behind the claim, if earlier.
     let bound = format!(
@@ -1007,36 +1038,18 @@ async fn a_read_from_the_start_that_fills_a_claim_is_continued() {
 /// from the start walks the 20,000 (counted by `EXPLAIN (ANALYZE, BUFFERS)`, not timed).
 #[tokio::test]
 async fn a_rescan_under_a_held_snapshot_starts_at_its_floor() {
-    use ratchet_core::{TaskOptions, Timestamp};
+    use ratchet_core::Timestamp;
     use ratchet_store::NewTask;
-    let Some(url) = database_url() else {
+    let Some(HeldSnapshot {
+        store,
+        holder,
+        client,
+        schema,
+        now,
+    }) = twenty_thousand_under_a_held_snapshot().await
+    else {
         return;
     };
-    let Some(store) = fresh_store().await else {
-        return;
-    };
-    let schema = store.config().schema.clone();
-    let holder = session(&url).await;
-    holder
-        .batch_execute(&format!(
-            "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM {schema}.tasks"
-        ))
-        .await
-        .unwrap();
-    let now = Timestamp(1_000_000_000_000);
-    let task = |at: Timestamp| {
-        NewTask::standalone(
-            "job".into(),
-            serde_json::json!(null),
-            &TaskOptions::default().queue("q"),
-            at,
-        )
-    };
-    for _ in 0..4 {
-        let batch: Vec<NewTask> = (0..5_000).map(|_| task(now)).collect();
-        store.task_enqueue(batch, now).await.unwrap();
-    }
-    let client = session(&url).await;
     let take = |at: i64, limit: i32, from: Option<(i64, i64)>| {
         let (ready, id) = match from {
             Some((ready, id)) => (
@@ -1066,7 +1079,7 @@ async fn a_rescan_under_a_held_snapshot_starts_at_its_floor() {
     assert_eq!(floor.0, vec![Some(now.0)], "the first task was ready");
 
     let later = Timestamp(now.0 + 5_000);
-    let fresh: Vec<NewTask> = (0..10).map(|_| task(later)).collect();
+    let fresh: Vec<NewTask> = (0..10).map(|_| ready_job(later)).collect();
     store.task_enqueue(fresh, later).await.unwrap();
     let first_fresh: i64 = client
         .query_one(
@@ -1120,8 +1133,8 @@ async fn a_rescan_under_a_held_snapshot_starts_at_its_floor() {
 async fn a_task_locked_while_a_rescan_passed_it_is_taken_by_the_next() {
     use std::time::Duration;
 
-    use ratchet_core::{TaskOptions, Timestamp};
-    use ratchet_store::{Lease, NewTask, QueueClaim, TaskClaim};
+    use ratchet_core::Timestamp;
+    use ratchet_store::{Lease, QueueClaim, TaskClaim};
     let Some(url) = database_url() else {
         return;
     };
@@ -1170,13 +1183,7 @@ async fn a_task_locked_while_a_rescan_passed_it_is_taken_by_the_next() {
                 .len()
         }
     };
-    let job = NewTask::standalone(
-        "job".into(),
-        serde_json::json!(null),
-        &TaskOptions::default().queue("q"),
-        t0,
-    );
-    quiet.task_enqueue(vec![job], t0).await.unwrap();
+    quiet.task_enqueue(vec![ready_job(t0)], t0).await.unwrap();
     let locker = session(&url).await;
     locker
         .batch_execute(&format!(
