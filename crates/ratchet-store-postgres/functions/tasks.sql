@@ -88,6 +88,7 @@ CREATE FUNCTION ratchet.task_take(
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
+SET enable_bitmapscan = off
 SET jit = off
 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE

@@ -24,6 +24,12 @@ const BLOATING_FANOUTS: u32 = 2_000;
 /// Tasks and fan-outs run on the bad day.
 const MEASURED_TASKS: u32 = 2_000;
 const MEASURED_FANOUTS: u32 = 200;
+/// A backlog enqueued on the bad day with no worker running, then drained by one that claims
+/// a few at a time: a claim that reads every ready task to sort them (a bitmap scan, chosen
+/// on statistics that say the table holds one row) rather than the index in order reads the
+/// whole backlog for each few it takes.
+const BACKLOG_TASKS: u32 = 20_000;
+const BACKLOG_CONCURRENCY: usize = 4;
 /// The most blocks a statement of the hot path may read, over the bad day, per item of work
 /// done (a task, an activity, an orchestration). A probe by key reads a few blocks per row;
 /// one read of a bloated index, a block for each of its tens of thousands of entries, which
@@ -168,6 +174,78 @@ async fn hot_statements_read_few_blocks_on_a_bloated_queue_with_empty_statistics
     let items = f64::from(MEASURED_TASKS + MEASURED_FANOUTS * 6);
     r.shutdown().await;
     let after = counts(&client, &schema).await;
+    judge(
+        &client,
+        &schema,
+        &before,
+        &after,
+        items,
+        "a drain and fan-outs",
+    )
+    .await;
+
+    // A backlog: enqueued while no worker runs, then drained a few at a time.
+    let plain = ratchet::Client::new(store.clone());
+    for first in (0..BACKLOG_TASKS).step_by(5_000) {
+        let requests = (first..BACKLOG_TASKS.min(first + 5_000))
+            .map(|_| TaskRequest::new("noop", ()).unwrap())
+            .collect();
+        plain.enqueue_many(requests).await.unwrap();
+    }
+    // Column statistics of a busy moment, with the row count of a moment the queue looked
+    // empty: what an autovacuum `ANALYZE` leaves when it samples a drain between batches.
+    // (`ANALYZE` of an empty table leaves the column statistics it had.)
+    client
+        .batch_execute(&format!("ANALYZE {schema}.tasks"))
+        .await
+        .unwrap();
+    let set = client
+        .batch_execute(&format!(
+            "UPDATE pg_class SET reltuples = 1 WHERE oid = '{schema}.tasks'::regclass"
+        ))
+        .await;
+    if let Err(e) = set {
+        assert!(
+            std::env::var("RATCHET_TEST_PG_RESTART").is_err(),
+            "the test script's server lets its superuser set statistics: {e}"
+        );
+        eprintln!("the backlog is skipped: the role may not set statistics ({e})");
+        return;
+    }
+    let before = counts(&client, &schema).await;
+    let target = RAN.load(Ordering::SeqCst) + BACKLOG_TASKS;
+    let r = start(&store, |b| {
+        b.task("noop", noop).queue("default", BACKLOG_CONCURRENCY)
+    })
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while RAN.load(Ordering::SeqCst) < target {
+        assert!(Instant::now() < deadline, "the backlog did not drain");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    r.shutdown().await;
+    let after = counts(&client, &schema).await;
+    judge(
+        &client,
+        &schema,
+        &before,
+        &after,
+        f64::from(BACKLOG_TASKS),
+        "a backlog",
+    )
+    .await;
+}
+
+/// Fails when a statement of the hot path read more than [`BLOCKS_PER_ITEM`] blocks per item
+/// of work between `before` and `after`.
+async fn judge(
+    client: &Client,
+    schema: &str,
+    before: &Counts,
+    after: &Counts,
+    items: f64,
+    what: &str,
+) {
     // A call of a PL/pgSQL function counts the blocks of the statements it runs, which are
     // counted on their own: only those are judged.
     let functions: Vec<String> = client
@@ -183,7 +261,7 @@ async fn hot_statements_read_few_blocks_on_a_bloated_queue_with_empty_statistics
         .collect();
     assert!(functions.len() > 5, "{functions:?}");
     let mut worst = Vec::new();
-    for (key, (calls, blocks, rows)) in &after {
+    for (key, (calls, blocks, rows)) in after {
         if functions.iter().any(|f| key.1.contains(f)) {
             continue;
         }
@@ -206,7 +284,7 @@ async fn hot_statements_read_few_blocks_on_a_bloated_queue_with_empty_statistics
         )
     };
     eprintln!(
-        "{}",
+        "{what}:\n{}",
         worst
             .iter()
             .take(15)
@@ -214,7 +292,10 @@ async fn hot_statements_read_few_blocks_on_a_bloated_queue_with_empty_statistics
             .collect::<Vec<_>>()
             .join("\n")
     );
-    assert!(worst.len() > 10, "the hot path's statements were seen");
+    assert!(
+        worst.len() > 5,
+        "the hot path's statements were seen ({what})"
+    );
     let over: Vec<String> = worst
         .iter()
         .filter(|w| w.0 > BLOCKS_PER_ITEM)
@@ -222,7 +303,7 @@ async fn hot_statements_read_few_blocks_on_a_bloated_queue_with_empty_statistics
         .collect();
     assert!(
         over.is_empty(),
-        "statements read more than {BLOCKS_PER_ITEM} blocks per item on the bad day:\n{}",
+        "statements read more than {BLOCKS_PER_ITEM} blocks per item on the bad day ({what}):\n{}",
         over.join("\n")
     );
 }
