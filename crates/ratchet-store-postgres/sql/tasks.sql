@@ -9,18 +9,25 @@ SELECT t.* FROM set_config('synchronous_commit', 'off', true) AS unflushed,
         p_from_id => $10, p_rescan => $11) AS t;
 
 -- name: task_heartbeat
+-- Each task is found by a probe of its key (a LATERAL subquery with a LIMIT is never
+-- flattened into a join), and updated where it was found, by ctid: joined by id instead,
+-- plans made on a bloated table's statistics read it whole, 2,000,000 blocks a heartbeat,
+-- holding the locks taken so far for seconds while commits of those tasks waited.
 WITH beat AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY AS b(id, fence, n)
 ), held AS (
     -- In id order, like every other lock on tasks.
     -- Only a leased row: a late heartbeat must not hide a task released or set to retry.
-    SELECT t.id FROM ratchet.tasks t JOIN beat ON t.id = beat.id AND t.fence = beat.fence
-    WHERE t.lease_owner IS NOT NULL AND t.id = ANY ($1::bigint[])
-    ORDER BY t.id
-    FOR NO KEY UPDATE OF t
+    SELECT t.id, t.ctid AS place
+    FROM (SELECT DISTINCT id, fence FROM beat ORDER BY id) b
+    CROSS JOIN LATERAL (
+        SELECT t.id, t.ctid FROM ratchet.tasks t
+        WHERE t.id = b.id AND t.fence = b.fence AND t.lease_owner IS NOT NULL
+        LIMIT 1
+        FOR NO KEY UPDATE) t
 ), extended AS (
     UPDATE ratchet.tasks t SET lease_until = $3, ready_at = $3
-    FROM held WHERE t.id = held.id
+    WHERE t.ctid = ANY (ARRAY(SELECT place FROM held))
     RETURNING t.id, t.cancel_requested
 )
 SELECT extended.id IS NOT NULL AS kept, coalesce(extended.cancel_requested, false) AS cancel
