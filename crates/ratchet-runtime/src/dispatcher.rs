@@ -55,28 +55,18 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         let mut found = false;
 
         // One round trip claims instances, activities and tasks, sized to free capacity.
-        let orchestration_room = if orchestrations.is_empty() {
-            0
-        } else {
-            shared
-                .capacity
-                .orchestration_room()
-                .min(shared.config.commit_batch)
+        let (mut orchestration_room, mut queues) = rooms(&shared, &orchestrations, &activities);
+        let full = |orchestration_room: usize, queues: &[(String, usize)]| {
+            (!orchestrations.is_empty() && orchestration_room == 0)
+                || queues.iter().any(|(_, room)| *room == 0)
         };
-        let mut queues = Vec::new();
-        if !activities.is_empty() {
-            queues.push((ACTIVITY_QUEUE.to_string(), shared.capacity.activity_room()));
-        }
-        for queue in shared.config.queues.keys() {
-            queues.push((queue.clone(), shared.capacity.queue_room(queue)));
-        }
-        for (_, room) in &mut queues {
-            *room = (*room).min(shared.config.commit_batch);
-        }
-        let full = (!orchestrations.is_empty() && orchestration_room == 0)
-            || queues.iter().any(|(_, room)| *room == 0);
-        if full {
+        if full(orchestration_room, &queues) {
+            // Marked before the rooms are read again: a slot freed from now on wakes the
+            // dispatcher, one freed since the first reading shows in the second. (Marked
+            // after a single reading, a slot freed in between woke nobody: the work behind
+            // it waited for the poll interval.)
             shared.wake.saturated();
+            (orchestration_room, queues) = rooms(&shared, &orchestrations, &activities);
         }
         let task_room: usize = queues.iter().map(|(_, room)| room).sum();
         if orchestration_room + task_room > 0 {
@@ -182,6 +172,32 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             }
         }
     }
+}
+
+/// The free capacity for orchestrations, and for each queue this process claims from (the
+/// activity queue first), each at most a commit batch.
+fn rooms(
+    shared: &Shared,
+    orchestrations: &[ratchet_store::Registered],
+    activities: &[String],
+) -> (usize, Vec<(String, usize)>) {
+    let orchestration_room = if orchestrations.is_empty() {
+        0
+    } else {
+        shared.capacity.orchestration_room()
+    };
+    let mut queues = Vec::new();
+    if !activities.is_empty() {
+        queues.push((ACTIVITY_QUEUE.to_string(), shared.capacity.activity_room()));
+    }
+    for queue in shared.config.queues.keys() {
+        queues.push((queue.clone(), shared.capacity.queue_room(queue)));
+    }
+    let batch = shared.config.commit_batch;
+    for (_, room) in &mut queues {
+        *room = (*room).min(batch);
+    }
+    (orchestration_room.min(batch), queues)
 }
 
 /// How long to sleep until the nearest of `due` (times on the database's clock), at `now`:
