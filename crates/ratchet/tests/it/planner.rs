@@ -30,6 +30,9 @@ const MEASURED_FANOUTS: u32 = 200;
 /// whole backlog for each few it takes.
 const BACKLOG_TASKS: u32 = 20_000;
 const BACKLOG_CONCURRENCY: usize = 4;
+/// Tasks that run long enough to be heartbeated, all at once, and for how long each.
+const LONG_TASKS: u32 = 64;
+const LONG_TASK: Duration = Duration::from_millis(1_200);
 /// The most blocks a statement of the hot path may read, over the bad day, per item of work
 /// done (a task, an activity, an orchestration). A probe by key reads a few blocks per row;
 /// one read of a bloated index, a block for each of its tens of thousands of entries, which
@@ -81,6 +84,14 @@ async fn counts(client: &Client, schema: &str) -> Counts {
 static RAN: AtomicU32 = AtomicU32::new(0);
 
 async fn noop(_ctx: TaskContext, _: ()) -> Result<(), TaskError> {
+    RAN.fetch_add(1, Ordering::SeqCst);
+    Ok(())
+}
+
+/// A task long enough for its lease to be renewed a few times (the test's lease is 1.5 s,
+/// renewed every 300 ms).
+async fn long(_ctx: TaskContext, _: ()) -> Result<(), TaskError> {
+    tokio::time::sleep(LONG_TASK).await;
     RAN.fetch_add(1, Ordering::SeqCst);
     Ok(())
 }
@@ -234,6 +245,37 @@ async fn hot_statements_read_few_blocks_on_a_bloated_queue_with_empty_statistics
         "a backlog",
     )
     .await;
+    // Long tasks, their leases renewed by heartbeats on the same statistics.
+    let before = counts(&client, &schema).await;
+    let target = RAN.load(Ordering::SeqCst) + LONG_TASKS;
+    let r = start(&store, |b| b.task("long", long).queue("default", 64)).await;
+    let requests = (0..LONG_TASKS)
+        .map(|_| TaskRequest::new("long", ()).unwrap())
+        .collect();
+    plain.enqueue_many(requests).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while RAN.load(Ordering::SeqCst) < target {
+        assert!(Instant::now() < deadline, "the long tasks did not finish");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    r.shutdown().await;
+    let after = counts(&client, &schema).await;
+    // Judged per lease renewed: how many heartbeats a task gets depends on how long it runs.
+    let (mut calls, mut blocks, mut renewed) = (0, 0, 0);
+    for (key, (c, b, r)) in &after {
+        if key.1.contains("WITH beat AS") {
+            let (c0, b0, r0) = before.get(key).copied().unwrap_or_default();
+            (calls, blocks, renewed) = (calls + c - c0, blocks + b - b0, renewed + r - r0);
+        }
+    }
+    assert!(calls > 0 && renewed > 0, "the long tasks were heartbeated");
+    let per_lease = blocks as f64 / renewed as f64;
+    eprintln!("heartbeats: {calls} calls, {renewed} leases, {per_lease:.1} blocks a lease");
+    assert!(
+        per_lease <= BLOCKS_PER_ITEM,
+        "a heartbeat read {per_lease:.1} blocks per lease it renewed on the bad day \
+         ({blocks} blocks, {calls} calls)"
+    );
 }
 
 /// Fails when a statement of the hot path read more than [`BLOCKS_PER_ITEM`] blocks per item
