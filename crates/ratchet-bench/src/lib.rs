@@ -24,6 +24,7 @@ mod fanout;
 mod http;
 pub mod insurance;
 mod measure;
+pub use measure::{CountingAllocator, COUNTING_ALLOCATOR};
 mod pgstats;
 mod proxy;
 mod report;

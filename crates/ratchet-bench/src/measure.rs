@@ -125,11 +125,18 @@ pub(crate) fn resident_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// The allocator the `ratchet` binary runs on (mimalloc), counting: a few uncontended atomic
+/// additions per allocation. The `ratchet-bench` binary installs it.
+pub static COUNTING_ALLOCATOR: CountingAllocator = stats_alloc::StatsAlloc::new(mimalloc::MiMalloc);
+
+/// The type of [`COUNTING_ALLOCATOR`].
+pub type CountingAllocator = stats_alloc::StatsAlloc<mimalloc::MiMalloc>;
+
 /// Allocations made by the whole process so far (every thread): the difference of two
 /// snapshots is what a stretch of work allocated.
 pub(crate) fn allocations() -> stats_alloc::Stats {
     // Counts only where the binary made it the global allocator (ratchet-bench does).
-    stats_alloc::INSTRUMENTED_SYSTEM.stats()
+    COUNTING_ALLOCATOR.stats()
 }
 
 /// One step of a scenario that varies its load (a ladder rung, a soak interval).

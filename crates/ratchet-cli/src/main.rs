@@ -27,6 +27,10 @@ mod workflows;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// mimalloc rather than the system allocator: see Cargo.toml.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use anyhow::{bail, Context};
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};

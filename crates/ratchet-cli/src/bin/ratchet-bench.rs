@@ -7,9 +7,9 @@ use clap::Parser;
 #[path = "../logging.rs"]
 mod logging;
 
-/// The system allocator, counting: a few uncontended atomic additions per allocation.
+/// The allocator the `ratchet` binary runs on, counting (for the bytes-per-operation figures).
 #[global_allocator]
-static ALLOCATOR: &stats_alloc::StatsAlloc<std::alloc::System> = &stats_alloc::INSTRUMENTED_SYSTEM;
+static ALLOCATOR: &ratchet_bench::CountingAllocator = &ratchet_bench::COUNTING_ALLOCATOR;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
