@@ -40,7 +40,7 @@
 //! The positions are only a hint for where to start: losing them (a restart, another
 //! process) costs one read from the start, never a task.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// How far behind the claim's time a bounded claim still looks, where late work is not
@@ -69,6 +69,8 @@ pub(crate) struct Bounds {
     now: i64,
     /// The epoch of each queue's cursor when these bounds were taken.
     epochs: HashMap<String, u64>,
+    /// How many pull backs this process had heard of when these bounds were taken.
+    pulls: u64,
 }
 
 impl Bounds {
@@ -94,6 +96,25 @@ struct QueueCursor {
     /// Where a rescan starts, per priority; a priority without one is rescanned from its
     /// start.
     floor: HashMap<i16, (i64, i64)>,
+    /// Pull backs of this epoch that found the cursor behind their time, oldest first, as
+    /// (the count of pull backs heard, ready_at): a claim that began before one may not move
+    /// the cursor past its time, since what it reads was written before that work committed.
+    pulls: VecDeque<(u64, i64)>,
+    /// Claims that began before this many pull backs move nothing: the pull backs they would
+    /// be held to are no longer kept.
+    pulls_forgotten: u64,
+}
+
+/// How many pull backs a cursor keeps for the claims in flight.
+const KEPT_PULLS: usize = 64;
+
+impl QueueCursor {
+    /// A new epoch: claims that began before it move nothing, and the pull backs kept for
+    /// them are dropped.
+    fn new_epoch(&mut self, epoch: u64) {
+        self.epoch = epoch;
+        self.pulls.clear();
+    }
 }
 
 /// Every cursor of this process, keyed by the task names a claim runs (claims for other
@@ -103,6 +124,8 @@ pub(crate) struct ClaimCursors {
     queues: HashMap<(Vec<String>, String), QueueCursor>,
     /// The last epoch handed out: epochs are never reused, even across [`Self::forget`].
     epochs: u64,
+    /// Pull backs heard so far.
+    pulls: u64,
     /// Whether every write that makes a task ready announces from when (notifications on).
     announced: bool,
 }
@@ -132,6 +155,7 @@ impl ClaimCursors {
     pub(crate) fn bounds(&mut self, now: i64, queues: &[String], names: &[String]) -> Bounds {
         let mut bounds = Bounds {
             now,
+            pulls: self.pulls,
             ..Bounds::default()
         };
         let window = self.window();
@@ -150,7 +174,7 @@ impl ClaimCursors {
                 cursor.full_scan_at = Some(now);
                 cursor.taken.clear();
                 self.epochs += 1;
-                cursor.epoch = self.epochs;
+                cursor.new_epoch(self.epochs);
                 if self.announced {
                     bounds.rescan.push(queue.clone());
                 }
@@ -176,6 +200,7 @@ impl ClaimCursors {
                 }
             }
         }
+        tracing::debug!(now, ready = ?bounds.ready, ids = ?bounds.ids, rescan = ?bounds.rescan, epochs = ?bounds.epochs, "bounds");
         bounds
     }
 
@@ -189,6 +214,7 @@ impl ClaimCursors {
     /// notification says so), perhaps behind where claims have got.
     pub(crate) fn pull_back(&mut self, ready_at: i64) {
         let window = self.window();
+        self.pulls += 1;
         for cursor in self.queues.values_mut() {
             // A rescan under way may be about to set a floor up to a window behind its time,
             // past this work, from a read that did not see it.
@@ -204,8 +230,17 @@ impl ClaimCursors {
             }
             if moved {
                 self.epochs += 1;
-                cursor.epoch = self.epochs;
+                cursor.new_epoch(self.epochs);
+            } else {
+                // Behind this work already; a claim under way must not carry it past.
+                cursor.pulls.push_back((self.pulls, ready_at));
+                if cursor.pulls.len() > KEPT_PULLS {
+                    if let Some((forgotten, _)) = cursor.pulls.pop_front() {
+                        cursor.pulls_forgotten = forgotten;
+                    }
+                }
             }
+            tracing::debug!(ready_at, moved, epoch = cursor.epoch, taken = ?cursor.taken, "pull back");
         }
     }
 
@@ -227,17 +262,32 @@ impl ClaimCursors {
             else {
                 continue;
             };
-            if from.epochs.get(reached.queue) != Some(&cursor.epoch) {
+            if from.epochs.get(reached.queue) != Some(&cursor.epoch)
+                || from.pulls < cursor.pulls_forgotten
+            {
+                tracing::debug!(now = from.now, from = ?from.epochs, epoch = cursor.epoch, position = ?reached.position, "advance ignored");
                 continue;
             }
+            tracing::debug!(now = from.now, epoch = cursor.epoch, position = ?reached.position, first = ?reached.first_unfinished, before = ?cursor.taken.get(&reached.priority), "advance");
+            // Work announced while the claim ran may have committed after it began reading.
+            let cap = cursor
+                .pulls
+                .iter()
+                .filter(|(heard, _)| *heard > from.pulls)
+                .map(|(_, ready_at)| (*ready_at, i64::MIN))
+                .min()
+                .unwrap_or((i64::MAX, i64::MAX));
+            let reached_position = reached.position.min(cap);
             let position = cursor
                 .taken
                 .entry(reached.priority)
-                .or_insert(reached.position);
-            *position = (*position).max(reached.position);
+                .or_insert(reached_position);
+            *position = (*position).max(reached_position);
             if let Some(first) = reached.first_unfinished.filter(|_| self.announced) {
                 // Work committed a little after its ready time can still appear behind it.
-                let floor = first.min((from.now.saturating_sub(window), i64::MIN));
+                let floor = first
+                    .min((from.now.saturating_sub(window), i64::MIN))
+                    .min(cap);
                 cursor.floor.insert(reached.priority, floor);
             }
         }
@@ -378,6 +428,29 @@ mod tests {
         assert_eq!(
             positions(&c.bounds(100_000 + RESCAN_MS + 2, &queue(), &names())),
             vec![(0, 30_000, 3)]
+        );
+    }
+
+    #[test]
+    fn a_claim_under_way_does_not_carry_the_cursor_past_work_announced_meanwhile() {
+        let mut c = ClaimCursors::new(true);
+        let b = c.bounds(100_000, &queue(), &names());
+        c.advance(&names(), &b, at(&[("q", 0, 100_050, 1)]));
+        // Begun before the enqueue of tasks ready at 100,100 committed, it did not see them
+        // and found nothing more: on its own it would move the cursor to its time.
+        let under_way = c.bounds(100_200, &queue(), &names());
+        c.pull_back(100_100);
+        let after = c.bounds(100_210, &queue(), &names());
+        c.advance(&names(), &under_way, at(&[("q", 0, 100_200, i64::MAX)]));
+        assert_eq!(
+            positions(&c.bounds(100_300, &queue(), &names())),
+            vec![(0, 100_100, i64::MIN)]
+        );
+        // A claim begun after the pull back saw that work: it moves the cursor on.
+        c.advance(&names(), &after, at(&[("q", 0, 100_250, i64::MAX)]));
+        assert_eq!(
+            positions(&c.bounds(100_400, &queue(), &names())),
+            vec![(0, 100_250, i64::MAX)]
         );
     }
 
