@@ -392,24 +392,19 @@ async fn flush(
     let lock_instances: Vec<String> = if shared.lifecycle.is_closing() {
         Vec::new()
     } else {
-        // Instances cached here that may have new events: those receiving completions, and
-        // those whose turn commits now (events may have arrived during the turn). And those
-        // continuing as new, whose next execution starts from nothing, so needs no cache.
-        let running_turns = turns
+        // Instances cached here that may have new events: those receiving completions. And
+        // every instance whose turn commits now, cached or not: events that arrived during
+        // the turn found it leased, so nobody else takes them (a fed turn refused while this
+        // turn ran put its results in the inbox and dropped the cache); this commit ends the
+        // lease and must take them. Those continuing as new start from nothing anyway.
+        let committing = turns
             .iter()
-            .filter(|(t, _)| !t.status.is_finished())
+            .filter(|(t, _)| !t.status.is_finished() || t.continue_as_new.is_some())
             .map(|(t, _)| t.instance.clone());
-        let continued = turns
-            .iter()
-            .filter(|(t, _)| t.continue_as_new.is_some())
-            .map(|(t, _)| t.instance.clone());
-        let mut ids = shared.cache.cached_of(
-            completions
-                .iter()
-                .filter_map(|(_, i)| i.clone())
-                .chain(running_turns),
-        );
-        ids.extend(continued);
+        let mut ids = shared
+            .cache
+            .cached_of(completions.iter().filter_map(|(_, i)| i.clone()));
+        ids.extend(committing);
         ids.sort();
         ids.dedup();
         ids
