@@ -492,7 +492,7 @@ async fn results_commit_with_the_turn_they_wake(store: Arc<dyn Store>) {
 async fn staggered(ctx: OrchestrationContext, _: ()) -> Result<u64, OrchestrationError> {
     let calls = (0..5_u64).map(|i| ctx.activity::<u64>("slow", i * 3));
     let all = ratchet::join_all(calls).await;
-    all.into_iter().sum::<Result<u64, _>>().map_err(Into::into)
+    all.into_iter().sum::<Result<u64, _>>()
 }
 
 /// No orchestration waits for the poll: a turn fed by results can race a turn that a commit
