@@ -5,7 +5,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
 use ratchet::{
     ActivityContext, ActivityError, Client, InstanceFilter, InstanceStatus, OrchestrationContext,
     OrchestrationError, Ratchet, RuntimeConfig, Store, StoreStats,
@@ -50,6 +51,15 @@ pub(crate) struct FanoutArgs {
     /// compare.
     #[arg(long)]
     no_fed_turns: bool,
+    /// With `--workflow yaml|http`: alternate it with the Rust fan-out of the same shape, in
+    /// one process on one store, --rounds times each for --duration, and report the
+    /// declarative one's throughput as a share of the Rust one's (what the machine does
+    /// meanwhile weighs on both alike).
+    #[arg(long)]
+    against_rust: bool,
+    /// Rounds of each shape with --against-rust.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    rounds: u32,
 }
 
 /// How the fan-out orchestration is written.
@@ -257,19 +267,14 @@ async fn unfinished(client: &Client, limit: u32) -> anyhow::Result<u64> {
     Ok(open.len() as u64)
 }
 
-pub(crate) async fn run(args: FanoutArgs, database_url: Option<&str>) -> anyhow::Result<Report> {
-    let mut env = BenchEnv::open(&args.common, database_url).await?;
-    let store = env.store().await?;
-    if let Some(count) = args.backlog {
-        return drain_backlog(env, store, &args, count).await;
-    }
-    let room = args.in_flight.max(1);
-    let ratchet = start_worker(store.clone(), &args).await?;
-    let client = ratchet.client().clone();
-    let shape = Shape::of(&args);
-    let expected: u64 = (0..u64::from(args.activities)).sum();
-    let name = started_name(&args);
-    let unit = move || {
+/// One unit of the closed loop: starts `name` with `shape`, waits for it, checks its sum.
+fn unit_of(
+    client: Client,
+    name: &'static str,
+    shape: Shape,
+) -> impl Fn() -> BoxFuture<'static, Outcome> + Clone + Send + Sync + 'static {
+    let expected: u64 = (0..u64::from(shape.activities)).sum();
+    move || {
         let client = client.clone();
         async move {
             let handle = match client.start(name, shape).await {
@@ -285,7 +290,29 @@ pub(crate) async fn run(args: FanoutArgs, database_url: Option<&str>) -> anyhow:
                 Err(_) => Outcome::Failed,
             }
         }
-    };
+        .boxed()
+    }
+}
+
+pub(crate) async fn run(args: FanoutArgs, database_url: Option<&str>) -> anyhow::Result<Report> {
+    if args.against_rust && args.workflow == Written::Rust {
+        anyhow::bail!("--against-rust compares --workflow yaml or http with the Rust fan-out");
+    }
+    let mut env = BenchEnv::open(&args.common, database_url).await?;
+    let store = env.store().await?;
+    if let Some(count) = args.backlog {
+        return drain_backlog(env, store, &args, count).await;
+    }
+    let room = args.in_flight.max(1);
+    let ratchet = start_worker(store.clone(), &args).await?;
+    if args.against_rust {
+        return against_rust(env, store, ratchet, &args).await;
+    }
+    let unit = unit_of(
+        ratchet.client().clone(),
+        started_name(&args),
+        Shape::of(&args),
+    );
     if !args.warmup.is_zero() {
         closed_loop(room, Instant::now() + args.warmup, None, unit.clone()).await;
     }
@@ -314,6 +341,124 @@ pub(crate) async fn run(args: FanoutArgs, database_url: Option<&str>) -> anyhow:
     report.param("duration_s", args.duration.as_secs_f64());
     report.param("warmup_s", args.warmup.as_secs_f64());
     env.finish(&mut report).await?;
+    super::finish(&mut report, &args.common)?;
+    Ok(report)
+}
+
+/// `bench workflows calls`: the fan-out of 5 `call: http` (10 ms answers, 20 in flight)
+/// against the Rust fan-out, 3 rounds of 10 s each.
+pub(crate) async fn calls_against_rust(
+    common: Common,
+    database_url: Option<&str>,
+) -> anyhow::Result<Report> {
+    let args = FanoutArgs {
+        common,
+        in_flight: 20,
+        duration: Duration::from_secs(10),
+        warmup: Duration::from_secs(1),
+        activities: 5,
+        activity_ms: 10,
+        backlog: None,
+        workflow: Written::Http,
+        no_fed_turns: false,
+        against_rust: true,
+        rounds: 3,
+    };
+    run(args, database_url).await
+}
+
+/// `--against-rust`: the declarative fan-out and the Rust one alternate on one worker, round
+/// by round; the report is the declarative one's, with the Rust one's throughput and the
+/// share beside it.
+async fn against_rust(
+    mut env: BenchEnv,
+    store: Arc<dyn Store>,
+    ratchet: Ratchet,
+    args: &FanoutArgs,
+) -> anyhow::Result<Report> {
+    let room = args.in_flight.max(1);
+    let shape = Shape::of(args);
+    let client = ratchet.client().clone();
+    let shapes = [
+        unit_of(client.clone(), "bench_fanout", shape),
+        unit_of(client, started_name(args), shape),
+    ];
+    if !args.warmup.is_zero() {
+        for unit in &shapes {
+            closed_loop(room, Instant::now() + args.warmup, None, unit.clone()).await;
+        }
+    }
+    env.begin_stats().await?;
+    let before = store.stats();
+    let span = args.duration * 2 * args.rounds;
+    let progress = Progress::timed(args.common.quiet, "fanout", span);
+    // Per shape: orchestrations, seconds, latencies, what went wrong.
+    let mut done = [(0_u64, 0.0_f64); 2];
+    let mut latencies = [super::Latencies::new(), super::Latencies::new()];
+    let mut correctness = super::Correctness::default();
+    let mut shares = Vec::new();
+    for _ in 0..args.rounds {
+        let mut rates = [0.0_f64; 2];
+        for (k, unit) in shapes.iter().enumerate() {
+            let result = closed_loop(
+                room,
+                Instant::now() + args.duration,
+                Some(progress.counter()),
+                unit.clone(),
+            )
+            .await;
+            done[k].0 += result.ok;
+            done[k].1 += result.seconds;
+            rates[k] = result.ok as f64 / result.seconds.max(f64::EPSILON);
+            latencies[k].merge(&result.latencies);
+            correctness.failed += result.correctness.failed;
+            correctness.timed_out += result.correctness.timed_out;
+        }
+        shares.push(rates[1] / rates[0].max(f64::EPSILON));
+    }
+    progress.finish();
+    let after = store.stats();
+    let active = unfinished(ratchet.client(), 100_000).await?;
+    ratchet.shutdown().await;
+    drop(ratchet);
+    drop(store);
+
+    // The store's figures (round trips, commits, WAL) are per orchestration of both shapes:
+    // they ran on one store.
+    let all = done[0].0 + done[1].0;
+    let mut report = orchestration_report(args, all, done[0].1 + done[1].1, &before, &after);
+    let (units, seconds) = done[1];
+    report.scenario = format!("{}-vs-rust", report.scenario);
+    report.param("store figures per orchestration of", "both shapes");
+    report.latency = latencies[1].summary();
+    report.correctness.failed = correctness.failed;
+    report.correctness.timed_out = correctness.timed_out;
+    report.correctness.stuck = active;
+    let rust = done[0].0 as f64 / done[0].1.max(f64::EPSILON);
+    report.figures.insert("rust orchestrations/s".into(), rust);
+    report
+        .figures
+        .insert("rust p50 ms".into(), latencies[0].summary().p50_ms);
+    report.figures.insert(
+        "share of rust (whole run)".into(),
+        units as f64 / seconds.max(f64::EPSILON) / rust.max(f64::EPSILON),
+    );
+    report.figures.insert(
+        "share of rust (lowest round)".into(),
+        shares.iter().copied().fold(f64::INFINITY, f64::min),
+    );
+    report.param("rounds", args.rounds);
+    report.param("duration_s", args.duration.as_secs_f64());
+    report.param("warmup_s", args.warmup.as_secs_f64());
+    env.finish(&mut report).await?;
+    // The declarative shape's own count and rate.
+    report.units = units;
+    report.seconds = seconds;
+    report.throughput_per_s = units as f64 / seconds.max(f64::EPSILON);
+    report.figures.insert(
+        "activities/s".into(),
+        report.throughput_per_s * f64::from(args.activities),
+    );
     super::finish(&mut report, &args.common)?;
     Ok(report)
 }

@@ -29,6 +29,10 @@ pub(crate) enum Path {
     Cancel,
     /// Policy, then cancel: a report for each.
     Both,
+    /// Not the example: a fan-out of 5 `call: http` to a local service answering after 10 ms,
+    /// alternated with the Rust fan-out of the same shape (`bench fanout --workflow http
+    /// --against-rust`): its throughput as a share of the Rust one's.
+    Calls,
 }
 
 impl Path {
@@ -37,6 +41,7 @@ impl Path {
             Path::Policy => "policy",
             Path::Cancel => "cancel",
             Path::Both => "both",
+            Path::Calls => "calls",
         }
     }
 
@@ -44,7 +49,7 @@ impl Path {
     fn published(self) -> (usize, f64, f64) {
         match self {
             Path::Cancel => (10, 59.9, 13.5),
-            Path::Policy | Path::Both => (12, 3.33, 3478.0),
+            Path::Policy | Path::Both | Path::Calls => (12, 3.33, 3478.0),
         }
     }
 }
@@ -80,6 +85,11 @@ pub(crate) async fn run(
     }
     if args.workflows == Some(0) {
         bail!("--workflows must be positive");
+    }
+    if args.path == Path::Calls {
+        return Ok(vec![
+            super::fanout::calls_against_rust(args.common.clone(), database_url).await?,
+        ]);
     }
     let paths = match args.path {
         Path::Both => vec![Path::Policy, Path::Cancel],
@@ -340,7 +350,7 @@ impl Driver {
     async fn one(&self, i: usize) -> Result<Done, Miss> {
         match self.path {
             Path::Cancel => self.cancel(i).await,
-            Path::Policy | Path::Both => self.policy(i).await,
+            Path::Policy | Path::Both | Path::Calls => self.policy(i).await,
         }
     }
 
