@@ -20,6 +20,18 @@ const SCENARIOS: &[&[&str]] = &[
         "0s",
     ],
     &[
+        "fanout",
+        "--workflow",
+        "http",
+        "--against-rust",
+        "--rounds",
+        "1",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0s",
+    ],
+    &[
         "http",
         "--duration",
         "1s",
@@ -107,6 +119,17 @@ fn run(scenario: &[&str], backend: &[&str], json: &Path) {
             report["postgres"]["commits"].as_u64().unwrap() > 0,
             "{what}: no PostgreSQL statistics in {report}"
         );
+    }
+    if scenario.contains(&"--against-rust") {
+        assert_eq!(named, "fanout-http-vs-rust", "{what}");
+        for figure in [
+            "rust orchestrations/s",
+            "share of rust (whole run)",
+            "share of rust (lowest round)",
+        ] {
+            let value = report["figures"][figure].as_f64().unwrap_or_default();
+            assert!(value > 0.0, "{what}: {figure} in {report}");
+        }
     }
 }
 
