@@ -96,21 +96,31 @@ async fn long(_ctx: TaskContext, _: ()) -> Result<(), TaskError> {
     Ok(())
 }
 
-/// Enqueues `count` no-op tasks and waits until they ran.
-async fn drain_tasks(r: &Ratchet, count: u32) {
-    let c = r.client();
-    let target = RAN.load(Ordering::SeqCst) + count;
+/// Enqueues `count` tasks of `name`, 5,000 to a call.
+async fn enqueue(client: &ratchet::Client, name: &str, count: u32) {
     for first in (0..count).step_by(5_000) {
         let requests = (first..count.min(first + 5_000))
-            .map(|_| TaskRequest::new("noop", ()).unwrap())
+            .map(|_| TaskRequest::new(name, ()).unwrap())
             .collect();
-        c.enqueue_many(requests).await.unwrap();
+        client.enqueue_many(requests).await.unwrap();
     }
-    let deadline = Instant::now() + Duration::from_secs(300);
+}
+
+/// Waits until the tasks that ran reach `target`, failing after `patience`: `what` did not
+/// finish.
+async fn wait_ran(target: u32, patience: Duration, what: &str) {
+    let deadline = Instant::now() + patience;
     while RAN.load(Ordering::SeqCst) < target {
-        assert!(Instant::now() < deadline, "the tasks did not run");
+        assert!(Instant::now() < deadline, "{what} did not finish");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Enqueues `count` no-op tasks and waits until they ran.
+async fn drain_tasks(r: &Ratchet, count: u32) {
+    let target = RAN.load(Ordering::SeqCst) + count;
+    enqueue(r.client(), "noop", count).await;
+    wait_ran(target, Duration::from_secs(300), "the tasks").await;
 }
 
 /// Runs `count` fan-outs of five activities, 50 at a time.
@@ -197,12 +207,7 @@ async fn hot_statements_read_few_blocks_on_a_bloated_queue_with_empty_statistics
 
     // A backlog: enqueued while no worker runs, then drained a few at a time.
     let plain = ratchet::Client::new(store.clone());
-    for first in (0..BACKLOG_TASKS).step_by(5_000) {
-        let requests = (first..BACKLOG_TASKS.min(first + 5_000))
-            .map(|_| TaskRequest::new("noop", ()).unwrap())
-            .collect();
-        plain.enqueue_many(requests).await.unwrap();
-    }
+    enqueue(&plain, "noop", BACKLOG_TASKS).await;
     // Column statistics of a busy moment, with the row count of a moment the queue looked
     // empty: what an autovacuum `ANALYZE` leaves when it samples a drain between batches.
     // (`ANALYZE` of an empty table leaves the column statistics it had.)
@@ -229,11 +234,7 @@ async fn hot_statements_read_few_blocks_on_a_bloated_queue_with_empty_statistics
         b.task("noop", noop).queue("default", BACKLOG_CONCURRENCY)
     })
     .await;
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while RAN.load(Ordering::SeqCst) < target {
-        assert!(Instant::now() < deadline, "the backlog did not drain");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_ran(target, Duration::from_secs(300), "the backlog").await;
     r.shutdown().await;
     let after = counts(&client, &schema).await;
     judge(
@@ -249,15 +250,8 @@ async fn hot_statements_read_few_blocks_on_a_bloated_queue_with_empty_statistics
     let before = counts(&client, &schema).await;
     let target = RAN.load(Ordering::SeqCst) + LONG_TASKS;
     let r = start(&store, |b| b.task("long", long).queue("default", 64)).await;
-    let requests = (0..LONG_TASKS)
-        .map(|_| TaskRequest::new("long", ()).unwrap())
-        .collect();
-    plain.enqueue_many(requests).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while RAN.load(Ordering::SeqCst) < target {
-        assert!(Instant::now() < deadline, "the long tasks did not finish");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    enqueue(&plain, "long", LONG_TASKS).await;
+    wait_ran(target, Duration::from_secs(120), "the long tasks").await;
     r.shutdown().await;
     let after = counts(&client, &schema).await;
     // Judged per lease renewed: how many heartbeats a task gets depends on how long it runs.
