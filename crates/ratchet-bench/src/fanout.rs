@@ -106,14 +106,9 @@ fn http_yaml(activities: u32, base: &str) -> String {
 
 /// A local HTTP server for the `http` fan-out: `/sleep/{i}?ms=N` answers `i` after N
 /// milliseconds. It runs on a thread and a runtime of its own, as a service apart from the
-/// worker would, so that it does not take the worker's threads. Its base URL.
+/// worker would, so that it does not take the worker's threads; hyper's HTTP/1 server alone
+/// (no router), since its CPU is the machine's that the worker measured shares. Its base URL.
 async fn sleep_server() -> anyhow::Result<String> {
-    use axum::extract::{Path, Query};
-    use axum::serve::ListenerExt as _;
-    #[derive(Deserialize)]
-    struct Ms {
-        ms: u64,
-    }
     let std_listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     std_listener.set_nonblocking(true)?;
     let addr = std_listener.local_addr()?;
@@ -124,15 +119,6 @@ async fn sleep_server() -> anyhow::Result<String> {
         .name("bench-http-service".into())
         .spawn(move || {
             runtime.block_on(async move {
-                let app = axum::Router::new().route(
-                    "/sleep/{i}",
-                    axum::routing::get(|Path(i): Path<u64>, Query(q): Query<Ms>| async move {
-                        if q.ms > 0 {
-                            tokio::time::sleep(Duration::from_millis(q.ms.min(60_000))).await;
-                        }
-                        axum::Json(i)
-                    }),
-                );
                 let listener = match tokio::net::TcpListener::from_std(std_listener) {
                     Ok(l) => l,
                     Err(e) => {
@@ -140,16 +126,56 @@ async fn sleep_server() -> anyhow::Result<String> {
                         return;
                     }
                 };
-                // Answers go out at once, as a service's would (no Nagle delay on small writes).
-                let listener = listener.tap_io(|tcp| {
+                loop {
+                    let Ok((tcp, _)) = listener.accept().await else {
+                        continue;
+                    };
+                    // Answers go out at once, as a service's would (no Nagle delay).
                     let _ = tcp.set_nodelay(true);
-                });
-                if let Err(e) = axum::serve(listener, app).await {
-                    tracing::warn!(error = %e, "the bench's HTTP service stopped");
+                    let io = hyper_util::rt::TokioIo::new(tcp);
+                    tokio::spawn(async move {
+                        let service = hyper::service::service_fn(sleep_then_answer);
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(io, service)
+                            .await;
+                    });
                 }
             });
         })?;
     Ok(format!("http://{addr}"))
+}
+
+/// `/sleep/{i}?ms=N`: `i` as JSON after N milliseconds (at most a minute); 404 otherwise.
+async fn sleep_then_answer(
+    request: hyper::Request<hyper::body::Incoming>,
+) -> Result<hyper::Response<http_body_util::Full<bytes::Bytes>>, std::convert::Infallible> {
+    let uri = request.uri();
+    let i = uri
+        .path()
+        .strip_prefix("/sleep/")
+        .and_then(|i| i.parse::<u64>().ok());
+    let ms = uri
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("ms="))
+        .and_then(|ms| ms.parse::<u64>().ok());
+    let (Some(i), Some(ms)) = (i, ms) else {
+        let mut missing = hyper::Response::new(http_body_util::Full::default());
+        *missing.status_mut() = hyper::StatusCode::NOT_FOUND;
+        return Ok(missing);
+    };
+    if ms > 0 {
+        tokio::time::sleep(Duration::from_millis(ms.min(60_000))).await;
+    }
+    let mut answer = hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from(
+        i.to_string(),
+    )));
+    answer.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    Ok(answer)
 }
 
 /// The orchestration name the closed loop starts.
