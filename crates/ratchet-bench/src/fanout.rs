@@ -168,9 +168,8 @@ async fn sleep_then_answer(
     if ms > 0 {
         tokio::time::sleep(Duration::from_millis(ms.min(60_000))).await;
     }
-    let mut answer = hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from(
-        i.to_string(),
-    )));
+    let mut answer =
+        hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from(i.to_string())));
     answer.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
         hyper::header::HeaderValue::from_static("application/json"),
