@@ -128,6 +128,8 @@ async fn sleep_server() -> anyhow::Result<String> {
                 };
                 loop {
                     let Ok((tcp, _)) = listener.accept().await else {
+                        // Out of descriptors, say: try again shortly rather than spin.
+                        tokio::time::sleep(Duration::from_millis(10)).await;
                         continue;
                     };
                     // Answers go out at once, as a service's would (no Nagle delay).
@@ -177,10 +179,13 @@ async fn sleep_then_answer(
     Ok(answer)
 }
 
+/// The Rust fan-out's orchestration name.
+const RUST_FANOUT: &str = "bench_fanout";
+
 /// The orchestration name the closed loop starts.
 fn started_name(args: &FanoutArgs) -> &'static str {
     match args.workflow {
-        Written::Rust => "bench_fanout",
+        Written::Rust => RUST_FANOUT,
         Written::Yaml | Written::Http => "bench/fanout",
     }
 }
@@ -275,7 +280,7 @@ pub(crate) async fn fan_out_worker(
     let builder = Ratchet::builder()
         .store(store)
         .config(config)
-        .orchestration("bench_fanout", fan_out)
+        .orchestration(RUST_FANOUT, fan_out)
         .activity("bench_sleep", sleep);
     Ok(more(builder).start().await?)
 }
@@ -323,6 +328,9 @@ pub(crate) async fn run(args: FanoutArgs, database_url: Option<&str>) -> anyhow:
     if args.against_rust && args.workflow == Written::Rust {
         anyhow::bail!("--against-rust compares --workflow yaml or http with the Rust fan-out");
     }
+    if args.against_rust && args.backlog.is_some() {
+        anyhow::bail!("--against-rust runs the closed loop, not --backlog");
+    }
     let mut env = BenchEnv::open(&args.common, database_url).await?;
     let store = env.store().await?;
     if let Some(count) = args.backlog {
@@ -358,13 +366,15 @@ pub(crate) async fn run(args: FanoutArgs, database_url: Option<&str>) -> anyhow:
     drop(ratchet);
     drop(store);
 
-    let mut report = orchestration_report(&args, result.ok, result.seconds, &before, &after);
-    report.latency = result.latencies.summary();
-    report.correctness.failed = result.correctness.failed;
-    report.correctness.timed_out = result.correctness.timed_out;
-    report.correctness.stuck = active;
-    report.param("duration_s", args.duration.as_secs_f64());
-    report.param("warmup_s", args.warmup.as_secs_f64());
+    let mut report =
+        orchestration_report(&args, result.ok, result.seconds, result.ok, &before, &after);
+    loop_figures(
+        &mut report,
+        &args,
+        &result.latencies,
+        &result.correctness,
+        active,
+    );
     env.finish(&mut report).await?;
     super::finish(&mut report, &args.common)?;
     Ok(report)
@@ -405,7 +415,7 @@ async fn against_rust(
     let shape = Shape::of(args);
     let client = ratchet.client().clone();
     let shapes = [
-        unit_of(client.clone(), "bench_fanout", shape),
+        unit_of(client.clone(), RUST_FANOUT, shape),
         unit_of(client, started_name(args), shape),
     ];
     if !args.warmup.is_zero() {
@@ -451,14 +461,11 @@ async fn against_rust(
     // The store's figures (round trips, commits, WAL) are per orchestration of both shapes:
     // they ran on one store.
     let all = done[0].0 + done[1].0;
-    let mut report = orchestration_report(args, all, done[0].1 + done[1].1, &before, &after);
     let (units, seconds) = done[1];
+    let mut report = orchestration_report(args, units, seconds, all, &before, &after);
     report.scenario = format!("{}-vs-rust", report.scenario);
     report.param("store figures per orchestration of", "both shapes");
-    report.latency = latencies[1].summary();
-    report.correctness.failed = correctness.failed;
-    report.correctness.timed_out = correctness.timed_out;
-    report.correctness.stuck = active;
+    loop_figures(&mut report, args, &latencies[1], &correctness, active);
     let rust = done[0].0 as f64 / done[0].1.max(f64::EPSILON);
     report.figures.insert("rust orchestrations/s".into(), rust);
     report
@@ -466,42 +473,35 @@ async fn against_rust(
         .insert("rust p50 ms".into(), latencies[0].summary().p50_ms);
     report.figures.insert(
         "share of rust (whole run)".into(),
-        units as f64 / seconds.max(f64::EPSILON) / rust.max(f64::EPSILON),
+        report.throughput_per_s / rust.max(f64::EPSILON),
     );
     report.figures.insert(
         "share of rust (lowest round)".into(),
         shares.iter().copied().fold(f64::INFINITY, f64::min),
     );
     report.param("rounds", args.rounds);
-    report.param("duration_s", args.duration.as_secs_f64());
-    report.param("warmup_s", args.warmup.as_secs_f64());
-    env.finish(&mut report).await?;
-    // The declarative shape's own count and rate.
-    report.units = units;
-    report.seconds = seconds;
-    report.throughput_per_s = units as f64 / seconds.max(f64::EPSILON);
-    report.figures.insert(
-        "activities/s".into(),
-        report.throughput_per_s * f64::from(args.activities),
-    );
+    env.describe(&mut report);
+    report.postgres = env.end_stats(all).await?;
+    env.close().await?;
     super::finish(&mut report, &args.common)?;
     Ok(report)
 }
 
-/// What both modes report: `units` orchestrations done in `seconds`, and the store's work
-/// between `before` and `after`.
+/// What every mode reports: `units` orchestrations done in `seconds`, and the store's work
+/// between `before` and `after`, per orchestration of the `store_units` that ran on it.
 fn orchestration_report(
     args: &FanoutArgs,
     units: u64,
     seconds: f64,
+    store_units: u64,
     before: &StoreStats,
     after: &StoreStats,
 ) -> Report {
     let per = |n: u64| {
-        if units == 0 {
+        if store_units == 0 {
             0.0
         } else {
-            n as f64 / units as f64
+            n as f64 / store_units as f64
         }
     };
     let mut report = Report {
@@ -527,6 +527,23 @@ fn orchestration_report(
     report.param("activities", args.activities);
     report.param("activity_ms", args.activity_ms);
     report
+}
+
+/// What a closed loop adds to its report: its latencies, what went wrong (`stuck`: not
+/// finished once it ended), and how long it ran and warmed up.
+fn loop_figures(
+    report: &mut Report,
+    args: &FanoutArgs,
+    latencies: &super::Latencies,
+    correctness: &super::Correctness,
+    stuck: u64,
+) {
+    report.latency = latencies.summary();
+    report.correctness.failed = correctness.failed;
+    report.correctness.timed_out = correctness.timed_out;
+    report.correctness.stuck = stuck;
+    report.param("duration_s", args.duration.as_secs_f64());
+    report.param("warmup_s", args.warmup.as_secs_f64());
 }
 
 /// `--backlog`: starts `count` orchestrations with no worker running (many starts in flight,
@@ -588,7 +605,8 @@ async fn drain_backlog(
     drop(ratchet);
     drop(store);
 
-    let mut report = orchestration_report(args, count - stuck, seconds, &before, &after);
+    let drained = count - stuck;
+    let mut report = orchestration_report(args, drained, seconds, drained, &before, &after);
     report.correctness.failed = failed + start_failures;
     report.correctness.stuck = stuck;
     report.figures.insert("start seconds".into(), start_seconds);

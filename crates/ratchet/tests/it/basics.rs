@@ -505,11 +505,6 @@ async fn staggered_results_never_wait_for_the_poll(store: Arc<dyn Store>) {
         poll_interval: Duration::from_secs(60),
         lease: Duration::from_secs(30),
         heartbeat: Duration::from_secs(5),
-        // Locked turns queue for the one slot while results keep arriving.
-        max_orchestrations: std::env::var("XMO")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1),
         commit_linger: Duration::from_millis(1),
         ..crate::harness::fast()
     };
@@ -522,21 +517,16 @@ async fn staggered_results_never_wait_for_the_poll(store: Arc<dyn Store>) {
         .await
         .unwrap();
     let client = r.client().clone();
-    let rounds = futures::stream::iter(
-        0..std::env::var("XN")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(300),
-    )
-    .map(|_| {
-        let client = client.clone();
-        async move {
-            let h = client.start("staggered", ()).await.unwrap();
-            let out: u64 = h.wait(WAIT).await.unwrap().into_result().unwrap();
-            assert_eq!(out, 30);
-        }
-    })
-    .buffer_unordered(24);
+    let rounds = futures::stream::iter(0..3_000)
+        .map(|_| {
+            let client = client.clone();
+            async move {
+                let h = client.start("staggered", ()).await.unwrap();
+                let out: u64 = h.wait(WAIT).await.unwrap().into_result().unwrap();
+                assert_eq!(out, 30);
+            }
+        })
+        .buffer_unordered(24);
     rounds.collect::<Vec<()>>().await;
     r.shutdown().await;
 }
