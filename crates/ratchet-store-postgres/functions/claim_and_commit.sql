@@ -16,6 +16,31 @@
 -- sort and the limit: the whole backlog, or under a held snapshot every dead entry since
 -- the cursor (80,000 rows and 5,000 blocks to lock 444 tasks; the drain fell to a third).
 
+-- Up to p_count instances that hold inbox events, in id order after p_after: one entry of
+-- inbox_by_instance each, however many events each holds (a skip scan). Ids are never empty,
+-- so '' starts at the first.
+CREATE FUNCTION ratchet.inbox_walk(p_after text, p_count integer) RETURNS text[]
+LANGUAGE plpgsql STABLE
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET enable_bitmapscan = off
+SET jit = off
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF p_count <= 0 THEN
+        RETURN '{}';
+    END IF;
+    RETURN ARRAY(
+        WITH RECURSIVE walk(instance, n) AS (
+            (SELECT b.instance, 1 FROM ratchet.inbox b WHERE b.instance > p_after
+             ORDER BY b.instance LIMIT 1)
+            UNION ALL
+            SELECT (SELECT b.instance FROM ratchet.inbox b WHERE b.instance > w.instance
+                    ORDER BY b.instance LIMIT 1), w.n + 1
+            FROM walk w WHERE w.instance IS NOT NULL AND w.n < p_count)
+        SELECT w.instance FROM walk w WHERE w.instance IS NOT NULL ORDER BY w.n);
+END $$;
+
 -- One poll: leases up to p_limit instances that have visible inbox events and no live lease
 -- (runnable by the caller: its names, and its versions once an instance pinned one), found
 -- among the instances of the oldest such events, so an idle backlog costs it nothing; ready
@@ -23,11 +48,16 @@
 -- delayed task becomes ready, or the next token of a rate-limited queue that has work
 -- waiting. (An expired lease is found by the next poll: looking for the next expiry would
 -- walk the dead entries finished tasks leave ahead of now.)
+--
+-- Whatever the backlog, a poll reads a bounded number of inbox entries: the oldest v_window
+-- visible events, then, when those gave too few, v_window more instances from p_walk_from,
+-- where the caller's last walk stopped (walk_next, NULL when no walk ran).
 CREATE FUNCTION ratchet.claim(
     p_now bigint, p_owner text, p_until bigint, p_limit integer,
     p_reg_name text[], p_reg_version integer[], p_task_queues text[], p_task_limits integer[],
     p_task_names text[], p_task_from_queue text[], p_task_from_priority smallint[],
     p_task_from_ready bigint[], p_task_from_id bigint[], p_task_rescan text[] DEFAULT NULL,
+    p_walk_from text DEFAULT '',
     OUT i_id text[], OUT i_name text[], OUT i_version integer[], OUT i_execution integer[],
     OUT i_history_len integer[], OUT i_fence bigint[], OUT i_incarnation bigint[],
     OUT e_instance text[], OUT e_id bigint[], OUT e_event text[],
@@ -36,7 +66,7 @@ CREATE FUNCTION ratchet.claim(
     OUT t_attempt integer[], OUT t_queue text[], OUT t_metadata text[],
     OUT c_queue text[], OUT c_priority smallint[], OUT c_ready bigint[], OUT c_id bigint[],
     OUT c_floor_ready bigint[], OUT c_floor_id bigint[],
-    OUT next_due bigint, OUT taken_over integer)
+    OUT next_due bigint, OUT taken_over integer, OUT walk_next text)
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
@@ -55,28 +85,40 @@ BEGIN
     i_history_len := '{}'; i_fence := '{}'; i_incarnation := '{}'; e_instance := '{}'; e_id := '{}'; e_event := '{}';
     IF p_limit > 0 THEN
         -- Two passes over the instances with visible events. The first reads only the
-        -- instances of the oldest v_window events it may claim, so a poll costs the same
-        -- whatever the backlog of pending instances. The second reads every visible event,
-        -- and runs only when that window was full and still gave fewer than p_limit (other
-        -- processes locked them first, or their versions are not registered here).
+        -- instances of the oldest v_window events, so a poll costs the same whatever the
+        -- backlog of pending instances. The second runs only when that window was full and
+        -- still gave fewer than p_limit: its events belonged to instances leased here or
+        -- elsewhere (their turn runs, or their holder eagerly takes what arrives), of names
+        -- this process does not run, pinned to versions it lacks, or holding many events
+        -- each. It walks on over v_window more instances that hold events, in id order from
+        -- where this process's last walk stopped, wrapping round to the first: each poll
+        -- reads a bounded number of entries, and successive polls reach every instance.
         FOR v_pass IN 1..2 LOOP
             IF v_pass = 1 THEN
-                -- Events of instances leased here or elsewhere (their turn runs, or their
-                -- holder eagerly takes what arrives) and of names this process does not run
-                -- are passed over: however many there are, the window holds only instances
-                -- it may claim.
-                SELECT coalesce(array_agg(DISTINCT w.instance), '{}'), count(*)
+                SELECT coalesce(array_agg(DISTINCT w.instance) FILTER (
+                           WHERE (i.lease_until IS NULL OR i.lease_until < p_now)
+                             AND i.name = ANY (p_reg_name)), '{}'),
+                       count(*)
                 INTO v_ids, v_walked
-                FROM (SELECT b.instance
-                      FROM ratchet.inbox b JOIN ratchet.instances i ON i.id = b.instance
+                FROM (SELECT b.instance FROM ratchet.inbox b
                       WHERE b.visible_at <= p_now
-                        AND (i.lease_until IS NULL OR i.lease_until < p_now)
-                        AND i.name = ANY (p_reg_name)
-                      ORDER BY b.visible_at LIMIT v_window) w;
+                      ORDER BY b.visible_at LIMIT v_window) w
+                JOIN ratchet.instances i ON i.id = w.instance;
             ELSE
                 EXIT WHEN v_walked < v_window OR cardinality(i_id) >= p_limit;
-                v_ids := ARRAY(SELECT DISTINCT b.instance FROM ratchet.inbox b
-                               WHERE b.visible_at <= p_now);
+                v_ids := ratchet.inbox_walk(coalesce(p_walk_from, ''), v_window);
+                IF cardinality(v_ids) < v_window AND coalesce(p_walk_from, '') <> '' THEN
+                    v_ids := v_ids || ARRAY(
+                        SELECT x.id
+                        FROM unnest(ratchet.inbox_walk('', v_window - cardinality(v_ids)))
+                             WITH ORDINALITY AS x(id, n)
+                        WHERE x.id <= p_walk_from ORDER BY x.n);
+                END IF;
+                walk_next := v_ids[cardinality(v_ids)];
+                -- (`visible_at + 0`: see visible_events.)
+                v_ids := ARRAY(SELECT x FROM unnest(v_ids) x
+                               WHERE EXISTS (SELECT 1 FROM ratchet.inbox b
+                                             WHERE b.instance = x AND b.visible_at + 0 <= p_now));
             END IF;
             -- (An instance the first pass leased fails the lease test in the second.)
             WITH candidate AS (

@@ -11,7 +11,7 @@ SELECT * FROM ratchet.claim(
     p_now => $1, p_owner => $2, p_until => $3, p_limit => $4, p_reg_name => $5,
     p_reg_version => $6, p_task_queues => $7, p_task_limits => $8, p_task_names => $9,
     p_task_from_queue => $10, p_task_from_priority => $11, p_task_from_ready => $12,
-    p_task_from_id => $13, p_task_rescan => $14);
+    p_task_from_id => $13, p_task_rescan => $14, p_walk_from => $15);
 
 -- name: instance_cancel
 SELECT outcome, status FROM ratchet.instance_cancel(

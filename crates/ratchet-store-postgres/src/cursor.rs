@@ -128,6 +128,9 @@ pub(crate) struct ClaimCursors {
     pulls: u64,
     /// Whether every write that makes a task ready announces from when (notifications on).
     announced: bool,
+    /// The instance id after which the claim's next walk over instances with inbox events
+    /// starts, when the oldest events give it too few ('' for the first).
+    instance_walk: String,
 }
 
 impl ClaimCursors {
@@ -136,6 +139,18 @@ impl ClaimCursors {
         Self {
             announced,
             ..Self::default()
+        }
+    }
+
+    /// Where the next walk over instances with inbox events starts.
+    pub(crate) fn instance_walk(&self) -> String {
+        self.instance_walk.clone()
+    }
+
+    /// Records where a claim's walk stopped (`None`: no walk ran).
+    pub(crate) fn walked_to(&mut self, last: Option<String>) {
+        if let Some(last) = last {
+            self.instance_walk = last;
         }
     }
 

@@ -204,7 +204,11 @@ pub(crate) async fn claim(c: &Conn, claim: &InstanceClaim) -> Res<InstanceClaime
         Some(t) => crate::task::queue_arrays(t),
         None => Default::default(),
     };
-    let from = c.cursors().bounds(claim.now.0, &task_queues, &task_names);
+    let (from, walk_from) = {
+        let mut cursors = c.cursors();
+        let from = cursors.bounds(claim.now.0, &task_queues, &task_names);
+        (from, cursors.instance_walk())
+    };
     // Instances and tasks share one lease in a poll.
     let row = c
         .one(
@@ -224,10 +228,12 @@ pub(crate) async fn claim(c: &Conn, claim: &InstanceClaim) -> Res<InstanceClaime
                 p(&from.ready),
                 p(&from.ids),
                 p(&from.rescan),
+                p(&walk_from),
             ],
         )
         .await?;
     crate::task::advance_cursors(c, &task_names, &from, &row)?;
+    c.cursors().walked_to(col(&row, "walk_next")?);
     let mut events = events_by_instance(&row)?;
     let ids: Vec<String> = col(&row, "i_id")?;
     let names: Vec<String> = col(&row, "i_name")?;

@@ -608,6 +608,75 @@ pub async fn claim_respects_versions_and_leases(store: &dyn Store) {
     assert_eq!(claim(store, "p", T0).await.len(), 1);
 }
 
+/// A poll whose window of the oldest events holds only instances it cannot take (here 400
+/// pinned to a version it lacks, one signal each) still reaches the instances behind them,
+/// within a few polls: each walks on over a bounded number of instances from where the last
+/// one stopped.
+pub async fn claims_reach_instances_behind_a_window_they_cannot_take(store: &dyn Store) {
+    let pinned: Vec<String> = (0..400).map(|i| format!("pinned-{i:03}")).collect();
+    let starts = pinned.iter().map(|id| new_instance(id, "wf")).collect();
+    store.instance_create(starts, None, T0).await.unwrap();
+    let v2 = |limit: u32, now: Timestamp| InstanceClaim {
+        lease: lease("v2", now.plus(Duration::from_secs(30))),
+        limit,
+        orchestrations: vec![Registered {
+            name: "wf".into(),
+            versions: vec![2],
+        }],
+        now,
+        tasks: None,
+    };
+    let claimed = store.instance_claim(v2(400, T0)).await.unwrap().instances;
+    assert_eq!(claimed.len(), 400);
+    let turns = claimed
+        .iter()
+        .map(|c| TurnCommit {
+            version: Some(2),
+            ..turn(c, InstanceStatus::Running)
+        })
+        .collect();
+    store.commit(batch(turns)).await.unwrap();
+    let signals = pinned
+        .iter()
+        .map(|id| NewSignal {
+            instance: id.clone(),
+            name: "s".into(),
+            payload: json!(0),
+            dedup_id: None,
+        })
+        .collect();
+    store.signal_raise(signals).await.unwrap();
+    // Behind the 400 signals (visible from 0) in time, and after the pinned ids in id order.
+    let later = T0.plus(Duration::from_secs(1));
+    let late: Vec<String> = (0..3).map(|i| format!("zz-late-{i}")).collect();
+    let starts = late.iter().map(|id| new_instance(id, "wf")).collect();
+    store.instance_create(starts, None, later).await.unwrap();
+
+    let mut reached = Vec::new();
+    for poll in 0..4 {
+        let got = store
+            .instance_claim(InstanceClaim {
+                lease: lease("v1", later.plus(Duration::from_secs(30))),
+                limit: 10,
+                orchestrations: registered(&["wf"]),
+                now: later,
+                tasks: None,
+            })
+            .await
+            .unwrap()
+            .instances;
+        for c in got {
+            assert!(c.id.starts_with("zz-late-"), "poll {poll} leased {}", c.id);
+            reached.push(c.id);
+        }
+    }
+    reached.sort();
+    assert_eq!(reached, late, "every instance behind the window is reached");
+    // The pinned ones are still there for a process that runs version 2.
+    let v2_claimed = store.instance_claim(v2(500, later)).await.unwrap();
+    assert_eq!(v2_claimed.instances.len(), 400);
+}
+
 pub async fn list_filters_and_history(store: &dyn Store) {
     for (i, id) in ["a", "b", "c"].iter().enumerate() {
         let t = Timestamp(T0.0 + i as i64 * 1000);
