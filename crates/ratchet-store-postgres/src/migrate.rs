@@ -41,6 +41,12 @@ const FUNCTIONS: &[&str] = &[
     include_str!("../functions/events.sql"),
 ];
 
+/// Where each table lives on a Citus cluster, applied after the migrations on a coordinator.
+const CITUS_PLACEMENT: &str = include_str!("../citus/placement.sql");
+
+/// Settings of the functions on a Citus coordinator, applied after them.
+const CITUS_FUNCTIONS: &str = include_str!("../citus/functions.sql");
+
 /// Every function file, in `schema`, as one script.
 fn functions(schema: &str) -> String {
     in_schema(&FUNCTIONS.join("\n"), schema)
@@ -156,6 +162,13 @@ pub(crate) async fn migrate(client: &mut Object, schema: &str) -> Result<()> {
         .await
         .map_err(db_err)?;
     }
+    let citus = on_citus_coordinator(&tx).await?;
+    if citus {
+        tracing::info!(schema, "placing the tables on the Citus cluster");
+        tx.batch_execute(&in_schema(CITUS_PLACEMENT, schema))
+            .await
+            .map_err(db_err)?;
+    }
     let functions = functions(schema);
     let sha256 = digest(&functions);
     let mut applied = String::new();
@@ -188,6 +201,11 @@ pub(crate) async fn migrate(client: &mut Object, schema: &str) -> Result<()> {
         .await
         .map_err(db_err)?;
         tx.batch_execute(&functions).await.map_err(db_err)?;
+        if citus {
+            tx.batch_execute(&in_schema(CITUS_FUNCTIONS, schema))
+                .await
+                .map_err(db_err)?;
+        }
         tx.batch_execute(&format!(
             "INSERT INTO {schema}.ratchet_functions (one, sha256) VALUES (true, '{sha256}')
              ON CONFLICT (one) DO UPDATE SET sha256 = excluded.sha256, applied_at = now()"
@@ -198,13 +216,44 @@ pub(crate) async fn migrate(client: &mut Object, schema: &str) -> Result<()> {
     tx.commit().await.map_err(db_err)
 }
 
+/// Whether the database is a Citus coordinator: the extension is installed, and this node is
+/// the one that holds the cluster's metadata (a worker node refuses placements).
+async fn on_citus_coordinator(tx: &tokio_postgres::Transaction<'_>) -> Result<bool> {
+    let mut installed = false;
+    for message in tx
+        .simple_query("SELECT count(*) FROM pg_extension WHERE extname = 'citus'")
+        .await
+        .map_err(db_err)?
+    {
+        if let SimpleQueryMessage::Row(row) = message {
+            installed = row.get(0) == Some("1");
+        }
+    }
+    if !installed {
+        return Ok(false);
+    }
+    for message in tx
+        .simple_query("SELECT citus_is_coordinator()")
+        .await
+        .map_err(db_err)?
+    {
+        if let SimpleQueryMessage::Row(row) = message {
+            return Ok(row.get(0) == Some("t"));
+        }
+    }
+    Ok(false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn schema_is_substituted_everywhere() {
-        let sql = in_schema(&MIGRATIONS.concat(), "t_1") + &functions("t_1");
+        let sql = in_schema(&MIGRATIONS.concat(), "t_1")
+            + &functions("t_1")
+            + &in_schema(CITUS_PLACEMENT, "t_1")
+            + &in_schema(CITUS_FUNCTIONS, "t_1");
         assert!(
             !sql.contains("ratchet."),
             "a name was left in schema ratchet"

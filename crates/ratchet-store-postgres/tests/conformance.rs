@@ -759,6 +759,61 @@ fn claim_sql(
     )
 }
 
+/// On a Citus coordinator, `migrate` puts the event store on one shard of its own and leaves
+/// every other table a plain table on the coordinator (the bookkeeping of migrations aside).
+/// Skipped on PostgreSQL without Citus, unless `RATCHET_REQUIRE_CITUS=1` (as the test script
+/// sets on the cluster).
+#[tokio::test]
+async fn on_citus_every_table_is_placed() {
+    let Some(url) = database_url() else {
+        return;
+    };
+    let client = session(&url).await;
+    let citus: i64 = client
+        .query_one(
+            "SELECT count(*) FROM pg_extension WHERE extname = 'citus'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    if citus == 0 {
+        let required = std::env::var("RATCHET_REQUIRE_CITUS").is_ok_and(|v| v == "1");
+        assert!(!required, "RATCHET_REQUIRE_CITUS=1 but {url} has no Citus");
+        eprintln!("skipped: not a Citus coordinator");
+        return;
+    }
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let schema = store.config().schema.clone();
+    let rows = client
+        .query(
+            "SELECT c.relname::text,
+                    CASE WHEN p.logicalrelid IS NULL THEN 'plain'
+                         WHEN p.repmodel = 't' THEN 'reference'
+                         WHEN p.colocationid = 0 THEN 'coordinator'
+                         WHEN p.partmethod = 'n' THEN 'single shard'
+                         ELSE 'hash of ' || column_to_column_name(p.logicalrelid, p.partkey) END
+             FROM pg_class c LEFT JOIN pg_dist_partition p ON p.logicalrelid = c.oid
+             WHERE c.relnamespace = $1::text::regnamespace AND c.relkind = 'r'
+               AND c.relname NOT IN ('ratchet_schema', 'ratchet_functions')
+             ORDER BY 1",
+            &[&schema],
+        )
+        .await
+        .unwrap();
+    let placed: Vec<(String, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    assert_eq!(placed.len(), 18, "{placed:?}");
+    for (table, how) in &placed {
+        let expected = match table.as_str() {
+            "events" | "event_tags" | "event_head" | "event_appends" => "single shard",
+            _ => "plain",
+        };
+        assert_eq!(how, expected, "table {table} is placed as {how}");
+    }
+}
+
 /// A claim's cost does not grow with the tasks that are not ready: with 100,000 delayed tasks
 /// in the queue (at three priorities) and 10 ready, taking them reads a bounded number of
 /// buffers (counted by `EXPLAIN (ANALYZE, BUFFERS)`, not timed).
