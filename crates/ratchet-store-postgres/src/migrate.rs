@@ -170,7 +170,8 @@ pub(crate) async fn migrate(client: &mut Object, schema: &str) -> Result<()> {
             .map_err(db_err)?;
     }
     let functions = functions(schema);
-    let sha256 = digest(&functions);
+    // The Citus settings count too: a change to them applies the functions again.
+    let sha256 = digest(&(functions.clone() + CITUS_FUNCTIONS));
     let mut applied = String::new();
     for message in tx
         .simple_query(&format!("SELECT sha256 FROM {schema}.ratchet_functions"))

@@ -759,8 +759,9 @@ fn claim_sql(
     )
 }
 
-/// On a Citus coordinator, `migrate` puts the event store on one shard of its own and leaves
-/// every other table a plain table on the coordinator (the bookkeeping of migrations aside).
+/// On a Citus coordinator, `migrate` puts the event store on one shard of its own, its two
+/// functions colocated with it, and leaves every other table a plain table on the coordinator
+/// (the bookkeeping of migrations aside).
 /// Skipped on PostgreSQL without Citus, unless `RATCHET_REQUIRE_CITUS=1` (as the test script
 /// sets on the cluster).
 #[tokio::test]
@@ -812,6 +813,21 @@ async fn on_citus_every_table_is_placed() {
         };
         assert_eq!(how, expected, "table {table} is placed as {how}");
     }
+    // The event store's functions go whole to the node that holds it.
+    let delegated: i64 = client
+        .query_one(
+            "SELECT count(*) FROM pg_dist_object o JOIN pg_proc p ON p.oid = o.objid
+             WHERE o.classid = 'pg_proc'::regclass AND o.colocationid IS NOT NULL
+               AND p.pronamespace = $1::text::regnamespace",
+            &[&schema],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        delegated, 2,
+        "event_append and event_first_match are distributed"
+    );
 }
 
 /// A claim's cost does not grow with the tasks that are not ready: with 100,000 delayed tasks
