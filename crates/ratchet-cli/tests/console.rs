@@ -1279,4 +1279,6 @@ async fn a_timer_past_the_calendar_shows_without_an_error() {
     .await;
     wait_text(&client, "[data-testid=timeline]", "9999").await;
     no_errors(&client, "an instance with a timer past the calendar").await;
+    // Ends the browser too: killing chromedriver alone leaves Chromium running.
+    client.close().await.unwrap();
 }
