@@ -297,6 +297,20 @@ async fn unfinished(client: &Client, limit: u32) -> anyhow::Result<u64> {
     Ok(open.len() as u64)
 }
 
+/// Ends a measured run: the store's figures at its end and the instances left unfinished,
+/// then the worker stopped and the store closed before the report is written.
+async fn wind_down(
+    progress: Progress,
+    ratchet: Ratchet,
+    store: Arc<dyn Store>,
+) -> anyhow::Result<(StoreStats, u64)> {
+    progress.finish();
+    let after = store.stats();
+    let active = unfinished(ratchet.client(), 100_000).await?;
+    ratchet.shutdown().await;
+    Ok((after, active))
+}
+
 /// One unit of the closed loop: starts `name` with `shape`, waits for it, checks its sum.
 fn unit_of(
     client: Client,
@@ -359,12 +373,7 @@ pub(crate) async fn run(args: FanoutArgs, database_url: Option<&str>) -> anyhow:
         unit,
     )
     .await;
-    progress.finish();
-    let after = store.stats();
-    let active = unfinished(ratchet.client(), 100_000).await?;
-    ratchet.shutdown().await;
-    drop(ratchet);
-    drop(store);
+    let (after, active) = wind_down(progress, ratchet, store).await?;
 
     let mut report =
         orchestration_report(&args, result.ok, result.seconds, result.ok, &before, &after);
@@ -451,12 +460,7 @@ async fn against_rust(
         }
         shares.push(rates[1] / rates[0].max(f64::EPSILON));
     }
-    progress.finish();
-    let after = store.stats();
-    let active = unfinished(ratchet.client(), 100_000).await?;
-    ratchet.shutdown().await;
-    drop(ratchet);
-    drop(store);
+    let (after, active) = wind_down(progress, ratchet, store).await?;
 
     // The store's figures (round trips, commits, WAL) are per orchestration of both shapes:
     // they ran on one store.

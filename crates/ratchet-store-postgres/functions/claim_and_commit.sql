@@ -74,8 +74,10 @@ SET enable_bitmapscan = off
 SET jit = off
 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    -- How many of the oldest visible inbox events a poll reads first.
-    v_window integer := greatest(p_limit, 0) * 4 + 256;
+    -- How many of the oldest visible inbox events a poll reads first, and how many instances
+    -- its walk reads after. Bounded whatever the caller's limit: a process with room for
+    -- millions of turns reads no more per poll (and its limit times four would overflow).
+    v_window integer := least(greatest(p_limit, 0), 10000) * 4 + 256;
     v_walked bigint := 0;
     v_ids text[];
     v_tasks_taken_over integer;
@@ -95,15 +97,12 @@ BEGIN
         -- reads a bounded number of entries, and successive polls reach every instance.
         FOR v_pass IN 1..2 LOOP
             IF v_pass = 1 THEN
-                SELECT coalesce(array_agg(DISTINCT w.instance) FILTER (
-                           WHERE (i.lease_until IS NULL OR i.lease_until < p_now)
-                             AND i.name = ANY (p_reg_name)), '{}'),
-                       count(*)
+                -- (Their instances are checked below, by key.)
+                SELECT coalesce(array_agg(DISTINCT w.instance), '{}'), count(*)
                 INTO v_ids, v_walked
                 FROM (SELECT b.instance FROM ratchet.inbox b
                       WHERE b.visible_at <= p_now
-                      ORDER BY b.visible_at LIMIT v_window) w
-                JOIN ratchet.instances i ON i.id = w.instance;
+                      ORDER BY b.visible_at LIMIT v_window) w;
             ELSE
                 EXIT WHEN v_walked < v_window OR cardinality(i_id) >= p_limit;
                 v_ids := ratchet.inbox_walk(coalesce(p_walk_from, ''), v_window);

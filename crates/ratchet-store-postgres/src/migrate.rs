@@ -112,6 +112,9 @@ pub(crate) async fn check(client: &Object, schema: &str) -> Result<()> {
 
 /// Applies the missing migrations in one transaction; refuses a schema newer than this code.
 pub(crate) async fn migrate(client: &mut Object, schema: &str) -> Result<()> {
+    let citus = on_citus_coordinator(client)
+        .await
+        .map_err(Failure::into_store)?;
     let tx = client.transaction().await.map_err(db_err)?;
     // Processes starting together migrate one after the other; the later ones find nothing
     // left to do.
@@ -162,7 +165,6 @@ pub(crate) async fn migrate(client: &mut Object, schema: &str) -> Result<()> {
         .await
         .map_err(db_err)?;
     }
-    let citus = on_citus_coordinator(&tx).await?;
     if citus {
         tracing::info!(schema, "placing the tables on the Citus cluster");
         tx.batch_execute(&in_schema(CITUS_PLACEMENT, schema))
@@ -219,30 +221,17 @@ pub(crate) async fn migrate(client: &mut Object, schema: &str) -> Result<()> {
 
 /// Whether the database is a Citus coordinator: the extension is installed, and this node is
 /// the one that holds the cluster's metadata (a worker node refuses placements).
-async fn on_citus_coordinator(tx: &tokio_postgres::Transaction<'_>) -> Result<bool> {
-    let mut installed = false;
-    for message in tx
-        .simple_query("SELECT count(*) FROM pg_extension WHERE extname = 'citus'")
-        .await
-        .map_err(db_err)?
+async fn on_citus_coordinator(client: &Object) -> Res<bool> {
+    if read_int(
+        client,
+        "SELECT count(*) FROM pg_extension WHERE extname = 'citus'",
+    )
+    .await?
+        == 0
     {
-        if let SimpleQueryMessage::Row(row) = message {
-            installed = row.get(0) == Some("1");
-        }
-    }
-    if !installed {
         return Ok(false);
     }
-    for message in tx
-        .simple_query("SELECT citus_is_coordinator()")
-        .await
-        .map_err(db_err)?
-    {
-        if let SimpleQueryMessage::Row(row) = message {
-            return Ok(row.get(0) == Some("t"));
-        }
-    }
-    Ok(false)
+    Ok(read_int(client, "SELECT citus_is_coordinator()::int").await? == 1)
 }
 
 #[cfg(test)]

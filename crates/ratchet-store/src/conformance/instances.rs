@@ -616,17 +616,22 @@ pub async fn claims_reach_instances_behind_a_window_they_cannot_take(store: &dyn
     let pinned: Vec<String> = (0..400).map(|i| format!("pinned-{i:03}")).collect();
     let starts = pinned.iter().map(|id| new_instance(id, "wf")).collect();
     store.instance_create(starts, None, T0).await.unwrap();
-    let v2 = |limit: u32, now: Timestamp| InstanceClaim {
-        lease: lease("v2", now.plus(Duration::from_secs(30))),
+    // A poll of a process that runs version `v` of "wf".
+    let poll = |v: u32, limit: u32, now: Timestamp| InstanceClaim {
+        lease: lease(&format!("v{v}"), now.plus(Duration::from_secs(30))),
         limit,
         orchestrations: vec![Registered {
             name: "wf".into(),
-            versions: vec![2],
+            versions: vec![v],
         }],
         now,
         tasks: None,
     };
-    let claimed = store.instance_claim(v2(400, T0)).await.unwrap().instances;
+    let claimed = store
+        .instance_claim(poll(2, 400, T0))
+        .await
+        .unwrap()
+        .instances;
     assert_eq!(claimed.len(), 400);
     let turns = claimed
         .iter()
@@ -653,28 +658,39 @@ pub async fn claims_reach_instances_behind_a_window_they_cannot_take(store: &dyn
     store.instance_create(starts, None, later).await.unwrap();
 
     let mut reached = Vec::new();
-    for poll in 0..4 {
+    for n in 0..4 {
         let got = store
-            .instance_claim(InstanceClaim {
-                lease: lease("v1", later.plus(Duration::from_secs(30))),
-                limit: 10,
-                orchestrations: registered(&["wf"]),
-                now: later,
-                tasks: None,
-            })
+            .instance_claim(poll(1, 10, later))
             .await
             .unwrap()
             .instances;
         for c in got {
-            assert!(c.id.starts_with("zz-late-"), "poll {poll} leased {}", c.id);
+            assert!(c.id.starts_with("zz-late-"), "poll {n} leased {}", c.id);
             reached.push(c.id);
         }
     }
     reached.sort();
     assert_eq!(reached, late, "every instance behind the window is reached");
     // The pinned ones are still there for a process that runs version 2.
-    let v2_claimed = store.instance_claim(v2(500, later)).await.unwrap();
+    let v2_claimed = store.instance_claim(poll(2, 500, later)).await.unwrap();
     assert_eq!(v2_claimed.instances.len(), 400);
+}
+
+/// A poll with room for any number of instances (a process configured with an absurd
+/// `max_orchestrations`) claims as usual: its reads stay bounded and nothing overflows.
+pub async fn a_claim_takes_any_limit(store: &dyn Store) {
+    start(store, "a").await;
+    let claimed = store
+        .instance_claim(InstanceClaim {
+            lease: lease("p", T0.plus(Duration::from_secs(30))),
+            limit: u32::MAX,
+            orchestrations: registered(&["wf"]),
+            now: T0,
+            tasks: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(claimed.instances.len(), 1);
 }
 
 pub async fn list_filters_and_history(store: &dyn Store) {
