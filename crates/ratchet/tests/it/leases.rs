@@ -491,44 +491,55 @@ async fn a_refused_fed_turn_is_run_again_from_the_store() {
                 async move {
                     counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     let id = ctx.instance_id().to_string();
-                    intruder
-                        .signal_raise(vec![NewSignal {
-                            instance: id.clone(),
-                            name: "poke".into(),
-                            payload: serde_json::json!(null),
-                            dedup_id: None,
-                        }])
-                        .await
-                        .unwrap();
-                    // A moment ahead, so that the signal is visible whatever clock stamped it.
-                    let now = Timestamp::now().plus(Duration::from_secs(1));
-                    let lease = Lease {
-                        owner: "intruder".into(),
-                        until: now.plus(Duration::from_secs(60)),
-                    };
-                    let claimed = intruder
-                        .instance_claim(InstanceClaim {
-                            lease,
-                            limit: 10,
-                            orchestrations: vec![Registered {
-                                name: "poked".into(),
-                                versions: vec![1],
-                            }],
-                            now,
-                            tasks: None,
-                        })
-                        .await
-                        .unwrap()
-                        .instances;
+                    // This runtime may claim the instance for the signal first (its first
+                    // poll comes late on a loaded machine): the other process then signals
+                    // again once that turn has given the instance back.
+                    let mut claimed = Vec::new();
+                    for _ in 0..100 {
+                        intruder
+                            .signal_raise(vec![NewSignal {
+                                instance: id.clone(),
+                                name: "poke".into(),
+                                payload: serde_json::json!(null),
+                                dedup_id: None,
+                            }])
+                            .await
+                            .unwrap();
+                        // A moment ahead, so that the signal is visible whatever clock
+                        // stamped it.
+                        let now = Timestamp::now().plus(Duration::from_secs(1));
+                        let lease = Lease {
+                            owner: "intruder".into(),
+                            until: now.plus(Duration::from_secs(60)),
+                        };
+                        claimed = intruder
+                            .instance_claim(InstanceClaim {
+                                lease,
+                                limit: 10,
+                                orchestrations: vec![Registered {
+                                    name: "poked".into(),
+                                    versions: vec![1],
+                                }],
+                                now,
+                                tasks: None,
+                            })
+                            .await
+                            .unwrap()
+                            .instances;
+                        if !claimed.is_empty() {
+                            intruder
+                                .lease_release(LeaseRelease {
+                                    instances: vec![(id.clone(), claimed[0].fence)],
+                                    tasks: Vec::new(),
+                                    now,
+                                })
+                                .await
+                                .unwrap();
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
                     assert_eq!(claimed.len(), 1, "the other process claimed the instance");
-                    intruder
-                        .lease_release(LeaseRelease {
-                            instances: vec![(id, claimed[0].fence)],
-                            tasks: Vec::new(),
-                            now,
-                        })
-                        .await
-                        .unwrap();
                     Ok::<u32, ActivityError>(21)
                 }
             },
