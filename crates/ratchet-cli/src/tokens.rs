@@ -5,7 +5,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context};
 use clap::Subcommand;
 use ratchet::{Store, Timestamp};
-use ratchet_server::Scope;
+use ratchet_server::Grant;
 
 use crate::input::rfc3339;
 
@@ -17,9 +17,10 @@ pub(crate) enum TokenCommand {
         #[arg(long)]
         name: String,
         /// What it may do, comma-separated: read, write (includes read), admin (includes
-        /// write).
+        /// write); or worker:QUEUE, to claim and report that queue's work through the
+        /// worker routes and nothing else (worker:$activities for activities).
         #[arg(long, value_delimiter = ',', required = true)]
-        scope: Vec<Scope>,
+        scope: Vec<Grant>,
     },
     /// List tokens (never their secret).
     List {
@@ -27,7 +28,7 @@ pub(crate) enum TokenCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Revoke a token: the server refuses it from its next request.
+    /// Revoke a token: every server refuses it within a second.
     Revoke {
         /// The token's id (the part after `rt_`, as `list` shows it).
         id: String,

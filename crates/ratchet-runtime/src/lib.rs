@@ -51,7 +51,9 @@ mod wake;
 mod worker;
 
 pub use activity::ActivityContext;
-pub use client::{Client, InstanceHandle, StartOptions, TaskRequest};
+pub use client::{
+    Client, InstanceHandle, RemoteClaim, RemoteOutcome, RemoteResult, StartOptions, TaskRequest,
+};
 pub use clock::{Clock, LocalClock};
 pub use config::{QueueConfig, RuntimeConfig};
 pub use error::{Error, Result};

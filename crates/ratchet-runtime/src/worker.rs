@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use ratchet_core::{ActivityError, ErrorInfo};
+use ratchet_core::{ActivityError, ActivityOptions, ErrorInfo, Timestamp};
 use ratchet_store::{ClaimedTask, LeaseRelease, TaskCompletion, TaskResult};
 use serde_json::Value;
 use tokio::sync::watch;
@@ -110,7 +110,7 @@ fn attempt_span(task: &ClaimedTask) -> tracing::Span {
 /// work that kills its worker every time (out of memory, a crash) ends as a dead letter, or
 /// fails its orchestration step, after exactly its attempts, instead of being taken over
 /// forever.
-fn attempts_spent(task: &ClaimedTask) -> Option<TaskResult> {
+pub(crate) fn attempts_spent(task: &ClaimedTask) -> Option<TaskResult> {
     let max = task.options.retry.max_attempts.max(1);
     (task.attempt > max).then(|| {
         tracing::warn!(task = task.id.0, name = %task.name, attempt = task.attempt, max,
@@ -182,20 +182,9 @@ async fn run(
     let error = match tokio::time::timeout(timeout, AssertUnwindSafe(handler).catch_unwind()).await
     {
         Ok(Ok(Ok(output))) => {
-            let size = serde_json::to_vec(&output).map(|b| b.len()).unwrap_or(0);
-            let field = format!("the output of {what} \"{}\"", task.name);
-            if size > shared.config.max_payload_bytes {
-                ActivityError::non_retryable(
-                    "LimitExceeded",
-                    format!(
-                        "{field} is {size} bytes, over the limit of {} bytes",
-                        shared.config.max_payload_bytes
-                    ),
-                )
-            } else if let Err(e) = ratchet_core::limits::check_json_depth(&field, &output) {
-                ActivityError::non_retryable("LimitExceeded", e.to_string())
-            } else {
-                return TaskResult::Completed(output);
+            match output_refused(what, &task.name, &output, shared.config.max_payload_bytes) {
+                Some(refused) => refused,
+                None => return TaskResult::Completed(output),
             }
         }
         Ok(Ok(Err(e))) => e,
@@ -215,22 +204,54 @@ async fn run(
             ),
         ),
     };
+    after_failure(error, &task.options, task.attempt, shared.now())
+}
+
+/// Why an attempt's output cannot be kept: over `max_bytes`, or nested too deep (a failure
+/// no retry mends). `None` when it can.
+pub(crate) fn output_refused(
+    what: &str,
+    name: &str,
+    output: &Value,
+    max_bytes: usize,
+) -> Option<ActivityError> {
+    let size = serde_json::to_vec(output).map(|b| b.len()).unwrap_or(0);
+    let field = format!("the output of {what} \"{name}\"");
+    if size > max_bytes {
+        return Some(ActivityError::non_retryable(
+            "LimitExceeded",
+            format!("{field} is {size} bytes, over the limit of {max_bytes} bytes"),
+        ));
+    }
+    ratchet_core::limits::check_json_depth(&field, output)
+        .err()
+        .map(|e| ActivityError::non_retryable("LimitExceeded", e.to_string()))
+}
+
+/// What follows attempt `attempt` that failed with `error` at `now`: a snooze, the next
+/// attempt at the time its retry policy gives, or the end of the task.
+pub(crate) fn after_failure(
+    error: ActivityError,
+    options: &ActivityOptions,
+    attempt: u32,
+    now: Timestamp,
+) -> TaskResult {
     if let Some(delay) = error.snooze {
         return TaskResult::Snooze {
-            at: shared.now().plus(delay),
+            at: now.plus(delay),
         };
     }
     if !error.retryable {
         return TaskResult::Failed(error.info);
     }
-    let retry = &task.options.retry;
-    match retry.delay_before(task.attempt + 1, &error.info.kind) {
+    let retry = &options.retry;
+    match retry.delay_before(attempt + 1, &error.info.kind) {
         Some(delay) => {
             let delay = retry.jittered(delay, unit_random());
-            tracing::debug!(%what, name = %task.name, attempt = task.attempt, error = %error, ?delay, "attempt failed; will retry");
+            tracing::debug!(attempt, error = %error, ?delay, "attempt failed; will retry");
             TaskResult::Retry {
                 error: error.info,
-                at: shared.now().plus(delay),
+                at: now.plus(delay),
             }
         }
         None => TaskResult::Failed(error.info),

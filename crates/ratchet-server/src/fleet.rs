@@ -70,8 +70,9 @@ pub(crate) enum Kind {
     Task,
 }
 
-/// Refuses `name` when this server runs no worker (its client checks names itself when it
-/// does) and no live or recent process runs it, unless the caller allows unknown names.
+/// Refuses `name` when no live or recent process runs it, unless the caller allows unknown
+/// names. A name this server's own worker runs passes at once (its client checks the input
+/// too); a task name may also be run by workers elsewhere, over HTTP.
 pub(crate) async fn check(
     state: &ServerState,
     kind: Kind,
@@ -79,11 +80,26 @@ pub(crate) async fn check(
     allow_unknown: bool,
     field: impl Fn(usize) -> String,
 ) -> Result<(), Problem> {
-    if allow_unknown || state.client.registry().is_some() {
+    if allow_unknown {
+        return Ok(());
+    }
+    let registry = state.client.registry();
+    let here = |name: &str| {
+        registry.is_some_and(|r| match kind {
+            Kind::Orchestration => r.has_orchestration(name),
+            Kind::Task => r.has_task(name),
+        })
+    };
+    // Orchestrations run only where a runtime is: a server with one checks them itself.
+    if registry.is_some() && matches!(kind, Kind::Orchestration) {
+        return Ok(());
+    }
+    let elsewhere: Vec<(usize, &str)> = names.into_iter().filter(|(_, n)| !here(n)).collect();
+    if elsewhere.is_empty() {
         return Ok(());
     }
     let served = state.fleet.served(state).await?;
-    for (i, name) in names {
+    for (i, name) in elsewhere {
         let (known, what) = match kind {
             Kind::Orchestration => (served.orchestrations.contains(name), "orchestration"),
             Kind::Task => (served.tasks.contains(name), "task"),

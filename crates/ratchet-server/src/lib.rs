@@ -33,7 +33,7 @@ mod state;
 mod time;
 mod trace;
 
-pub use auth::{hash as token_hash, issue as issue_token, IssuedToken, Scope, TokenError};
+pub use auth::{hash as token_hash, issue as issue_token, Grant, IssuedToken, Scope, TokenError};
 pub use metrics::{install_recorder, MetricsError};
 pub use metrics_exporter_prometheus::PrometheusHandle;
 pub use problem::{Problem, ProblemBody};

@@ -61,17 +61,18 @@ pub struct ServerState {
     /// The port of a loopback server that asks for no token: it answers this machine's own
     /// clients only (see [`ServerState::local_only`]).
     pub(crate) local_port: Option<u16>,
-    /// When the tokens of requests held open were last found valid.
-    pub(crate) validity: std::sync::Arc<crate::auth::Validity>,
+    /// Tokens read lately: a token is read from the store at most once a second.
+    pub(crate) tokens: std::sync::Arc<crate::auth::TokenCache>,
 }
 
 impl ServerState {
     /// A server on `client`, with default limits. With a client of a runtime
     /// ([`ratchet::Ratchet::client`]), starts and enqueues are checked against what it
-    /// registered, and its instances run in this process.
+    /// registered, and its instances run in this process; a task name it lacks is checked
+    /// against the fleet instead (workers elsewhere, over HTTP, may run it).
     pub fn new(client: Client) -> Self {
         Self {
-            client,
+            client: client.with_unregistered_tasks(),
             limits: ServerLimits::default(),
             metrics: None,
             auth: false,
@@ -80,7 +81,7 @@ impl ServerState {
                 ServerLimits::default().max_waiting,
             )),
             local_port: None,
-            validity: std::sync::Arc::default(),
+            tokens: std::sync::Arc::default(),
         }
     }
 

@@ -108,6 +108,9 @@ fn the_documents_limits_are_the_codes() {
         ("StartBatch", "instances"),
         ("EnqueueBatch", "tasks"),
         ("ManyIds", "ids"),
+        ("HeartbeatBody", "tasks"),
+        ("CompleteBody", "results"),
+        ("ReleaseBody", "tasks"),
     ] {
         assert_eq!(
             max_items(schema, property),

@@ -319,6 +319,7 @@ fn record(r: &Row) -> Res<TaskRecord> {
         priority: col(r, "priority")?,
         attempt: u32_of(col(r, "attempt")?),
         max_attempts: options.retry.max_attempts,
+        options,
         input: from_json::<Value>(col(r, "input")?, "task input")?,
         output: opt_json(col(r, "output")?, "task output")?,
         error: opt_json::<ErrorInfo>(col(r, "error")?, "task error")?,

@@ -141,6 +141,7 @@ impl TaskRow {
             priority: self.priority,
             attempt: u32_of(self.attempt),
             max_attempts: options.retry.max_attempts,
+            options,
             input: from_json(&self.input, "task input")?,
             output: opt_json(self.output, "task output")?,
             error: opt_json::<ErrorInfo>(self.error, "task error")?,

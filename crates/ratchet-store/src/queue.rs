@@ -1,7 +1,7 @@
 //! Standalone tasks and their queues: what enqueueing returns, a task's record and state,
 //! queue settings and statistics.
 
-use ratchet_core::{ErrorInfo, Timestamp};
+use ratchet_core::{ActivityOptions, ErrorInfo, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -111,6 +111,8 @@ pub struct TaskRecord {
     pub attempt: u32,
     /// Attempts allowed in all.
     pub max_attempts: u32,
+    /// Its retry policy and attempt timeout.
+    pub options: ActivityOptions,
     /// Input payload.
     pub input: Value,
     /// Output, once completed.

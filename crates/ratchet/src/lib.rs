@@ -120,19 +120,21 @@ pub use ratchet_runtime::trace;
 pub use ratchet_runtime::{
     append_events, ActivityContext, Appended, CatchUp, Client, Clock, Error, EventStore,
     FireResult, InstanceHandle, InstanceOutcome, Overlap, Projection, Projector, QueueConfig,
-    RegisteredNames, Registry, Result, Runtime, RuntimeConfig, ScheduleDescription,
-    ScheduleOptions, StartOptions, TaskContext, TaskRequest, EVENTS_APPEND_ACTIVITY,
+    RegisteredNames, Registry, RemoteClaim, RemoteOutcome, RemoteResult, Result, Runtime,
+    RuntimeConfig, ScheduleDescription, ScheduleOptions, StartOptions, TaskContext, TaskRequest,
+    EVENTS_APPEND_ACTIVITY,
 };
 pub use ratchet_store::{
-    event_size, validate_queue_name, AppendCondition, AppendOutcome, CloudEventError, Direction,
-    EnqueueOutcome, EventAppend, EventPage, EventQuery, EventRead, FireKind, FireRecord,
-    HistoryRecord, IfExists, InstanceFilter, InstanceFollow, InstanceRecord, InstanceStatus,
-    NewEvent, NewToken, NewWorkflow, Position, QueryItem, QueueLimits, QueueStats, ScheduleAction,
-    ScheduleRecord, Store, StoreError, StoreStats, StoredEvent, TaskActionOutcome, TaskFilter,
-    TaskId, TaskRecord, TaskState, ThroughputBucket, ThroughputQuery, TokenRecord, WorkerAbout,
-    WorkerRecord, WorkflowPut, WorkflowRecord, MAX_EVENTS_PER_APPEND, MAX_EVENT_BYTES,
-    MAX_EVENT_TYPE_BYTES, MAX_QUERY_ITEMS, MAX_QUERY_TYPES, MAX_QUERY_TYPES_IN_ALL, MAX_TAGS,
-    MAX_TAG_BYTES,
+    event_size, validate_queue_name, AppendCondition, AppendOutcome, ClaimedTask, CloudEventError,
+    CompletionResult, Direction, EnqueueOutcome, EventAppend, EventPage, EventQuery, EventRead,
+    Fence, FireKind, FireRecord, HistoryRecord, IfExists, InstanceFilter, InstanceFollow,
+    InstanceRecord, InstanceStatus, LeaseState, NewEvent, NewToken, NewWorkflow, Position,
+    QueryItem, QueueLimits, QueueStats, ScheduleAction, ScheduleRecord, Store, StoreError,
+    StoreStats, StoredEvent, TaskAction, TaskActionOutcome, TaskFilter, TaskId, TaskOwner,
+    TaskRecord, TaskState, ThroughputBucket, ThroughputQuery, TokenRecord, WorkerAbout,
+    WorkerRecord, WorkflowPut, WorkflowRecord, ACTIVITY_QUEUE, MAX_EVENTS_PER_APPEND,
+    MAX_EVENT_BYTES, MAX_EVENT_TYPE_BYTES, MAX_QUERY_ITEMS, MAX_QUERY_TYPES,
+    MAX_QUERY_TYPES_IN_ALL, MAX_TAGS, MAX_TAG_BYTES,
 };
 #[cfg(feature = "postgres")]
 pub use ratchet_store_postgres::{

@@ -1,6 +1,7 @@
 //! The client: starts, steers and inspects orchestration instances and standalone tasks.
 
 mod instances;
+mod remote;
 mod schedules;
 mod tasks;
 
@@ -11,6 +12,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use instances::{InstanceHandle, StartOptions};
+pub use remote::{RemoteClaim, RemoteOutcome, RemoteResult};
 pub use tasks::TaskRequest;
 
 use ratchet_core::Timestamp;
@@ -41,8 +43,12 @@ pub struct Client {
     /// Waiters by instance: the runtime's when local, the client's own otherwise.
     hub: Arc<Hub>,
     registry: Option<Arc<Registry>>,
+    /// Enqueue task names the registry lacks (run by workers elsewhere) unchecked.
+    unregistered_tasks: bool,
     max_payload_bytes: usize,
     poll_interval: Duration,
+    /// The attempts handed to workers in other processes, and their liveness.
+    remote: Arc<remote::Remote>,
 }
 
 /// Checks the id of an instance about to be created: printable, in normal form C, 1 to
@@ -105,8 +111,10 @@ impl Client {
             local: None,
             hub,
             registry: None,
+            unregistered_tasks: false,
             max_payload_bytes: defaults.max_payload_bytes,
             poll_interval,
+            remote: Arc::default(),
         }
     }
 
@@ -122,10 +130,20 @@ impl Client {
             calls: shared.calls.clone(),
             hub: shared.hub.clone(),
             registry: Some(shared.registry.clone()),
+            unregistered_tasks: false,
             max_payload_bytes: shared.config.max_payload_bytes,
             poll_interval: shared.config.poll_interval,
+            remote: Arc::default(),
             local: Some(shared),
         }
+    }
+
+    /// Enqueues tasks whose names the registry lacks without checking them (workers in other
+    /// processes run them; the caller checks the names against the fleet); names it has are
+    /// still checked, input included.
+    pub fn with_unregistered_tasks(mut self) -> Self {
+        self.unregistered_tasks = true;
+        self
     }
 
     /// Sets how often a wait polls the store when no runtime in this process can wake it.

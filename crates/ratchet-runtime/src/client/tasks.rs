@@ -143,12 +143,13 @@ impl Client {
             .map(|r| {
                 validate_name("task", &r.name)?;
                 if let Some(registry) = &self.registry {
-                    let entry = registry
-                        .task_entry(&r.name)
-                        .ok_or_else(|| Error::UnknownTask(r.name.clone()))?;
-                    (entry.check)(&r.input).map_err(|e| {
-                        Error::InvalidInput(format!("input of task \"{}\": {e}", r.name))
-                    })?;
+                    match registry.task_entry(&r.name) {
+                        Some(entry) => (entry.check)(&r.input).map_err(|e| {
+                            Error::InvalidInput(format!("input of task \"{}\": {e}", r.name))
+                        })?,
+                        None if self.unregistered_tasks => {}
+                        None => return Err(Error::UnknownTask(r.name.clone())),
+                    }
                 }
                 validate_queue_name(&r.options.queue).map_err(Error::InvalidInput)?;
                 if let Some(key) = &r.options.unique_key {
@@ -280,15 +281,69 @@ impl Client {
             .await?
             .pop();
         match outcome {
-            Some(TaskActionOutcome::NotFound) => Err(Error::TaskNotFound(id.0)),
-            Some(TaskActionOutcome::Refused(state)) => Err(Error::TaskRefused {
-                id: id.0,
-                action: verb,
-                state,
-            }),
-            Some(done) => Ok(done),
+            Some(outcome) => acted(id, outcome, verb),
             None => Err(Error::InvalidInput("the store returned no outcome".into())),
         }
+    }
+
+    /// Cancels, retries or discards many standalone tasks in one store call. Each applies or
+    /// is refused alone: the outcomes follow `ids`, each as [`Client::task_cancel`],
+    /// [`Client::task_retry`] or [`Client::task_discard`] gives it. A task named twice is
+    /// acted on once, and both places get its outcome.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for more than 10,000 ids, or a store error (then none was
+    /// acted on).
+    pub async fn tasks_act(
+        &self,
+        ids: &[TaskId],
+        action: TaskAction,
+    ) -> Result<Vec<Result<TaskActionOutcome>>> {
+        if ids.len() > MAX_TASKS_PER_ACTION {
+            return Err(Error::InvalidInput(format!(
+                "{} task ids; at most {MAX_TASKS_PER_ACTION} per action",
+                ids.len()
+            )));
+        }
+        // In id order, once each: the store locks the tasks one after another, and two
+        // actions that lock the same tasks in the same order cannot deadlock.
+        let mut unique = ids.to_vec();
+        unique.sort_unstable();
+        unique.dedup();
+        let outcomes = if unique.is_empty() {
+            Vec::new()
+        } else {
+            self.store
+                .task_act(unique.clone(), action, self.calls.now().await)
+                .await?
+        };
+        if outcomes.len() != unique.len() {
+            return Err(Error::InvalidInput(format!(
+                "the store returned {} outcomes for {} tasks",
+                outcomes.len(),
+                unique.len()
+            )));
+        }
+        let verb = match action {
+            TaskAction::Cancel => "cancel",
+            TaskAction::Retry => "retry",
+            TaskAction::Discard => "discard",
+            _ => "act on",
+        };
+        if action == TaskAction::Retry && outcomes.contains(&TaskActionOutcome::Done) {
+            if let Some(shared) = &self.local {
+                shared.wake.work.notify_one();
+            }
+        }
+        Ok(ids
+            .iter()
+            .map(|id| {
+                // Found: `unique` holds every id.
+                let at = unique.binary_search(id).unwrap_or_default();
+                acted(*id, outcomes[at], verb)
+            })
+            .collect())
     }
 
     /// Pauses a queue in every process: no task of it starts until it is resumed. Running
@@ -359,5 +414,22 @@ impl Client {
     /// A store error.
     pub async fn queues(&self) -> Result<Vec<QueueStats>> {
         Ok(self.store.queue_stats(self.calls.now().await).await?)
+    }
+}
+
+/// The most tasks one [`Client::tasks_act`] acts on: one store call, its locks held together.
+const MAX_TASKS_PER_ACTION: usize = 10_000;
+
+/// A task action's outcome as the client reports it: a task not found, or one whose state
+/// refuses the action, is an error naming it.
+fn acted(id: TaskId, outcome: TaskActionOutcome, verb: &'static str) -> Result<TaskActionOutcome> {
+    match outcome {
+        TaskActionOutcome::NotFound => Err(Error::TaskNotFound(id.0)),
+        TaskActionOutcome::Refused(state) => Err(Error::TaskRefused {
+            id: id.0,
+            action: verb,
+            state,
+        }),
+        done => Ok(done),
     }
 }

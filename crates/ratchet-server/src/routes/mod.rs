@@ -10,6 +10,7 @@ mod stats;
 mod system;
 mod tasks;
 mod text;
+mod work;
 mod workers;
 mod workflows;
 
@@ -48,6 +49,7 @@ use crate::state::ServerState;
         (name = "events", description = "The event store: append, read, follow"),
         (name = "workflows", description = "Declarative workflow definitions: apply, validate, list, read"),
         (name = "schedules", description = "Schedules: cron expressions and intervals that start work, once per tick"),
+        (name = "workers", description = "Workers in other processes: claim attempts of tasks and activities, renew their leases, report their ends"),
         (name = "system", description = "Health and what this server runs")
     )
 )]
@@ -85,6 +87,7 @@ fn documented() -> OpenApiRouter<ServerState> {
         .merge(system::routes())
         .merge(stats::routes())
         .merge(workers::routes())
+        .merge(work::routes())
         .merge(workflows::routes())
         .merge(schedules::routes())
 }

@@ -6,8 +6,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use ratchet::{
-    EnqueueOutcome, Error, ErrorInfo, RetryPolicy, TaskActionOutcome, TaskFilter, TaskId,
-    TaskOptions, TaskRecord, TaskRequest, TaskState,
+    EnqueueOutcome, Error, ErrorInfo, RetryPolicy, TaskAction, TaskActionOutcome, TaskFilter,
+    TaskId, TaskOptions, TaskRecord, TaskRequest, TaskState,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -550,18 +550,11 @@ struct ActedOn {
     problem: Option<Problem>,
 }
 
-#[derive(Clone, Copy)]
-enum Action {
-    Cancel,
-    Retry,
-    Discard,
-}
-
-/// An action on many tasks: each applies or is refused alone.
+/// An action on many tasks, one store call: each applies or is refused alone.
 async fn act_many(
     state: ServerState,
     ids: Vec<i64>,
-    action: Action,
+    action: TaskAction,
 ) -> Result<Json<Vec<ActedOn>>, Problem> {
     let max = state.limits.max_batch;
     if ids.len() > max {
@@ -571,32 +564,28 @@ async fn act_many(
         )
         .field("ids"));
     }
-    let calls = ids.iter().map(|&id| {
-        let client = state.client.clone();
-        async move {
-            let outcome = match action {
-                Action::Cancel => client.task_cancel(TaskId(id)).await.map(|o| match o {
-                    TaskActionOutcome::Requested => "requested",
-                    _ => "done",
-                }),
-                Action::Retry => client.task_retry(TaskId(id)).await.map(|()| "done"),
-                Action::Discard => client.task_discard(TaskId(id)).await.map(|()| "done"),
-            };
-            match outcome {
+    let ids: Vec<TaskId> = ids.into_iter().map(TaskId).collect();
+    let outcomes = state.client.tasks_act(&ids, action).await?;
+    Ok(Json(
+        ids.iter()
+            .zip(outcomes)
+            .map(|(id, outcome)| match outcome {
                 Ok(o) => ActedOn {
-                    id,
-                    outcome: Some(o),
+                    id: id.0,
+                    outcome: Some(match o {
+                        TaskActionOutcome::Requested => "requested",
+                        _ => "done",
+                    }),
                     problem: None,
                 },
                 Err(e) => ActedOn {
-                    id,
+                    id: id.0,
                     outcome: None,
                     problem: Some(e.into()),
                 },
-            }
-        }
-    });
-    Ok(Json(futures::future::join_all(calls).await))
+            })
+            .collect(),
+    ))
 }
 
 #[utoipa::path(
@@ -617,7 +606,7 @@ async fn act_many_cancel(
     State(state): State<ServerState>,
     JsonBody(body): JsonBody<ManyIds>,
 ) -> Result<Json<Vec<ActedOn>>, Problem> {
-    act_many(state, body.ids, Action::Cancel).await
+    act_many(state, body.ids, TaskAction::Cancel).await
 }
 
 #[utoipa::path(
@@ -638,7 +627,7 @@ async fn act_many_retry(
     State(state): State<ServerState>,
     JsonBody(body): JsonBody<ManyIds>,
 ) -> Result<Json<Vec<ActedOn>>, Problem> {
-    act_many(state, body.ids, Action::Retry).await
+    act_many(state, body.ids, TaskAction::Retry).await
 }
 
 #[utoipa::path(
@@ -659,5 +648,5 @@ async fn act_many_discard(
     State(state): State<ServerState>,
     JsonBody(body): JsonBody<ManyIds>,
 ) -> Result<Json<Vec<ActedOn>>, Problem> {
-    act_many(state, body.ids, Action::Discard).await
+    act_many(state, body.ids, TaskAction::Discard).await
 }

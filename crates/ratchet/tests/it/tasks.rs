@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use ratchet::{
     EnqueueOutcome, Error, OrchestrationContext, OrchestrationError, QueueConfig, QueueLimits,
-    Ratchet, RetryPolicy, RuntimeConfig, Store, TaskActionOutcome, TaskContext, TaskError,
-    TaskFilter, TaskOptions, TaskRequest, TaskState,
+    Ratchet, RetryPolicy, RuntimeConfig, Store, TaskAction, TaskActionOutcome, TaskContext,
+    TaskError, TaskFilter, TaskId, TaskOptions, TaskRequest, TaskState,
 };
 use serde_json::json;
 
@@ -691,7 +691,84 @@ async fn tasks_enqueued_by_a_finishing_turn_are_kept(store: Arc<dyn Store>) {
     r.shutdown().await;
 }
 
+/// Many tasks are cancelled, retried or discarded in one store call, each applied or refused
+/// alone, with the outcomes in the caller's order (a task named twice gets its outcome twice).
+async fn many_tasks_are_acted_on_in_one_store_call(store: Arc<dyn Store>) {
+    // A client on the store alone: nothing here runs the tasks.
+    let c = ratchet::Client::new(store.clone());
+    let later = TaskOptions::default().delay(Duration::from_secs(600));
+    let requests = (0..300)
+        .map(|n| TaskRequest::new("later", n).unwrap().options(later.clone()))
+        .collect();
+    let ids: Vec<TaskId> = c
+        .enqueue_many(requests)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(EnqueueOutcome::id)
+        .collect();
+    // Unknown, and named twice, in no particular order.
+    let mut asked: Vec<TaskId> = ids.iter().rev().copied().collect();
+    asked.insert(7, TaskId(i64::MAX));
+    asked.push(ids[0]);
+    let before = store.stats().round_trips;
+    let cancelled = c.tasks_act(&asked, TaskAction::Cancel).await.unwrap();
+    let spent = store.stats().round_trips - before;
+    assert!(
+        spent <= 2,
+        "cancelling {} tasks took {spent} round trips",
+        asked.len()
+    );
+    assert_eq!(cancelled.len(), asked.len());
+    for (id, outcome) in asked.iter().zip(&cancelled) {
+        match outcome {
+            Err(Error::TaskNotFound(missing)) => assert_eq!(missing, &i64::MAX),
+            Ok(done) => assert_eq!(*done, TaskActionOutcome::Done, "task {id:?}"),
+            Err(e) => panic!("task {id:?}: {e}"),
+        }
+    }
+    assert_eq!(c.task(ids[42]).await.unwrap().state, TaskState::Cancelled);
+    // Retried, they wait again; a waiting task cannot be discarded, a cancelled one can.
+    let retried = c.tasks_act(&ids[..10], TaskAction::Retry).await.unwrap();
+    assert!(retried
+        .iter()
+        .all(|o| matches!(o, Ok(TaskActionOutcome::Done))));
+    let discarded = c.tasks_act(&ids[5..15], TaskAction::Discard).await.unwrap();
+    for (n, outcome) in discarded.iter().enumerate() {
+        if n < 5 {
+            assert!(
+                matches!(
+                    outcome,
+                    Err(Error::TaskRefused {
+                        action: "discard",
+                        ..
+                    })
+                ),
+                "{outcome:?}"
+            );
+        } else {
+            assert!(
+                matches!(outcome, Ok(TaskActionOutcome::Done)),
+                "{outcome:?}"
+            );
+        }
+    }
+    assert!(matches!(c.task(ids[10]).await, Err(Error::TaskNotFound(_))));
+    assert_eq!(c.task(ids[5]).await.unwrap().state, TaskState::Available);
+    assert!(c
+        .tasks_act(&[], TaskAction::Cancel)
+        .await
+        .unwrap()
+        .is_empty());
+    let too_many = vec![ids[0]; 10_001];
+    assert!(matches!(
+        c.tasks_act(&too_many, TaskAction::Cancel).await,
+        Err(Error::InvalidInput(_))
+    ));
+}
+
 crate::on_every_backend!(
+    many_tasks_are_acted_on_in_one_store_call,
     tasks_enqueued_by_a_finishing_turn_are_kept,
     tasks_run_with_typed_results_and_metadata,
     bulk_enqueue_runs_each_task_once,
