@@ -2,39 +2,17 @@
 build of `ratchet`, which `cargo test` makes)."""
 
 import asyncio
-import os
-import pathlib
-import subprocess
 
 import pytest
 
 import ratchet
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
+from conftest import serve
 
 
 @pytest.fixture
 def server(url, schema):
-    binary = pathlib.Path(os.environ.get("RATCHET_BIN") or ROOT / "target/debug/ratchet")
-    if not binary.exists():
-        if os.environ.get("RATCHET_BIN"):
-            pytest.fail(f"RATCHET_BIN={binary} does not exist")
-        pytest.skip("no ratchet binary: build it with cargo build -p ratchet-cli")
-    store = (["--database-url", url, "--schema", schema] if schema else ["--db", url])
-    subprocess.run([str(binary), *store, "migrate"], check=True, capture_output=True)
-    process = subprocess.Popen([str(binary), *store, "server", "--listen", "127.0.0.1:0",
-                                "--poll-ms", "200"], stdout=subprocess.PIPE, text=True)
-    try:
-        base = None
-        for line in process.stdout:
-            base = next((w for w in line.split() if w.startswith("http://")), None)
-            if base:
-                break
-        assert base, "the server said where it serves"
-        yield base
-    finally:
-        process.terminate()
-        process.wait(20)
+    yield from serve(url, schema)
 
 
 def test_instances_tasks_and_events_over_http(server):

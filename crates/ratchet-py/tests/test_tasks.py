@@ -12,7 +12,7 @@ def run(coro):
     return asyncio.run(coro)
 
 
-def test_enqueue_and_work_async_and_plain_handlers(url, schema):
+def test_enqueue_and_work_async_and_plain_handlers(url, schema, worker_url):
     async def main():
         client = await ratchet.connect(url, schema=schema)
 
@@ -25,7 +25,7 @@ def test_enqueue_and_work_async_and_plain_handlers(url, schema):
         ids = await client.enqueue_many([("double", 21), ("shout", "hi"),
                                          {"name": "double", "input": 5, "options": {"priority": -1}}])
         assert len(ids) == 3 and len(set(ids)) == 3
-        worker = ratchet.Worker(url, schema=schema, tasks={"double": double, "shout": shout})
+        worker = ratchet.Worker(worker_url, schema=schema, tasks={"double": double, "shout": shout})
         async with worker:
             done = [await client.task_wait(i, 20) for i in ids]
         assert [t["state"] for t in done] == ["Completed"] * 3
@@ -38,7 +38,7 @@ def test_enqueue_and_work_async_and_plain_handlers(url, schema):
     run(main())
 
 
-def test_a_failing_handler_is_retried_then_dead_with_its_error(url, schema):
+def test_a_failing_handler_is_retried_then_dead_with_its_error(url, schema, worker_url):
     async def main():
         client = await ratchet.connect(url, schema=schema)
         attempts = []
@@ -54,7 +54,8 @@ def test_a_failing_handler_is_retried_then_dead_with_its_error(url, schema):
 
         retried = await client.enqueue("flaky", 1, max_attempts=3, retry_delay=0.01)
         dead = await client.enqueue("broken", 7, max_attempts=2, retry_delay=0.01)
-        async with ratchet.Worker(url, schema=schema, tasks={"flaky": flaky, "broken": broken}):
+        async with ratchet.Worker(worker_url, schema=schema,
+                                  tasks={"flaky": flaky, "broken": broken}):
             ok = await client.task_wait(retried, 20)
             gone = await client.task_wait(dead, 20)
         assert ok["state"] == "Completed" and ok["attempt"] == 2 and ok["output"] == "ok"
@@ -112,7 +113,7 @@ def test_bad_input_is_refused_and_nothing_is_written(url, schema, bad, message):
     run(main())
 
 
-def test_queues_run_with_their_concurrency_and_bad_ones_are_refused(url, schema):
+def test_queues_run_with_their_concurrency_and_bad_ones_are_refused(url, schema, worker_url):
     async def main():
         client = await ratchet.connect(url, schema=schema)
         running, most = 0, 0
@@ -125,7 +126,7 @@ def test_queues_run_with_their_concurrency_and_bad_ones_are_refused(url, schema)
             running -= 1
 
         ids = await client.enqueue_many([("slow", n, {"queue": "narrow"}) for n in range(8)])
-        async with ratchet.Worker(url, schema=schema, queues={"narrow": (2, 0)},
+        async with ratchet.Worker(worker_url, schema=schema, queues={"narrow": (2, 0)},
                                   tasks={"slow": slow}):
             for i in ids:
                 assert (await client.task_wait(i, 20))["state"] == "Completed"
@@ -137,7 +138,7 @@ def test_queues_run_with_their_concurrency_and_bad_ones_are_refused(url, schema)
     run(main())
 
 
-def test_a_cancelled_task_raises_in_its_handler(url, schema):
+def test_a_cancelled_task_raises_in_its_handler(url, schema, worker_url):
     async def main():
         client = await ratchet.connect(url, schema=schema)
         started, seen = asyncio.Event(), []
@@ -151,7 +152,7 @@ def test_a_cancelled_task_raises_in_its_handler(url, schema):
                 raise
 
         task_id = await client.enqueue("long", None)
-        async with ratchet.Worker(url, schema=schema, tasks={"long": long}, lease=1.5):
+        async with ratchet.Worker(worker_url, schema=schema, tasks={"long": long}, lease=1.5):
             await asyncio.wait_for(started.wait(), 20)
             await client.task_cancel(task_id)
             done = await client.task_wait(task_id, 20)
@@ -161,6 +162,29 @@ def test_a_cancelled_task_raises_in_its_handler(url, schema):
                 await asyncio.sleep(0.05)
         assert done["state"] == "Cancelled", done
         assert seen == ["cancelled"]
+
+    run(main())
+
+
+def test_heartbeats_keep_a_long_task_and_a_stop_waits_for_it(url, schema, worker_url):
+    async def main():
+        client = await ratchet.connect(url, schema=schema)
+        started, runs = asyncio.Event(), []
+
+        async def long(x):
+            runs.append(x)
+            started.set()
+            await asyncio.sleep(2.5)  # longer than its lease: only heartbeats keep it
+            return x + 1
+
+        task_id = await client.enqueue("long", 1)
+        worker = ratchet.Worker(worker_url, schema=schema, tasks={"long": long}, lease=1.0)
+        await worker.start()
+        await asyncio.wait_for(started.wait(), 20)
+        await worker.stop()  # graceful: the running attempt finishes and is reported
+        done = await client.task(task_id)
+        assert (done["state"], done["output"], done["attempt"]) == ("Completed", 2, 1), done
+        assert runs == [1], "one attempt, never taken over"
 
     run(main())
 

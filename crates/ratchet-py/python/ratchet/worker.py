@@ -66,7 +66,11 @@ class Worker:
     `prefetch` is how many are claimed ahead (default a quarter of the concurrency).
 
     `batch` is the most tasks handed to Python at once; `threads` the thread pool for plain
-    (not async) handlers."""
+    (not async) handlers.
+
+    With an ``http://`` or ``https://`` address (and `token` when the server asks for one),
+    the worker needs no database: it claims and reports through `ratchet server`, with the
+    same leases, retries and cancellation. Workflows run only where the database is."""
 
     def __init__(self, url: str, *, schema: Optional[str] = None,
                  queues: Optional[Mapping[str, Any]] = None,
@@ -74,8 +78,10 @@ class Worker:
                  activities: Optional[Mapping[str, Callable[..., Any]]] = None,
                  workflows: Optional[Mapping[str, Callable[..., Any]]] = None,
                  batch: int = 512, threads: int = 8, label: Optional[str] = None,
-                 lease: Optional[float] = None) -> None:
+                 lease: Optional[float] = None, token: Optional[str] = None) -> None:
         self.url = url
+        self.token = token
+        self._remote_mode = isinstance(url, str) and url.startswith(("http://", "https://"))
         self.schema = schema
         self.queues = dict(queues or {"default": 64})
         explicit = tasks is not None or activities is not None or workflows is not None
@@ -88,6 +94,10 @@ class Worker:
             raise _ratchet.InvalidInput(
                 "nothing to run: register tasks, activities or workflows with @ratchet.task, "
                 "@ratchet.activity or @ratchet.workflow")
+        if self._remote_mode and self.workflows:
+            raise _ratchet.InvalidInput(
+                "workflows run where the database is: a worker on a server's address runs "
+                "tasks and activities only")
         self.lease = lease
         self._queue_list = self._queue_configs()
         self.batch = _check_int(batch, "batch", 1, _ratchet.MAX_PER_WORKER)
@@ -100,6 +110,14 @@ class Worker:
     async def start(self) -> None:
         """Starts claiming (returns at once; :meth:`run` runs until stopped)."""
         self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="ratchet-task")
+        if self._remote_mode:
+            from .remote import RemoteWorker
+            self._native = RemoteWorker(self.url, self.token, self._queue_list, self.handlers,
+                                        self.activities, self.lease or 30.0, self.label,
+                                        self._one)
+            self._running = {}
+            await self._native.start()
+            return
         self._native = await _ratchet.start_worker(
             self.url, list(self.handlers), self._queue_list, self.schema, self.label,
             list(self.activities), [(n, _entry(f)) for n, f in self.workflows.items()], dumps,
@@ -127,6 +145,8 @@ class Worker:
         handed over in memory, and its waits are woken in memory."""
         if self._native is None:
             raise _ratchet.Closed("the worker is not running")
+        if self._remote_mode:
+            return self._native.client()  # type: ignore[return-value]
         return Client(self._native.client())
 
     async def run(self) -> None:
@@ -150,6 +170,11 @@ class Worker:
     async def _shutdown(self) -> None:
         native, self._native = self._native, None
         if native is None:
+            return
+        if self._remote_mode:
+            await native.shutdown()
+            self.completed = native.completed
+            self._executor.shutdown(wait=False)
             return
         # The runtime stops claiming and waits for what runs, whose answers come from the
         # intake, which goes on until then; then the intake stops (within its wait for the
