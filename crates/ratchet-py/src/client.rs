@@ -34,8 +34,8 @@ impl Location {
     ///
     /// # Errors
     ///
-    /// `InvalidInput` for an empty location, a URL of any other scheme (`mysql://`,
-    /// `http://`: a worker needs the database itself), or what looks like a database URL
+    /// `InvalidInput` for an empty location, a URL of any other scheme (`mysql://`, or
+    /// `http://` where only the database will do), or what looks like a database URL
     /// without its scheme (`user:pw@host/db`); the message never shows a password.
     pub(crate) fn of(url: &str, schema: Option<String>) -> PyResult<Self> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
@@ -57,8 +57,8 @@ impl Location {
                          postgresql:// (PostgreSQL), sqlite: or a file path (SQLite){}",
                         masked(url),
                         if scheme == "http" || scheme == "https" {
-                            "; ratchet.connect() takes a ratchet server's http(s):// URL, \
-                             a worker needs the database"
+                            "; ratchet.connect() and ratchet.Worker() take a ratchet \
+                             server's http(s):// URL, this needs the database"
                         } else {
                             ""
                         }

@@ -59,8 +59,10 @@ def test_sqlite_files_are_paths_or_sqlite_urls(tmp_path, monkeypatch):
             assert len(await (await ratchet.connect(str(made))).tasks()) == 1, url
         with pytest.raises(ratchet.InvalidInput, match="empty"):
             await ratchet.connect("sqlite:")
-        with pytest.raises(ratchet.InvalidInput, match="a worker needs the database"):
-            await ratchet.Worker("http://localhost:8080", tasks={"job": echo}).start()
+        # A worker on a server's address runs tasks and activities; workflows need the
+        # database.
+        with pytest.raises(ratchet.InvalidInput, match="workflows run where the database is"):
+            ratchet.Worker("http://localhost:8080", workflows={"flow": echo})
 
     run(main())
 
