@@ -200,10 +200,13 @@ export class Worker {
   private readonly leaseMs: number;
   private readonly names: string[];
   private readonly running = new Map<number, { fence: number; queue: string; abort: AbortController; cancelled: boolean; done: Promise<void> }>();
+  /** Attempts asked for by claims under way, by queue: room they may fill. */
+  private readonly asked = new Map<string, number>();
   private results: Result[] = [];
   private flushing: Promise<void> | undefined;
   private stopping = false;
-  private slotFreed: (() => void) | undefined;
+  /** Claim loops waiting for a free slot. */
+  private waiting: (() => void)[] = [];
   private loops: Promise<void>[] = [];
   private beat: ReturnType<typeof setInterval> | undefined;
 
@@ -236,7 +239,7 @@ export class Worker {
   /** Stops claiming, lets running handlers finish, reports them. */
   async stop(): Promise<void> {
     this.stopping = true;
-    this.slotFreed?.();
+    this.wake();
     await Promise.allSettled(this.loops);
     await Promise.allSettled([...this.running.values()].map((r) => r.done));
     while (this.flushing) {
@@ -249,6 +252,9 @@ export class Worker {
     const busy = new Map<string, number>();
     for (const r of this.running.values()) {
       busy.set(r.queue, (busy.get(r.queue) ?? 0) + 1);
+    }
+    for (const [queue, n] of this.asked) {
+      busy.set(queue, (busy.get(queue) ?? 0) + n);
     }
     let left = MAX_CLAIM;
     const queues = [];
@@ -268,10 +274,22 @@ export class Worker {
     while (!this.stopping) {
       const { queues, activities } = this.room();
       if (queues.length === 0 && activities === 0) {
-        await new Promise<void>((resolve) => (this.slotFreed = resolve));
+        await new Promise<void>((resolve) => this.waiting.push(resolve));
         continue;
       }
       let claimed: Attempt[];
+      const asking: [string, number][] = queues.map((q) => [q.queue, q.limit]);
+      if (activities > 0) {
+        asking.push([ACTIVITIES, activities]);
+      }
+      for (const [queue, n] of asking) {
+        this.asked.set(queue, (this.asked.get(queue) ?? 0) + n);
+      }
+      const answered = () => {
+        for (const [queue, n] of asking) {
+          this.asked.set(queue, (this.asked.get(queue) ?? 0) - n);
+        }
+      };
       try {
         const { data, error, response } = await this.client.api.POST("/v1/workers/{worker}/claim", {
           params: { path: { worker: this.name } },
@@ -280,6 +298,7 @@ export class Worker {
         claimed = answer(data, error, response).tasks;
         backoff = 100;
       } catch (e) {
+        answered();
         if (e instanceof RatchetError && e.status === 422) {
           throw e;
         }
@@ -287,6 +306,7 @@ export class Worker {
         backoff = Math.min(backoff * 2, 5_000);
         continue;
       }
+      answered();
       for (const attempt of claimed) {
         if (this.stopping) {
           // Claimed as the stop began: given back, no attempt spent.
@@ -350,7 +370,7 @@ export class Worker {
       if (this.running.get(attempt.id) === entry) {
         this.running.delete(attempt.id);
       }
-      this.slotFreed?.();
+      this.wake();
       if (abort.signal.reason === LOST) {
         return; // another worker has it; a report would be refused
       }
@@ -382,6 +402,13 @@ export class Worker {
           await sleep(200 * (attempt + 1));
         }
       }
+    }
+  }
+
+  /** Wakes the claim loops that wait for a free slot. */
+  private wake(): void {
+    for (const resolve of this.waiting.splice(0)) {
+      resolve();
     }
   }
 
