@@ -318,19 +318,7 @@ impl Client {
             positions.push(n);
         }
         if !completions.is_empty() {
-            let outcome = self
-                .store
-                .commit(CommitBatch {
-                    starts: Vec::new(),
-                    turns: Vec::new(),
-                    completions,
-                    task_lease: None,
-                    task_capacity: 0,
-                    lock_instances: Vec::new(),
-                    instance_lease: None,
-                    now,
-                })
-                .await?;
+            let outcome = self.store.commit(completing(completions, now)).await?;
             for (at, applied) in positions.into_iter().zip(outcome.completions) {
                 answers[at] = applied;
             }
@@ -422,18 +410,7 @@ impl Client {
                 })
             })
             .collect();
-        self.store
-            .commit(CommitBatch {
-                starts: Vec::new(),
-                turns: Vec::new(),
-                completions,
-                task_lease: None,
-                task_capacity: 0,
-                lock_instances: Vec::new(),
-                instance_lease: None,
-                now,
-            })
-            .await?;
+        self.store.commit(completing(completions, now)).await?;
         Ok(())
     }
 
@@ -547,6 +524,20 @@ impl Alive {
 
     fn same(&self, other: &Alive) -> bool {
         self.about == other.about && self.queues == other.queues
+    }
+}
+
+/// A commit of attempts' ends alone.
+fn completing(completions: Vec<TaskCompletion>, now: Timestamp) -> CommitBatch {
+    CommitBatch {
+        starts: Vec::new(),
+        turns: Vec::new(),
+        completions,
+        task_lease: None,
+        task_capacity: 0,
+        lock_instances: Vec::new(),
+        instance_lease: None,
+        now,
     }
 }
 

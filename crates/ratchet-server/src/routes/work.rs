@@ -254,20 +254,7 @@ async fn heartbeat(
     JsonBody(body): JsonBody<HeartbeatBody>,
 ) -> Result<Json<Leases>, Problem> {
     let lease = lease_of(body.lease_ms)?;
-    let max = state.limits.max_batch;
-    if body.tasks.len() > max {
-        return Err(Problem::too_large(
-            format!("{} tasks; at most {max} are allowed", body.tasks.len()),
-            max as u64,
-        )
-        .field("tasks"));
-    }
-    let tasks: Vec<(TaskId, Fence)> = body
-        .tasks
-        .iter()
-        .map(|t| (TaskId(t.id), Fence(t.fence)))
-        .collect();
-    within(&state, scoped, &tasks).await?;
+    let tasks = leases(&state, scoped, &body.tasks).await?;
     let states = state.client.remote_heartbeat(&worker, tasks, lease).await?;
     Ok(Json(Leases {
         tasks: body
@@ -410,14 +397,7 @@ async fn complete(
     scoped: Option<Extension<WorkerQueues>>,
     JsonBody(body): JsonBody<CompleteBody>,
 ) -> Result<Json<ReportedAll>, Problem> {
-    let max = state.limits.max_batch;
-    if body.results.len() > max {
-        return Err(Problem::too_large(
-            format!("{} results; at most {max} are allowed", body.results.len()),
-            max as u64,
-        )
-        .field("results"));
-    }
+    at_most(&state, body.results.len(), "results")?;
     let mut results = Vec::with_capacity(body.results.len());
     let mut keys = Vec::with_capacity(body.results.len());
     for (n, r) in body.results.into_iter().enumerate() {
@@ -484,23 +464,38 @@ async fn release(
     scoped: Option<Extension<WorkerQueues>>,
     JsonBody(body): JsonBody<ReleaseBody>,
 ) -> Result<Json<Released>, Problem> {
-    let max = state.limits.max_batch;
-    if body.tasks.len() > max {
-        return Err(Problem::too_large(
-            format!("{} tasks; at most {max} are allowed", body.tasks.len()),
-            max as u64,
-        )
-        .field("tasks"));
-    }
-    let tasks: Vec<(TaskId, Fence)> = body
-        .tasks
-        .iter()
-        .map(|t| (TaskId(t.id), Fence(t.fence)))
-        .collect();
-    within(&state, scoped, &tasks).await?;
+    let tasks = leases(&state, scoped, &body.tasks).await?;
     let released = tasks.len();
     state.client.remote_release(&worker, tasks).await?;
     Ok(Json(Released { released }))
+}
+
+/// Refuses (413) more than the server's batch limit of `what`.
+fn at_most(state: &ServerState, len: usize, what: &str) -> Result<(), Problem> {
+    let max = state.limits.max_batch;
+    if len > max {
+        return Err(Problem::too_large(
+            format!("{len} {what}; at most {max} are allowed"),
+            max as u64,
+        )
+        .field(what));
+    }
+    Ok(())
+}
+
+/// The leases a request names, checked: at most the batch limit, and of the token's queues.
+async fn leases(
+    state: &ServerState,
+    scoped: Option<Extension<WorkerQueues>>,
+    held: &[LeaseHeld],
+) -> Result<Vec<(TaskId, Fence)>, Problem> {
+    at_most(state, held.len(), "tasks")?;
+    let tasks: Vec<(TaskId, Fence)> = held
+        .iter()
+        .map(|t| (TaskId(t.id), Fence(t.fence)))
+        .collect();
+    within(state, scoped, &tasks).await?;
+    Ok(tasks)
 }
 
 /// Refuses (403), for a token that may work only some queues, attempts of any other queue.
