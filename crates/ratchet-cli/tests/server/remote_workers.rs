@@ -227,8 +227,27 @@ async fn remote_workers(store_args: &[String]) {
         (Some(later), json!(1))
     );
 
-    // Bad requests are refused, naming the field.
+    // Bad requests are refused, naming the field. Details deeper or larger than a payload
+    // may be would make the task's row, or an activity's history, hard to read back.
+    let mut deep = json!(1);
+    for _ in 0..120 {
+        deep = json!([deep]);
+    }
+    let failed = |details: Value| {
+        json!({"results": [{"id": later, "fence": 1, "outcome": "failed",
+                             "error": {"kind": "Boom", "message": "m", "details": details}}]})
+    };
     for (path, body, field) in [
+        (
+            "/v1/workers/w1/complete",
+            failed(deep),
+            "results[0].error.details",
+        ),
+        (
+            "/v1/workers/w1/complete",
+            failed(json!("x".repeat(40 << 10))),
+            "results[0].error.details",
+        ),
         (
             "/v1/workers/w1/claim",
             json!({"names": ["remote.echo"], "queues": [{"queue": "remote", "limit": 1}], "lease_ms": 10}),

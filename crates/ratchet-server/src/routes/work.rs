@@ -323,6 +323,19 @@ impl ResultBody {
                     ))
                     .field(field("error.message")));
                 }
+                // Details are kept in the task's row and an activity's step, read back with
+                // more around them: as shallow and small as any payload.
+                if let Some(details) = &error.details {
+                    let at = field("error.details");
+                    ratchet::limits::check_json_depth(&at, details)
+                        .map_err(|e| Problem::invalid(e.to_string()).field(at.clone()))?;
+                    if serde_json::to_vec(details).map_or(0, |b| b.len()) > MAX_MESSAGE {
+                        return Err(Problem::invalid(format!(
+                            "an error's details are at most {MAX_MESSAGE} bytes"
+                        ))
+                        .field(at));
+                    }
+                }
                 let mut info = ErrorInfo::new(error.kind, error.message);
                 info.details = error.details;
                 Ok(RemoteOutcome::Failed {
