@@ -107,7 +107,8 @@ pub(crate) async fn run(
     let started = if args.no_worker {
         None
     } else {
-        Some(worker::start(store.clone(), args.worker).await?)
+        // Its workflows may call activities that workers over HTTP run.
+        Some(worker::start(store.clone(), args.worker, true).await?)
     };
     let client = match &started {
         Some(s) => s.ratchet.client().clone(),

@@ -269,8 +269,14 @@ pub(crate) struct Started {
     runs: Arc<AtomicU64>,
 }
 
-/// Starts a runtime of the sample orchestrations and task on `store`, tuned by `args`.
-pub(crate) async fn start(store: Arc<dyn Store>, args: WorkerArgs) -> anyhow::Result<Started> {
+/// Starts a runtime of the sample orchestrations and task on `store`, tuned by `args`. With
+/// `activities_elsewhere` (a server's), its workflows may call activities that workers over
+/// HTTP run.
+pub(crate) async fn start(
+    store: Arc<dyn Store>,
+    args: WorkerArgs,
+    activities_elsewhere: bool,
+) -> anyhow::Result<Started> {
     let calls = calls(&args)?;
     let label = args
         .label
@@ -309,6 +315,9 @@ pub(crate) async fn start(store: Arc<dyn Store>, args: WorkerArgs) -> anyhow::Re
     for (name, concurrency) in &queues {
         builder = builder.queue(name, *concurrency);
     }
+    if activities_elsewhere {
+        builder = builder.activities_elsewhere();
+    }
     let ratchet = builder.start().await.context("starting the runtime")?;
     // Runs for the life of the process.
     let _looking = ratchet::workflow::keep_registered(store.clone(), ratchet.client().clone())
@@ -337,7 +346,7 @@ pub(crate) async fn run(
         label,
         serves,
         runs,
-    } = start(store.into_dyn(), args).await?;
+    } = start(store.into_dyn(), args, false).await?;
     out!(
         "worker {label} ({}) ready on {about}: orchestrations order, fanout; task work on queue(s) {serves}; Ctrl-C to stop",
         ratchet.runtime().owner()

@@ -423,12 +423,24 @@ async fn flush(
             (commit, (reply, started))
         })
         .unzip();
+    // The store leases a batch's first activities to this process as it writes them; one
+    // that only a worker elsewhere runs must wait in the queue for it instead, so a batch
+    // holding one leases none (the dispatcher claims the others here by name).
+    let elsewhere = turn_items
+        .iter()
+        .flat_map(|t| &t.tasks)
+        .any(|t| t.owner.is_some() && !shared.registry.has_activity(&t.name));
+    let task_capacity = if elsewhere {
+        0
+    } else {
+        u32::try_from(shared.capacity.activity_room()).unwrap_or(u32::MAX)
+    };
     let batch = CommitBatch {
         starts,
         turns: turn_items,
         completions: completions.iter().map(|(c, _)| c.clone()).collect(),
         task_lease: (!shared.lifecycle.is_closing()).then(|| lease.clone()),
-        task_capacity: u32::try_from(shared.capacity.activity_room()).unwrap_or(u32::MAX),
+        task_capacity,
         lock_instances: lock_instances.clone(),
         instance_lease: Some(lease),
         now,

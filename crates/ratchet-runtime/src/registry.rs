@@ -48,6 +48,9 @@ pub struct RegisteredNames {
     pub activities: Vec<String>,
     /// Standalone task names.
     pub tasks: Vec<String>,
+    /// Whether orchestrations here may call activities no handler here runs (workers
+    /// elsewhere claim them by name, over HTTP): see [`Registry::activities_elsewhere`].
+    pub activities_elsewhere: bool,
 }
 
 /// The orchestrations, activities and tasks a process can run, by name.
@@ -60,6 +63,7 @@ pub struct Registry {
     orchestrations: Arc<Orchestrations>,
     activities: HashMap<String, BoxedActivity>,
     tasks: HashMap<String, TaskEntry>,
+    activities_elsewhere: bool,
 }
 
 /// Orchestrations by name and version, and how many times they changed.
@@ -226,7 +230,23 @@ impl Registry {
             orchestrations,
             activities,
             tasks,
+            activities_elsewhere: self.activities_elsewhere,
         }
+    }
+
+    /// Lets orchestrations here call activities of any name: the ones not registered here
+    /// wait in the activity queue for a worker elsewhere that runs them (one claiming them by
+    /// name over HTTP), under the activity's timeouts and retries like any other. Without
+    /// it, calling an activity not registered here fails the orchestration
+    /// (`UnknownActivity`), since nothing would ever run it.
+    pub fn activities_elsewhere(&mut self) -> &mut Self {
+        self.activities_elsewhere = true;
+        self
+    }
+
+    /// True when orchestrations here may call `name`: registered here, or run elsewhere.
+    pub fn routes_activity(&self, name: &str) -> bool {
+        self.activities_elsewhere || self.has_activity(name)
     }
 
     /// True when a task of this name is registered.

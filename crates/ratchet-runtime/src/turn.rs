@@ -488,7 +488,7 @@ fn violation(shared: &Shared, turn: &Turn) -> Option<ErrorInfo> {
     for event in turn.outbound() {
         let found = match event {
             HistoryEvent::ActivityScheduled { name, input, .. } => {
-                if !shared.registry.has_activity(name) {
+                if !shared.registry.routes_activity(name) {
                     Some(ErrorInfo::new(
                         "UnknownActivity",
                         format!("no activity named \"{name}\" is registered"),

@@ -23,6 +23,7 @@ const FRESH: Duration = Duration::from_secs(1);
 #[derive(Debug, Default)]
 pub(crate) struct Served {
     orchestrations: BTreeSet<String>,
+    activities: BTreeSet<String>,
     tasks: BTreeSet<String>,
 }
 
@@ -45,6 +46,17 @@ impl Fleet {
         *last = Some((Instant::now(), served.clone()));
         Ok(served)
     }
+
+    /// The activities live or recent processes run.
+    pub(crate) async fn activities(&self, state: &ServerState) -> Result<Vec<String>, Problem> {
+        Ok(self
+            .served(state)
+            .await?
+            .activities
+            .iter()
+            .cloned()
+            .collect())
+    }
 }
 
 /// The names of the processes alive now or seen within [`RECENT`].
@@ -58,6 +70,7 @@ fn served_by(workers: &[WorkerRecord], now: Timestamp) -> Served {
         served
             .orchestrations
             .extend(w.about.orchestrations.iter().map(|(name, _)| name.clone()));
+        served.activities.extend(w.about.activities.iter().cloned());
         served.tasks.extend(w.about.tasks.iter().cloned());
     }
     served

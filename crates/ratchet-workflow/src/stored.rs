@@ -9,10 +9,12 @@ use ratchet_store::{NewWorkflow, Store, StoreError, WorkflowPut, WorkflowRecord}
 use crate::{CompileErrors, Known, Workflow};
 
 impl Known {
-    /// The names a registry holds: a definition calling anything else is refused.
+    /// The names a registry holds: a definition calling anything else is refused (any
+    /// activity passes when the registry's runtime lets workers elsewhere run activities).
     pub fn from_names(names: &RegisteredNames) -> Known {
         Known {
-            activities: Some(names.activities.iter().cloned().collect()),
+            activities: (!names.activities_elsewhere)
+                .then(|| names.activities.iter().cloned().collect()),
             orchestrations: Some(
                 names
                     .orchestrations

@@ -301,6 +301,15 @@ impl Builder {
         self
     }
 
+    /// Lets this process's orchestrations (and declarative workflows) call activities it
+    /// does not register: workers elsewhere run them, claiming them by name over HTTP
+    /// (`POST /v1/workers/{worker}/claim` with `activities`). See
+    /// [`Registry::activities_elsewhere`].
+    pub fn activities_elsewhere(mut self) -> Self {
+        self.registry.activities_elsewhere();
+        self
+    }
+
     /// Registers a standalone task handler.
     pub fn task<I, O, F, Fut>(mut self, name: &str, f: F) -> Self
     where

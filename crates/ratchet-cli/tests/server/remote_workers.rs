@@ -277,12 +277,116 @@ async fn remote_workers(store_args: &[String]) {
     }
 }
 
+/// A workflow the server's own runtime runs calls an activity that only a worker over HTTP
+/// runs: the server accepts the definition once the worker made the name known, the worker
+/// claims the activity's attempt with the step it serves, and its report ends the instance.
+async fn remote_activities(store_args: &[String]) {
+    let server = Server::start(store_args, &[]);
+    let definition = |activity: &str| {
+        json!({"source": format!(
+            "document: {{dsl: '1.0.0', namespace: remote, name: {activity}, version: '1.0.0'}}\n\
+             do:\n  - greet:\n      call: {activity}\n      with: {{who: '${{ .who }}'}}\n"
+        )})
+    };
+    // Nothing runs `nobody`: refused, naming it.
+    let (status, refused) = post(&server, "/v1/workflows", definition("nobody")).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    assert!(
+        refused["detail"]
+            .as_str()
+            .unwrap()
+            .contains("no activity named `nobody`"),
+        "{refused}"
+    );
+    // A worker's claim makes `greet` known (the server reads its fleet at most once a second).
+    let greet = json!({"activities": 5, "names": ["greet"], "lease_ms": 30000});
+    assert!(claim(&server, "far", greet.clone()).await.is_empty());
+    let mut applied = Value::Null;
+    for _ in 0..30 {
+        let (status, answer) = post(&server, "/v1/workflows", definition("greet")).await;
+        applied = answer;
+        if status == StatusCode::CREATED {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(applied["name"], "remote/greet", "{applied}");
+
+    let (status, started) = post(
+        &server,
+        "/v1/instances",
+        json!({"name": "remote/greet", "id": "rg1", "input": {"who": "ann"}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{started}");
+    let mut wait = greet.clone();
+    wait["wait_ms"] = json!(20000);
+    let attempts = claim(&server, "far", wait).await;
+    assert_eq!(attempts.len(), 1, "{attempts:?}");
+    let attempt = &attempts[0];
+    assert_eq!(
+        (
+            attempt["name"].clone(),
+            attempt["input"].clone(),
+            attempt["activity"]["instance"].clone(),
+            attempt["attempt"].clone()
+        ),
+        (
+            json!("greet"),
+            json!({"who": "ann"}),
+            json!("rg1"),
+            json!(1)
+        ),
+        "{attempt}"
+    );
+    let ended = report(
+        &server,
+        "far",
+        json!([{"id": attempt["id"], "fence": attempt["fence"], "outcome": "completed",
+                "output": {"hello": "ann"}}]),
+    )
+    .await;
+    assert_eq!(ended, ["applied"]);
+    let (_, done) = get(&server, "/v1/instances/rg1/wait?timeout_ms=20000").await;
+    assert_eq!(
+        (done["status"].clone(), done["output"].clone()),
+        (json!("Completed"), json!({"hello": "ann"})),
+        "{done}"
+    );
+
+    // Restarted, the server loads the stored definition though nothing here runs `greet`.
+    drop(server);
+    let server = Server::start(store_args, &[]);
+    let (status, started) = post(
+        &server,
+        "/v1/instances",
+        json!({"name": "remote/greet", "id": "rg2", "input": {"who": "bo"}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{started}");
+    let mut wait = greet;
+    wait["wait_ms"] = json!(20000);
+    let attempts = claim(&server, "far", wait).await;
+    assert_eq!(attempts.len(), 1, "{attempts:?}");
+    let ended = report(
+        &server,
+        "far",
+        json!([{"id": attempts[0]["id"], "fence": attempts[0]["fence"],
+                "outcome": "completed", "output": "hi bo"}]),
+    )
+    .await;
+    assert_eq!(ended, ["applied"]);
+    let (_, done) = get(&server, "/v1/instances/rg2/wait?timeout_ms=20000").await;
+    assert_eq!(done["output"], "hi bo", "{done}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_workers_on_sqlite() {
     let (args, _store, _dir) = common::sqlite().await;
     let migrate = common::run(&args, &["migrate"]);
     assert!(migrate.status.success(), "{}", common::text(&migrate));
     remote_workers(&args).await;
+    remote_activities(&args).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -291,6 +395,7 @@ async fn remote_workers_on_postgres() {
         return;
     };
     remote_workers(&args).await;
+    remote_activities(&args).await;
 }
 
 /// A token of `worker:<queue>` works that queue through the worker routes and nothing else:

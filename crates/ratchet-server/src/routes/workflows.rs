@@ -117,12 +117,22 @@ async fn compile(source: String, known: Known) -> Result<Result<Workflow, Compil
         })
 }
 
-fn known(state: &ServerState) -> Known {
-    state
-        .client
-        .registry()
-        .map(|r| Known::from_names(&r.names()))
-        .unwrap_or_default()
+/// What a definition may call here: what this server's runtime registers, and, since it
+/// lets workers elsewhere run activities, the activities live or recent workers run (a
+/// worker over HTTP makes its names known with its first claim).
+async fn known(state: &ServerState) -> Result<Known, Problem> {
+    let Some(registry) = state.client.registry() else {
+        return Ok(Known::default());
+    };
+    let names = registry.names();
+    let mut known = Known::from_names(&names);
+    if names.activities_elsewhere {
+        let mut activities: std::collections::BTreeSet<String> =
+            names.activities.into_iter().collect();
+        activities.extend(state.fleet.activities(state).await?);
+        known.activities = Some(activities);
+    }
+    Ok(known)
 }
 
 #[utoipa::path(
@@ -167,7 +177,7 @@ async fn apply(
     let applied = workflow::apply(
         state.client.store().as_ref(),
         &def.source,
-        &known(&state),
+        &known(&state).await?,
         Timestamp::now(),
     )
     .await
@@ -239,7 +249,7 @@ async fn validate(
     State(state): State<ServerState>,
     JsonBody(def): JsonBody<Definition>,
 ) -> Result<Json<Valid>, Problem> {
-    let w = compile(def.source, known(&state))
+    let w = compile(def.source, known(&state).await?)
         .await?
         .map_err(|e| invalid(&e))?;
     Ok(Json(Valid {
