@@ -13,6 +13,7 @@ import time
 import pytest
 
 import ratchet
+from conftest import serve
 
 
 async def double(x):
@@ -346,3 +347,27 @@ def test_declarative_workflows_are_applied_and_started_from_python(url, schema):
             assert await client.result(id, timeout=30) == 42
 
     asyncio.run(main())
+
+
+def test_an_http_worker_runs_the_activities_of_a_servers_workflow(url, schema):
+    """A server runs the declarative workflow; its activity runs in a Python worker that has
+    only the server's address. The server accepts the definition once the worker's first
+    claim made `twice` known."""
+    for base in serve(url, schema):
+        async def main():
+            client = await ratchet.connect(base)
+            async with ratchet.Worker(base, activities={"twice": twice}):
+                deadline = time.monotonic() + 10
+                while True:
+                    try:
+                        applied = await client.apply_workflow(DECLARATIVE)
+                        break
+                    except ratchet.InvalidInput as e:
+                        assert "no activity named `twice`" in str(e)
+                        assert time.monotonic() < deadline, "the worker's name never became known"
+                        await asyncio.sleep(0.2)
+                assert applied["name"] == "py/doubling"
+                id = await client.start("py/doubling", {})
+                assert await client.result(id, timeout=30) == 42
+
+        asyncio.run(main())

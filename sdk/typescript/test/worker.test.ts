@@ -1,7 +1,8 @@
 // The TypeScript worker against a real `ratchet server` (RATCHET_BIN, or the workspace's
 // debug build), on a fresh SQLite file and, with DATABASE_URL, on a fresh PostgreSQL schema:
-// the scenarios the in-process workers pass (completion, retries, dead letters, cancellation,
-// heartbeats, a graceful stop, a killed worker's attempt taken over).
+// the scenarios the in-process workers pass (completion, retries, dead letters, a queue's
+// concurrency, cancellation, heartbeats, a graceful stop, a killed worker's attempt taken over),
+// and the activities of a workflow a server runs.
 
 import assert from "node:assert/strict";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
@@ -17,10 +18,13 @@ import { connect, NonRetryableError, Worker, type TaskInfo } from "../src/index.
 const here = fileURLToPath(new URL(".", import.meta.url));
 const binary = process.env.RATCHET_BIN ?? resolve(here, "../../../../target/debug/ratchet");
 
-async function serve(store: string[]): Promise<{ url: string; child: ChildProcess }> {
+/** A server on `store`: one that runs nothing itself, unless `ownWorker` (then it runs
+ * workflows, whose activities workers over HTTP may run). */
+async function serve(store: string[], ownWorker = false): Promise<{ url: string; child: ChildProcess }> {
   const migrated = spawnSync(binary, [...store, "migrate"], { encoding: "utf8" });
   assert.equal(migrated.status, 0, migrated.stderr);
-  const child = spawn(binary, [...store, "server", "--listen", "127.0.0.1:0", "--poll-ms", "200", "--no-worker"], {
+  const args = [...store, "server", "--listen", "127.0.0.1:0", "--poll-ms", "200"];
+  const child = spawn(binary, ownWorker ? args : [...args, "--no-worker"], {
     stdio: ["ignore", "pipe", "inherit"],
   });
   const lines = createInterface({ input: child.stdout! });
@@ -90,6 +94,36 @@ for (const [backend, store] of backends) {
         const dead = await client.taskWait(broken!, 20_000);
         assert.deepEqual([dead.state, dead.attempt], ["Dead", 1]);
         assert.equal((dead.error as { kind?: string }).kind, "Broken");
+      } finally {
+        await worker.stop();
+      }
+    });
+
+    test("a queue runs at most its concurrency at once", async () => {
+      let running = 0;
+      let peak = 0;
+      const worker = new Worker(url, {
+        queues: { narrow: 2 },
+        tasks: {
+          gate: async (n: number) => {
+            running += 1;
+            peak = Math.max(peak, running);
+            await new Promise((r) => setTimeout(r, 100));
+            running -= 1;
+            return n;
+          },
+        },
+      });
+      const ids = await client.enqueueMany(
+        [1, 2, 3, 4, 5, 6].map((n) => ({ name: "gate", input: n, options: { queue: "narrow" } })),
+        true,
+      );
+      worker.start();
+      try {
+        for (const id of ids) {
+          assert.equal((await client.taskWait(id, 20_000)).state, "Completed");
+        }
+        assert.equal(peak, 2, "two at once, never more");
       } finally {
         await worker.stop();
       }
@@ -169,6 +203,41 @@ for (const [backend, store] of backends) {
         assert.deepEqual([done.state, done.output, done.attempt], ["Completed", "x2", 2]);
       } finally {
         await worker.stop();
+      }
+    });
+
+    test("runs the activities of a workflow the server runs", async () => {
+      const server = await serve(store(), true);
+      try {
+        const remote = connect(server.url);
+        const worker = new Worker(server.url, {
+          activities: { "ts.twice": (x: { n: number }) => x.n * 2 },
+        });
+        worker.start();
+        try {
+          const source =
+            "document: {dsl: '1.0.0', namespace: ts, name: doubling, version: '1.0.0'}\n" +
+            "do:\n  - twice:\n      call: ts.twice\n      with: {n: 21}\n";
+          // The worker's first claim makes `ts.twice` known to the server.
+          let applied = 0;
+          for (let tries = 0; tries < 50 && applied === 0; tries++) {
+            const { response } = await remote.api.POST("/v1/workflows", { body: { source } });
+            if (response.status === 201) {
+              applied = 201;
+            } else {
+              assert.equal(response.status, 422);
+              await new Promise((r) => setTimeout(r, 200));
+            }
+          }
+          assert.equal(applied, 201, "the worker's activity became known");
+          const id = await remote.start("ts/doubling", {});
+          const done = await remote.wait(id, 20_000);
+          assert.deepEqual([done.status, done.output], ["Completed", 42]);
+        } finally {
+          await worker.stop();
+        }
+      } finally {
+        server.child.kill();
       }
     });
   });
