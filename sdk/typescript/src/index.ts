@@ -180,6 +180,26 @@ export interface WorkerOptions extends ConnectOptions {
 type Attempt = components["schemas"]["AttemptView"];
 type Result = components["schemas"]["ResultBody"];
 
+/** An attempt running here. Its abort controller is made when first needed (the handler
+ * reads its signal, or it answers with a promise): a handler that answers at once costs no
+ * controller, listener or timer. */
+interface Running {
+  fence: number;
+  queue: string;
+  abort?: AbortController;
+  cancelled: boolean;
+  done: Promise<void>;
+}
+
+function abortOf(r: Running): AbortController {
+  r.abort ??= new AbortController();
+  return r.abort;
+}
+
+function isThenable(v: unknown): v is PromiseLike<unknown> {
+  return typeof (v as { then?: unknown } | null)?.then === "function";
+}
+
 const ACTIVITIES = "$activities";
 const MAX_CLAIM = 1_000;
 const CLAIM_WAIT_MS = 2_000;
@@ -199,7 +219,7 @@ export class Worker {
   private readonly activityConcurrency: number;
   private readonly leaseMs: number;
   private readonly names: string[];
-  private readonly running = new Map<number, { fence: number; queue: string; abort: AbortController; cancelled: boolean; done: Promise<void> }>();
+  private readonly running = new Map<number, Running>();
   /** Attempts asked for by claims under way, by queue: room they may fill. */
   private readonly asked = new Map<string, number>();
   private results: Result[] = [];
@@ -322,63 +342,84 @@ export class Worker {
   }
 
   private run(attempt: Attempt): void {
-    const abort = new AbortController();
-    const entry = { fence: attempt.fence, queue: attempt.queue, abort, cancelled: false, done: Promise.resolve() };
+    const entry: Running = { fence: attempt.fence, queue: attempt.queue, cancelled: false, done: Promise.resolve() };
     this.running.set(attempt.id, entry);
+    let answered: unknown;
+    try {
+      const handler = this.handlers[attempt.name];
+      if (!handler) {
+        throw new NonRetryableError(`no handler named ${attempt.name}`, "UnknownTask");
+      }
+      const info: TaskInfo = {
+        id: attempt.id,
+        name: attempt.name,
+        queue: attempt.queue,
+        attempt: attempt.attempt,
+        maxAttempts: attempt.max_attempts,
+        metadata: attempt.metadata,
+        activity: attempt.activity ?? undefined,
+        get signal() {
+          return abortOf(entry).signal;
+        },
+      };
+      answered = handler(attempt.input, info);
+    } catch (e) {
+      this.ended(attempt, entry, this.failure(attempt, entry, e));
+      return;
+    }
+    if (!isThenable(answered)) {
+      this.ended(attempt, entry, this.completion(attempt, answered));
+      return;
+    }
+    const abort = abortOf(entry);
     const timeout = setTimeout(() => abort.abort(new Error("timeout")), attempt.timeout_ms);
     entry.done = (async () => {
-      const key = { id: attempt.id, fence: attempt.fence };
       let result: Result;
       try {
-        const handler = this.handlers[attempt.name];
-        if (!handler) {
-          throw new NonRetryableError(`no handler named ${attempt.name}`, "UnknownTask");
-        }
-        const info: TaskInfo = {
-          id: attempt.id,
-          name: attempt.name,
-          queue: attempt.queue,
-          attempt: attempt.attempt,
-          maxAttempts: attempt.max_attempts,
-          metadata: attempt.metadata,
-          activity: attempt.activity ?? undefined,
-          signal: abort.signal,
-        };
         const output = await Promise.race([
-          Promise.resolve(handler(attempt.input, info)),
+          answered,
           new Promise<never>((_, reject) => abort.signal.addEventListener("abort", () => reject(abort.signal.reason), { once: true })),
         ]);
-        result = { ...key, outcome: "completed", output: output === undefined ? null : output };
+        result = this.completion(attempt, output);
       } catch (e) {
-        if (entry.cancelled) {
-          result = { ...key, outcome: "cancelled" };
-        } else if (e instanceof Snooze) {
-          result = { ...key, outcome: "snoozed", delay_ms: e.delayMs };
-        } else {
-          const error = e instanceof Error ? e : new Error(String(e));
-          const kind = error instanceof NonRetryableError ? error.kind : abort.signal.aborted ? "Timeout" : error.name || "Error";
-          result = {
-            ...key,
-            outcome: "failed",
-            error: { kind, message: error.message },
-            retryable: !(error instanceof NonRetryableError),
-          };
-        }
+        result = this.failure(attempt, entry, e);
       } finally {
         clearTimeout(timeout);
       }
-      if (this.running.get(attempt.id) === entry) {
-        this.running.delete(attempt.id);
-      }
-      this.wake();
-      if (abort.signal.reason === LOST) {
-        return; // another worker has it; a report would be refused
-      }
-      this.results.push(result);
-      if (!this.flushing) {
-        this.flushing = this.flush().finally(() => (this.flushing = undefined));
-      }
+      this.ended(attempt, entry, result);
     })();
+  }
+
+  private completion(attempt: Attempt, output: unknown): Result {
+    return { id: attempt.id, fence: attempt.fence, outcome: "completed", output: output === undefined ? null : output };
+  }
+
+  private failure(attempt: Attempt, entry: Running, e: unknown): Result {
+    const key = { id: attempt.id, fence: attempt.fence };
+    if (entry.cancelled) {
+      return { ...key, outcome: "cancelled" };
+    }
+    if (e instanceof Snooze) {
+      return { ...key, outcome: "snoozed", delay_ms: e.delayMs };
+    }
+    const error = e instanceof Error ? e : new Error(String(e));
+    const kind = error instanceof NonRetryableError ? error.kind : entry.abort?.signal.aborted ? "Timeout" : error.name || "Error";
+    return { ...key, outcome: "failed", error: { kind, message: error.message }, retryable: !(error instanceof NonRetryableError) };
+  }
+
+  /** An attempt's end: its slot freed, its result queued for the next report. */
+  private ended(attempt: Attempt, entry: Running, result: Result): void {
+    if (this.running.get(attempt.id) === entry) {
+      this.running.delete(attempt.id);
+    }
+    this.wake();
+    if (entry.abort?.signal.reason === LOST) {
+      return; // another worker has it; a report would be refused
+    }
+    this.results.push(result);
+    if (!this.flushing) {
+      this.flushing = this.flush().finally(() => (this.flushing = undefined));
+    }
   }
 
   /** Reports the ends gathered meanwhile, a batch per request. */
@@ -430,9 +471,9 @@ export class Worker {
           }
           if (lease.lease === "cancel") {
             r.cancelled = true;
-            r.abort.abort(new Error("cancelled"));
+            abortOf(r).abort(new Error("cancelled"));
           } else if (lease.lease === "lost") {
-            r.abort.abort(LOST);
+            abortOf(r).abort(LOST);
           }
         }
       }
