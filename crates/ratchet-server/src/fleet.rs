@@ -1,6 +1,7 @@
 //! The fleet: the processes that said they are alive, and the names they run. A server that
 //! runs no worker checks a start or an enqueue against it, so a name that nothing runs is
-//! refused instead of waiting forever; the view is read at most once a second.
+//! refused instead of waiting forever; the view is read at most once a second (a workflow's
+//! apply, rare, reads it afresh).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -34,10 +35,11 @@ pub(crate) struct Fleet {
 }
 
 impl Fleet {
-    async fn served(&self, state: &ServerState) -> Result<Arc<Served>, Problem> {
+    /// The fleet as read at most [`FRESH`] ago, or read now when `now`.
+    async fn served_at(&self, state: &ServerState, now: bool) -> Result<Arc<Served>, Problem> {
         let mut last = self.last.lock().await;
         if let Some((at, served)) = &*last {
-            if at.elapsed() < FRESH {
+            if !now && at.elapsed() < FRESH {
                 return Ok(served.clone());
             }
         }
@@ -47,10 +49,15 @@ impl Fleet {
         Ok(served)
     }
 
-    /// The activities live or recent processes run.
+    async fn served(&self, state: &ServerState) -> Result<Arc<Served>, Problem> {
+        self.served_at(state, false).await
+    }
+
+    /// The activities live or recent processes run, read now: a definition is applied
+    /// rarely, and one applied right after its worker's first claim should see it.
     pub(crate) async fn activities(&self, state: &ServerState) -> Result<Vec<String>, Problem> {
         Ok(self
-            .served(state)
+            .served_at(state, true)
             .await?
             .activities
             .iter()
