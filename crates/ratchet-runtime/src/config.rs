@@ -108,6 +108,10 @@ impl Default for RuntimeConfig {
     }
 }
 
+/// The most slots (orchestration turns, activities, a queue's tasks) a process may run at
+/// once: far past what one process uses, and below what its semaphores can count.
+pub const MAX_SLOTS: usize = 1_000_000;
+
 impl RuntimeConfig {
     /// Checks the values fit together.
     ///
@@ -128,6 +132,13 @@ impl RuntimeConfig {
         if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(format!("{name} must be at least 1"));
         }
+        let slots = [
+            ("max_orchestrations", self.max_orchestrations),
+            ("max_activities", self.max_activities),
+        ];
+        if let Some((name, _)) = slots.iter().find(|(_, v)| *v > MAX_SLOTS) {
+            return Err(format!("{name} must be at most {MAX_SLOTS}"));
+        }
         if self.lease < Duration::from_millis(100) {
             return Err("lease must be at least 100 ms".into());
         }
@@ -145,10 +156,40 @@ impl RuntimeConfig {
         }
         for (name, q) in &self.queues {
             ratchet_store::validate_queue_name(name)?;
-            if q.concurrency == 0 {
-                return Err(format!("queue {name}: concurrency must be at least 1"));
+            if q.concurrency == 0 || q.concurrency > MAX_SLOTS {
+                return Err(format!(
+                    "queue {name}: concurrency must be 1 to {MAX_SLOTS}, got {}",
+                    q.concurrency
+                ));
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_counts_past_the_limit_are_refused_by_name() {
+        let too_many = |edit: fn(&mut RuntimeConfig)| {
+            let mut config = RuntimeConfig::default();
+            edit(&mut config);
+            config.validate().err().unwrap_or_default()
+        };
+        assert!(too_many(|c| c.max_orchestrations = usize::MAX).contains("max_orchestrations"));
+        assert!(too_many(|c| c.max_activities = MAX_SLOTS + 1).contains("max_activities"));
+        assert!(too_many(|c| {
+            c.queues
+                .insert("q".into(), QueueConfig::with_concurrency(usize::MAX));
+        })
+        .contains("queue q"));
+        let at_limit = RuntimeConfig {
+            max_orchestrations: MAX_SLOTS,
+            max_activities: MAX_SLOTS,
+            ..RuntimeConfig::default()
+        };
+        assert_eq!(at_limit.validate(), Ok(()));
     }
 }

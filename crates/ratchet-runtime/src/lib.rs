@@ -55,7 +55,7 @@ pub use client::{
     Client, InstanceHandle, RemoteClaim, RemoteOutcome, RemoteResult, StartOptions, TaskRequest,
 };
 pub use clock::{Clock, LocalClock};
-pub use config::{QueueConfig, RuntimeConfig};
+pub use config::{QueueConfig, RuntimeConfig, MAX_SLOTS};
 pub use error::{Error, Result};
 pub use events::{
     append_events, await_event, await_event_after, events_head, Appended, EventStore, Projection,
