@@ -425,11 +425,13 @@ async fn flush(
         .unzip();
     // The store leases a batch's first activities to this process as it writes them; one
     // that only a worker elsewhere runs must wait in the queue for it instead, so a batch
-    // holding one leases none (the dispatcher claims the others here by name).
-    let elsewhere = turn_items
-        .iter()
-        .flat_map(|t| &t.tasks)
-        .any(|t| t.owner.is_some() && !shared.registry.has_activity(&t.name));
+    // holding one leases none (the dispatcher claims the others here by name). A runtime
+    // that runs every activity it calls skips the look.
+    let elsewhere = shared.registry.calls_activities_elsewhere()
+        && turn_items
+            .iter()
+            .flat_map(|t| &t.tasks)
+            .any(|t| t.owner.is_some() && !shared.registry.has_activity(&t.name));
     let task_capacity = if elsewhere {
         0
     } else {

@@ -249,6 +249,12 @@ impl Registry {
         self.activities_elsewhere || self.has_activity(name)
     }
 
+    /// Whether [`Self::activities_elsewhere`] was asked for: without it, every activity this
+    /// process's orchestrations call is registered here.
+    pub(crate) fn calls_activities_elsewhere(&self) -> bool {
+        self.activities_elsewhere
+    }
+
     /// True when a task of this name is registered.
     pub fn has_task(&self, name: &str) -> bool {
         self.tasks.contains_key(name)

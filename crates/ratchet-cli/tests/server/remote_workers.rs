@@ -277,6 +277,20 @@ async fn remote_workers(store_args: &[String]) {
     }
 }
 
+/// Starts instance `id` of `remote/greet` for `who`, and claims its one attempt with `body`.
+async fn started_and_claimed(server: &Server, body: &Value, id: &str, who: &str) -> Vec<Value> {
+    let (status, started) = post(
+        server,
+        "/v1/instances",
+        json!({"name": "remote/greet", "id": id, "input": {"who": who}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{started}");
+    let attempts = claim(server, "far", body.clone()).await;
+    assert_eq!(attempts.len(), 1, "{attempts:?}");
+    attempts
+}
+
 /// A workflow the server's own runtime runs calls an activity that only a worker over HTTP
 /// runs: the server accepts the definition once the worker made the name known, the worker
 /// claims the activity's attempt with the step it serves, and its report ends the instance.
@@ -305,17 +319,9 @@ async fn remote_activities(store_args: &[String]) {
     assert_eq!(status, StatusCode::CREATED, "{applied}");
     assert_eq!(applied["name"], "remote/greet", "{applied}");
 
-    let (status, started) = post(
-        &server,
-        "/v1/instances",
-        json!({"name": "remote/greet", "id": "rg1", "input": {"who": "ann"}}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED, "{started}");
-    let mut wait = greet.clone();
-    wait["wait_ms"] = json!(20000);
-    let attempts = claim(&server, "far", wait).await;
-    assert_eq!(attempts.len(), 1, "{attempts:?}");
+    let mut waiting = greet;
+    waiting["wait_ms"] = json!(20000);
+    let attempts = started_and_claimed(&server, &waiting, "rg1", "ann").await;
     let attempt = &attempts[0];
     assert_eq!(
         (
@@ -350,17 +356,7 @@ async fn remote_activities(store_args: &[String]) {
     // Restarted, the server loads the stored definition though nothing here runs `greet`.
     drop(server);
     let server = Server::start(store_args, &[]);
-    let (status, started) = post(
-        &server,
-        "/v1/instances",
-        json!({"name": "remote/greet", "id": "rg2", "input": {"who": "bo"}}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED, "{started}");
-    let mut wait = greet;
-    wait["wait_ms"] = json!(20000);
-    let attempts = claim(&server, "far", wait).await;
-    assert_eq!(attempts.len(), 1, "{attempts:?}");
+    let attempts = started_and_claimed(&server, &waiting, "rg2", "bo").await;
     let ended = report(
         &server,
         "far",
