@@ -170,6 +170,95 @@ pub fn printable(c: char) -> bool {
     )
 }
 
+/// A run of characters without a space that an error message shows whole; a longer one shows
+/// its first [`SHOWN_RUN_KEEP`] characters and its length.
+pub const MAX_SHOWN_RUN: usize = 120;
+
+/// The characters kept of a run longer than [`MAX_SHOWN_RUN`].
+pub const SHOWN_RUN_KEEP: usize = 60;
+
+/// The characters an error message shows at most; a longer one ends in `...`.
+pub const MAX_SHOWN_MESSAGE: usize = 1_000;
+
+/// An error message that quotes input, as it is shown: each character that is not
+/// [`printable`] written as its escape (`\u{202e}`), so that a right-to-left override or a
+/// newline in a name cannot disguise the message; each run of more than [`MAX_SHOWN_RUN`]
+/// characters without a space cut to its start and its length; and the whole at most
+/// [`MAX_SHOWN_MESSAGE`] characters. A megabyte name is not echoed back, and the words around
+/// it (what is wrong) stay.
+pub fn shown_message(message: &str) -> String {
+    let mut out = String::with_capacity(message.len().min(MAX_SHOWN_MESSAGE + 16));
+    let mut shown = 0_usize;
+    for run in runs(message) {
+        let cut;
+        let part = if !run.starts_with(char::is_whitespace) && run.chars().count() > MAX_SHOWN_RUN {
+            let end = run
+                .char_indices()
+                .nth(SHOWN_RUN_KEEP)
+                .map_or(run.len(), |(at, _)| at);
+            cut = format!("{}... ({} bytes)", &run[..end], run.len());
+            cut.as_str()
+        } else {
+            run
+        };
+        for c in part.chars() {
+            if shown >= MAX_SHOWN_MESSAGE {
+                out.push_str("...");
+                return out;
+            }
+            push_escaped(&mut out, c);
+            shown += 1;
+        }
+    }
+    out
+}
+
+/// `text` with each character that is not [`printable`] (but a space) written as its escape
+/// (`\u{202e}`): a name as a message may quote it.
+pub fn escaped(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        push_escaped(&mut out, c);
+    }
+    out
+}
+
+fn push_escaped(out: &mut String, c: char) {
+    if printable(c) || c == ' ' {
+        out.push(c);
+    } else {
+        out.extend(c.escape_unicode());
+    }
+}
+
+/// `text` as runs of whitespace, single quote marks (`` ` ``, `"`, `'`) and runs of the other
+/// characters, in order: a quoted name is its own run, between its quotes.
+fn runs(text: &str) -> impl Iterator<Item = &str> {
+    fn class(c: char) -> u8 {
+        if c.is_whitespace() {
+            0
+        } else if matches!(c, '`' | '"' | '\'') {
+            1
+        } else {
+            2
+        }
+    }
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        let first = rest.chars().next()?;
+        let len = if class(first) == 1 {
+            first.len_utf8()
+        } else {
+            rest.char_indices()
+                .find(|&(_, c)| class(c) != class(first))
+                .map_or(rest.len(), |(i, _)| i)
+        };
+        let (run, tail) = rest.split_at(len);
+        rest = tail;
+        Some(run)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -233,5 +322,28 @@ mod tests {
         }
         let e = check_identifier("name", &"x".repeat(300), 255).unwrap_err();
         assert!(e.to_string().contains("300 bytes"), "{e}");
+    }
+
+    #[test]
+    fn messages_escape_what_hides_and_cut_what_is_long() {
+        let spoof = shown_message("task `order-1\u{202E}gpj.exe` is unknown");
+        assert_eq!(spoof, "task `order-1\\u{202e}gpj.exe` is unknown");
+        assert_eq!(shown_message("a\nb"), "a\\u{a}b");
+        let long = format!(
+            "with.method `{}` is not an HTTP method",
+            "x".repeat(100_000)
+        );
+        let shown = shown_message(&long);
+        assert!(shown.len() < 200, "{shown}");
+        assert!(
+            shown.ends_with("... (100000 bytes)` is not an HTTP method"),
+            "{shown}"
+        );
+        let words = "word ".repeat(1_000);
+        let shown = shown_message(&words);
+        assert_eq!(shown.chars().count(), MAX_SHOWN_MESSAGE + 3);
+        assert!(shown.ends_with("..."));
+        let plain = "task `b`: `call` names an activity no worker runs";
+        assert_eq!(shown_message(plain), plain);
     }
 }

@@ -120,17 +120,19 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// A name as an error message shows it: whole when short, else its start and its length, so
-/// that a megabyte of input is not echoed back.
+/// that a megabyte of input is not echoed back; a character that could disguise the message
+/// (a right-to-left override, a newline) as its escape.
 pub(crate) fn shown(name: &str) -> String {
+    use ratchet_core::limits::escaped;
     const MOST: usize = 64;
     if name.len() <= MOST {
-        return name.to_string();
+        return escaped(name);
     }
     let cut = (0..=MOST)
         .rev()
         .find(|&i| name.is_char_boundary(i))
         .unwrap_or(0);
-    format!("{}... ({} bytes)", &name[..cut], name.len())
+    format!("{}... ({} bytes)", escaped(&name[..cut]), name.len())
 }
 
 #[cfg(test)]
@@ -145,5 +147,6 @@ mod tests {
         assert!(Error::ScheduleNotFound(long.clone()).to_string().len() < 120);
         assert!(message.len() < 120, "{message}");
         assert!(message.contains("(2000 bytes)"), "{message}");
+        assert_eq!(shown("ship\u{202E}gpj.exe"), "ship\\u{202e}gpj.exe");
     }
 }

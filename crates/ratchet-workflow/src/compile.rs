@@ -72,11 +72,8 @@ struct Cx<'k> {
 impl Cx<'_> {
     fn error(&mut self, span: &Span, message: impl Into<String>) {
         let (line, column) = at(span);
-        self.errors.push(CompileError {
-            line,
-            column,
-            message: message.into(),
-        });
+        self.errors
+            .push(CompileError::new(line, column, message.into()));
     }
 
     fn mapping<'n>(&mut self, node: &'n Node, what: &str) -> Option<&'n MarkedMappingNode> {
@@ -398,24 +395,24 @@ pub const MAX_DEFINITION_NESTING: usize = ratchet_core::limits::MAX_JSON_DEPTH;
 /// events are read here one by one, which takes no stack.
 fn check_shape(source: &str) -> Result<(), CompileError> {
     if source.len() > MAX_DEFINITION_BYTES {
-        return Err(CompileError {
-            line: 0,
-            column: 0,
-            message: format!(
+        return Err(CompileError::new(
+            0,
+            0,
+            format!(
                 "a definition may be at most {MAX_DEFINITION_BYTES} bytes, this one is {}",
                 source.len()
             ),
-        });
+        ));
     }
     match too_deep(source) {
         None => Ok(()),
-        Some((line, column)) => Err(CompileError {
+        Some((line, column)) => Err(CompileError::new(
             line,
             column,
-            message: format!(
+            format!(
                 "a definition may nest at most {MAX_DEFINITION_NESTING} levels; this one goes deeper here"
             ),
-        }),
+        )),
     }
 }
 
@@ -459,11 +456,7 @@ pub(crate) fn compile(source: &str, known: &Known) -> Result<Workflow, CompileEr
     check_shape(source).map_err(|e| CompileErrors(vec![e]))?;
     let root = parse(source).map_err(|e| {
         let (line, column, message) = load_error(&e);
-        CompileErrors(vec![CompileError {
-            line,
-            column,
-            message,
-        }])
+        CompileErrors(vec![CompileError::new(line, column, message)])
     })?;
     let mut cx = Cx {
         errors: Vec::new(),

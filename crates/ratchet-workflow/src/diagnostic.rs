@@ -11,6 +11,19 @@ pub struct CompileError {
     pub message: String,
 }
 
+impl CompileError {
+    /// An error at `line` and `column` saying `message`, as a message quoting input is shown
+    /// ([`ratchet_core::limits::shown_message`]): a name holding a right-to-left override
+    /// shows its escape, and a megabyte name its start and its length.
+    pub fn new(line: usize, column: usize, message: impl AsRef<str>) -> CompileError {
+        CompileError {
+            line,
+            column,
+            message: ratchet_core::limits::shown_message(message.as_ref()),
+        }
+    }
+}
+
 impl std::fmt::Display for CompileError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}:{}: {}", self.line, self.column, self.message)

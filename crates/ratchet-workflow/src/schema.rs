@@ -50,11 +50,7 @@ pub(crate) fn check(root: &Node) -> Vec<(CompileError, usize)> {
         Ok(v) => v,
         Err(e) => {
             return vec![(
-                CompileError {
-                    line: 0,
-                    column: 0,
-                    message: format!("the DSL's schema does not load: {e}"),
-                },
+                CompileError::new(0, 0, format!("the DSL's schema does not load: {e}")),
                 0,
             )]
         }
@@ -69,15 +65,15 @@ pub(crate) fn check(root: &Node) -> Vec<(CompileError, usize)> {
             let last = span.end().map_or(line, |m| m.line());
             let semver = pointer.ends_with("/version") || pointer.ends_with("/dsl");
             let at = if pointer.is_empty() { "/".to_string() } else { pointer };
-            let error = CompileError {
+            let error = CompileError::new(
                 line,
                 column,
-                message: if semver && e.to_string().contains("does not match") {
+                if semver && e.to_string().contains("does not match") {
                     format!("not valid under the DSL's schema at {at}: {} is not a semantic version such as 1.0.0", e.instance())
                 } else {
                     format!("not valid under the DSL's schema at {at}: {}", shorten(&e.to_string()))
                 },
-            };
+            );
             (error, last)
         })
         .collect();

@@ -86,11 +86,11 @@ pub async fn apply(
     let workflow = tokio::task::spawn_blocking(move || Workflow::compile_with(&text, &known))
         .await
         .map_err(|e| {
-            ApplyError::Compile(CompileErrors(vec![crate::CompileError {
-                line: 0,
-                column: 0,
-                message: format!("compiling stopped: {e}"),
-            }]))
+            ApplyError::Compile(CompileErrors(vec![crate::CompileError::new(
+                0,
+                0,
+                format!("compiling stopped: {e}"),
+            )]))
         })??;
     let new = NewWorkflow {
         namespace: workflow.namespace().to_string(),

@@ -155,6 +155,36 @@ do:
 }
 
 #[test]
+fn errors_show_names_as_escapes_and_long_ones_cut() {
+    let huge = "x".repeat(100_000);
+    let source = format!(
+        r#"document: {{dsl: '1.0.0', namespace: a, name: b, version: '1.0.0'}}
+do:
+  - pay:
+      call: {huge}
+  - ship:
+      call: "pack\u202Egpj.exe"
+"#
+    );
+    let known = Known {
+        activities: Some(["pack".to_string()].into()),
+        orchestrations: None,
+    };
+    let found = Workflow::compile_with(&source, &known).unwrap_err();
+    assert_errors(
+        &found,
+        &[
+            (4, 13, "no activity named `xxxxx"),
+            (6, 13, "no activity named `pack\\u{202e}gpj.exe`"),
+        ],
+    );
+    let shown = found.to_string();
+    assert!(shown.contains("... (100000 bytes)`"), "{shown}");
+    assert!(shown.len() < 1_000, "{} bytes", shown.len());
+    assert!(!shown.contains('\u{202E}'), "{shown}");
+}
+
+#[test]
 fn a_workflows_own_schedule_is_read_as_a_schedule_spec() {
     let with = |schedule: &str| {
         format!(
