@@ -2,11 +2,15 @@
 # bounded time from its seeds (fuzz/seeds/TARGET) and the inputs that once broke it
 # (fuzz/regressions/TARGET, also replayed by `cargo test`), and fails on any crash, hang
 # (over 10 s for one input) or blow-up of memory (over 2 GiB). cargo fuzz needs a nightly
-# toolchain; cargo-fuzz itself is installed into target/tools the first time.
+# toolchain. cargo-fuzz and the instrumented build are kept once per machine, as Citus is
+# (in $RATCHET_CACHE, ~/.cache/ratchet by default): a clean clone builds only what changed.
 #   fuzz_run SECONDS [TARGET...]   # every target when none is named
 
 FUZZ_TARGETS=(workflow_compile expression request_bodies)
 FUZZ_CARGO_FUZZ_VERSION=0.13.2
+FUZZ_CACHE=${RATCHET_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ratchet}
+FUZZ_TOOLS=$FUZZ_CACHE/cargo-fuzz-$FUZZ_CARGO_FUZZ_VERSION
+FUZZ_BUILD=$FUZZ_CACHE/fuzz-target
 
 fuzz_say() { echo "== fuzz: $*"; }
 
@@ -15,9 +19,9 @@ fuzz_tools() {
         fuzz_say "no nightly toolchain; installing it with rustup (cargo fuzz needs one)"
         rustup toolchain install nightly --profile minimal >/dev/null || return 1
     fi
-    if [[ ! -x target/tools/bin/cargo-fuzz ]]; then
-        fuzz_say "installing cargo-fuzz $FUZZ_CARGO_FUZZ_VERSION into target/tools"
-        cargo install -q --locked --root target/tools cargo-fuzz --version "$FUZZ_CARGO_FUZZ_VERSION" ||
+    if [[ ! -x $FUZZ_TOOLS/bin/cargo-fuzz ]]; then
+        fuzz_say "installing cargo-fuzz $FUZZ_CARGO_FUZZ_VERSION into $FUZZ_TOOLS"
+        cargo install -q --locked --root "$FUZZ_TOOLS" cargo-fuzz --version "$FUZZ_CARGO_FUZZ_VERSION" ||
             return 1
     fi
 }
@@ -29,8 +33,8 @@ fuzz_run() {
     fuzz_tools || { echo "== fuzz: error: could not install the fuzzing tools" >&2; return 1; }
     # Every target at once (they share their dependencies' build).
     fuzz_say "building the targets (nightly, instrumented)"
-    (cd fuzz && PATH=$PWD/../target/tools/bin:$PATH cargo +nightly fuzz build -s none) ||
-        return 1
+    (cd fuzz && PATH=$FUZZ_TOOLS/bin:$PATH cargo +nightly fuzz build -s none \
+        --target-dir "$FUZZ_BUILD") || return 1
     for target; do
         dir=target/fuzz/$target
         rm -rf "$dir"
@@ -38,7 +42,7 @@ fuzz_run() {
         fuzz_say "$target for ${seconds}s"
         # The corpus starts from the seeds and the regressions; libFuzzer runs every input of
         # them first, so a regression fails at once.
-        if ! fuzz/target/x86_64-unknown-linux-gnu/release/"$target" "$dir/corpus" \
+        if ! "$FUZZ_BUILD/x86_64-unknown-linux-gnu/release/$target" "$dir/corpus" \
             "fuzz/seeds/$target" "fuzz/regressions/$target" \
             -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
             -artifact_prefix="$dir/artifacts/" >"$dir/log" 2>&1; then
