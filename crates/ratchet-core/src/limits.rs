@@ -213,6 +213,25 @@ pub fn shown_message(message: &str) -> String {
     out
 }
 
+/// The bytes of a name an error message shows whole; a longer one shows its start and its
+/// length.
+pub const MAX_SHOWN_NAME: usize = 64;
+
+/// A name (an id, an orchestration or task name, a schedule's) as an error message quotes it:
+/// whole when at most [`MAX_SHOWN_NAME`] bytes, else its start and its length, so that a
+/// megabyte of input is not echoed back; a character that could disguise the message (a
+/// right-to-left override, a newline) as its escape ([`escaped`]).
+pub fn shown_name(name: &str) -> String {
+    if name.len() <= MAX_SHOWN_NAME {
+        return escaped(name);
+    }
+    let cut = (0..=MAX_SHOWN_NAME)
+        .rev()
+        .find(|&i| name.is_char_boundary(i))
+        .unwrap_or(0);
+    format!("{}... ({} bytes)", escaped(&name[..cut]), name.len())
+}
+
 /// `text` with each character that is not [`printable`] (but a space) written as its escape
 /// (`\u{202e}`): a name as a message may quote it.
 pub fn escaped(text: &str) -> String {

@@ -5,13 +5,13 @@ use ratchet_store::{InstanceStatus, StoreError};
 #[non_exhaustive]
 pub enum Error {
     /// No instance has this id.
-    #[error("instance \"{0}\" not found")]
+    #[error("instance \"{}\" not found", shown(.0))]
     NotFound(String),
     /// No task has this id (or it finished and was purged).
     #[error("task {0} not found")]
     TaskNotFound(i64),
     /// The id is taken and the start did not ask to reuse it.
-    #[error("instance \"{id}\" already exists with status {status}")]
+    #[error("instance \"{}\" already exists with status {status}", shown(id))]
     AlreadyExists {
         /// The id.
         id: String,
@@ -19,7 +19,7 @@ pub enum Error {
         status: InstanceStatus,
     },
     /// The instance has finished, so it takes no more signals or cancellation.
-    #[error("instance \"{id}\" has already finished with status {status}")]
+    #[error("instance \"{}\" has already finished with status {status}", shown(id))]
     Finished {
         /// The id.
         id: String,
@@ -56,7 +56,7 @@ pub enum Error {
         limit: usize,
     },
     /// Waiting for the instance took longer than the timeout.
-    #[error("timed out waiting for instance \"{0}\"")]
+    #[error("timed out waiting for instance \"{}\"", shown(.0))]
     Timeout(String),
     /// Waiting for the task took longer than the timeout.
     #[error("timed out waiting for task {0}")]
@@ -119,20 +119,9 @@ pub enum Error {
 /// Result of client and runtime calls.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// A name as an error message shows it: whole when short, else its start and its length, so
-/// that a megabyte of input is not echoed back; a character that could disguise the message
-/// (a right-to-left override, a newline) as its escape.
+/// A name as an error message shows it ([`ratchet_core::limits::shown_name`]).
 pub(crate) fn shown(name: &str) -> String {
-    use ratchet_core::limits::escaped;
-    const MOST: usize = 64;
-    if name.len() <= MOST {
-        return escaped(name);
-    }
-    let cut = (0..=MOST)
-        .rev()
-        .find(|&i| name.is_char_boundary(i))
-        .unwrap_or(0);
-    format!("{}... ({} bytes)", escaped(&name[..cut]), name.len())
+    ratchet_core::limits::shown_name(name)
 }
 
 #[cfg(test)]

@@ -130,8 +130,9 @@ pub(crate) async fn check(
                 "unknown-name",
                 "Nothing registered under this name",
                 format!(
-                    "no live or recent worker runs {what} {name:?}; start one that does, or \
-                     pass allow_unknown=true to accept it anyway"
+                    "no live or recent worker runs {what} \"{}\"; start one that does, or \
+                     pass allow_unknown=true to accept it anyway",
+                    ratchet::limits::shown_name(name)
                 ),
             )
             .field(field(i)));

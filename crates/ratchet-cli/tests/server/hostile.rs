@@ -796,6 +796,20 @@ async fn identifiers_with_invisible_or_reordering_characters_are_refused() {
         .map(|i| i["id"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(ids, ["o"], "nothing else was written");
+    // What an answer quotes back of such input shows the override as its escape, and a
+    // long name only its start and its length.
+    let (status, p) = get(&server, "/v1/instances/order-1%E2%80%AEgpj.exe").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{p}");
+    assert_eq!(
+        p["detail"],
+        json!("instance \"order-1\\u{202e}gpj.exe\" not found")
+    );
+    let long = "w".repeat(100_000);
+    let (status, p) = post(&server, "/v1/tasks", json!({"name": long, "input": {}})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{p}");
+    let detail = p["detail"].as_str().unwrap();
+    assert!(detail.len() < 300, "{} bytes", detail.len());
+    assert!(detail.contains("... (100000 bytes)"), "{detail}");
     let out = common::run(
         &args,
         &["tokens", "create", "--name", spoof, "--scope", "read"],
