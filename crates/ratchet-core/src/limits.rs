@@ -6,6 +6,7 @@
 //! The checks are pure: they return a [`LimitError`] naming the field and the rule, which
 //! each edge maps to its own error (a 4xx problem over HTTP, `InvalidInput` in Python).
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -190,16 +191,14 @@ pub fn shown_message(message: &str) -> String {
     let mut out = String::with_capacity(message.len().min(MAX_SHOWN_MESSAGE + 16));
     let mut shown = 0_usize;
     for run in runs(message) {
-        let cut;
         let part = if !run.starts_with(char::is_whitespace) && run.chars().count() > MAX_SHOWN_RUN {
             let end = run
                 .char_indices()
                 .nth(SHOWN_RUN_KEEP)
                 .map_or(run.len(), |(at, _)| at);
-            cut = format!("{}... ({} bytes)", &run[..end], run.len());
-            cut.as_str()
+            Cow::Owned(start_and_length(run, end))
         } else {
-            run
+            Cow::Borrowed(run)
         };
         for c in part.chars() {
             if shown >= MAX_SHOWN_MESSAGE {
@@ -225,11 +224,16 @@ pub fn shown_name(name: &str) -> String {
     if name.len() <= MAX_SHOWN_NAME {
         return escaped(name);
     }
-    let cut = (0..=MAX_SHOWN_NAME)
+    let end = (0..=MAX_SHOWN_NAME)
         .rev()
         .find(|&i| name.is_char_boundary(i))
         .unwrap_or(0);
-    format!("{}... ({} bytes)", escaped(&name[..cut]), name.len())
+    escaped(&start_and_length(name, end))
+}
+
+/// `text` cut at byte `end` (a character boundary), followed by its whole length.
+fn start_and_length(text: &str, end: usize) -> String {
+    format!("{}... ({} bytes)", &text[..end], text.len())
 }
 
 /// `text` with each character that is not [`printable`] (but a space) written as its escape
