@@ -61,12 +61,14 @@ async fn a_killed_workers_leases_are_taken_over() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
+    // Killed before the others start: starting a process can outlast the doomed one's
+    // activities on a loaded machine, and it would have finished them all itself.
+    doomed.kill();
+    let killed_at = Instant::now();
     let survivors = [
         Worker::start(&args, "s1", &lease),
         Worker::start(&args, "s2", &lease),
     ];
-    doomed.kill();
-    let killed_at = Instant::now();
     let by_label = check_fanouts(store, &ids, 4, Duration::from_secs(90)).await;
     println!(
         "the killed worker held {held} task lease(s); all 40 fan-outs done {:?} after the kill; activities per worker: {by_label:?}",
