@@ -6,9 +6,15 @@
 -- condition and its append are one transaction on one node, so a conditional append keeps its
 -- guarantee across the cluster as on one server (its throughput is that node's).
 --
--- Every other table stays on the coordinator, as on one server. (Their statements join them
--- with each other in ways Citus cannot plan once any of them is distributed; distributing
--- them by instance takes claims and commits routed to one shard each.)
+-- An instance's own tables are distributed by hash of its id, colocated: its row, its history,
+-- its inbox and its signal dedup ids live on one shard, so what a turn reads and writes for
+-- one instance is on one node. A statement that locks instances names those of one shard
+-- (`lock_groups`, citus/functions.sql), which Citus requires.
+--
+-- Every other table stays on the coordinator, as on one server: the tasks (activity attempts
+-- and standalone tasks share one table, keyed by an id alone, and a standalone task has no
+-- instance to be placed by), their results, the queues, the workers, workflows, schedules and
+-- tokens. Statements on instances take what they need of those as arrays, not as joins.
 DO $$
 DECLARE
     t text;
@@ -21,6 +27,17 @@ BEGIN
             ELSE
                 PERFORM create_distributed_table(('ratchet.' || t)::regclass, NULL,
                                                  colocate_with => 'ratchet.events');
+            END IF;
+        END IF;
+    END LOOP;
+    FOREACH t IN ARRAY ARRAY['instances', 'history', 'inbox', 'signal_dedup'] LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_dist_partition
+                       WHERE logicalrelid = ('ratchet.' || t)::regclass) THEN
+            IF t = 'instances' THEN
+                PERFORM create_distributed_table(('ratchet.' || t)::regclass, 'id');
+            ELSE
+                PERFORM create_distributed_table(('ratchet.' || t)::regclass, 'instance',
+                                                 colocate_with => 'ratchet.instances');
             END IF;
         END IF;
     END LOOP;

@@ -41,6 +41,17 @@ BEGIN
         SELECT w.instance FROM walk w WHERE w.instance IS NOT NULL ORDER BY w.n);
 END $$;
 
+-- The processes alive at p_now, and how long each one's expired leases stay its own. A
+-- statement on instances takes them as arrays, not by joining the table: on Citus the
+-- instances are distributed and the workers a table of the coordinator, which one statement
+-- cannot join.
+CREATE FUNCTION ratchet.live_workers(p_now bigint, OUT ids text[], OUT stall_graces bigint[])
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp AS $$
+    SELECT coalesce(array_agg(w.id), '{}'), coalesce(array_agg(w.stall_grace), '{}')
+    FROM ratchet.workers w WHERE w.alive_until >= p_now;
+$$;
+
 -- One poll: leases up to p_limit instances that have visible inbox events and no live lease
 -- (runnable by the caller: its names, and its versions once an instance pinned one), found
 -- among the instances of the oldest such events, so an idle backlog costs it nothing; ready
@@ -80,6 +91,9 @@ DECLARE
     v_window integer := least(greatest(p_limit, 0), 10000) * 4 + 256;
     v_walked bigint := 0;
     v_ids text[];
+    v_group text[];
+    v_live text[];
+    v_live_grace bigint[];
     v_tasks_taken_over integer;
 BEGIN
     taken_over := 0;
@@ -95,6 +109,7 @@ BEGIN
         -- each. It walks on over v_window more instances that hold events, in id order from
         -- where this process's last walk stopped, wrapping round to the first: each poll
         -- reads a bounded number of entries, and successive polls reach every instance.
+        SELECT * INTO v_live, v_live_grace FROM ratchet.live_workers(p_now);
         FOR v_pass IN 1..2 LOOP
             IF v_pass = 1 THEN
                 -- (Their instances are checked below, by key.)
@@ -114,47 +129,54 @@ BEGIN
                         WHERE x.id <= p_walk_from ORDER BY x.n);
                 END IF;
                 walk_next := v_ids[cardinality(v_ids)];
-                -- (`visible_at + 0`: see visible_events.)
-                v_ids := ARRAY(SELECT x FROM unnest(v_ids) x
-                               WHERE EXISTS (SELECT 1 FROM ratchet.inbox b
-                                             WHERE b.instance = x AND b.visible_at + 0 <= p_now));
+                -- (`visible_at + 0`: see visible_events. Through the instances, each beside
+                -- its events: on Citus each shard answers for its own.)
+                v_ids := ARRAY(SELECT i.id FROM ratchet.instances i
+                               WHERE i.id = ANY (v_ids)
+                                 AND EXISTS (SELECT 1 FROM ratchet.inbox b
+                                             WHERE b.instance = i.id
+                                               AND b.visible_at + 0 <= p_now));
             END IF;
             -- (An instance the first pass leased fails the lease test in the second.)
-            WITH candidate AS (
-                -- A lease still set is one its holder lost (a turn's commit or a graceful
-                -- stop releases it): counted as taken over.
-                SELECT i.id, i.lease_until IS NOT NULL AS expired
-                FROM ratchet.instances i
-                WHERE i.id = ANY (v_ids)
-                  AND i.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated')
-                  AND (i.lease_until IS NULL
-                       OR (i.lease_until < p_now AND NOT EXISTS (
-                           SELECT 1 FROM ratchet.workers w
-                           WHERE w.id = i.lease_owner AND w.alive_until >= p_now
-                             AND i.lease_until >= p_now - w.stall_grace)))
-                  AND EXISTS (
-                      SELECT 1 FROM unnest(p_reg_name, p_reg_version) AS r(name, version)
-                      WHERE r.name = i.name AND (i.version IS NULL OR i.version = r.version))
-                ORDER BY i.updated_at
-                LIMIT p_limit - cardinality(i_id)
-                FOR NO KEY UPDATE OF i SKIP LOCKED
-            ), leased AS (
-                UPDATE ratchet.instances i
-                SET lease_owner = p_owner, lease_until = p_until, fence = i.fence + 1
-                FROM candidate WHERE i.id = candidate.id
-                RETURNING i.id, i.name, i.version, i.execution, i.history_len, i.fence,
-                          i.incarnation, candidate.expired)
-            -- Each pass adds to what the one before leased.
-            SELECT i_id || coalesce(array_agg(id), '{}'), i_name || coalesce(array_agg(name), '{}'),
-                   i_version || coalesce(array_agg(version), '{}'),
-                   i_execution || coalesce(array_agg(execution), '{}'),
-                   i_history_len || coalesce(array_agg(history_len), '{}'),
-                   i_fence || coalesce(array_agg(fence), '{}'),
-                   i_incarnation || coalesce(array_agg(incarnation), '{}'),
-                   taken_over + count(*) FILTER (WHERE expired)
-            INTO i_id, i_name, i_version, i_execution, i_history_len, i_fence, i_incarnation,
-                 taken_over
-            FROM leased;
+            FOR v_group IN SELECT g FROM ratchet.lock_groups(v_ids) AS g LOOP
+                EXIT WHEN cardinality(i_id) >= p_limit;
+                WITH candidate AS (
+                    -- A lease still set is one its holder lost (a turn's commit or a graceful
+                    -- stop releases it): counted as taken over.
+                    SELECT i.id, i.lease_until IS NOT NULL AS expired
+                    FROM ratchet.instances i
+                    WHERE i.id = ANY (v_group)
+                      AND i.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated')
+                      AND (i.lease_until IS NULL
+                           OR (i.lease_until < p_now AND NOT EXISTS (
+                               SELECT 1 FROM unnest(v_live, v_live_grace) AS w(id, stall_grace)
+                               WHERE w.id = i.lease_owner
+                                 AND i.lease_until >= p_now - w.stall_grace)))
+                      AND EXISTS (
+                          SELECT 1 FROM unnest(p_reg_name, p_reg_version) AS r(name, version)
+                          WHERE r.name = i.name AND (i.version IS NULL OR i.version = r.version))
+                    ORDER BY i.updated_at
+                    LIMIT p_limit - cardinality(i_id)
+                    FOR NO KEY UPDATE OF i SKIP LOCKED
+                ), leased AS (
+                    UPDATE ratchet.instances i
+                    SET lease_owner = p_owner, lease_until = p_until, fence = i.fence + 1
+                    -- (The group again: on Citus it keeps the statement on one shard.)
+                    FROM candidate WHERE i.id = candidate.id AND i.id = ANY (v_group)
+                    RETURNING i.id, i.name, i.version, i.execution, i.history_len, i.fence,
+                              i.incarnation, candidate.expired)
+                -- Each pass adds to what the one before leased.
+                SELECT i_id || coalesce(array_agg(id), '{}'), i_name || coalesce(array_agg(name), '{}'),
+                       i_version || coalesce(array_agg(version), '{}'),
+                       i_execution || coalesce(array_agg(execution), '{}'),
+                       i_history_len || coalesce(array_agg(history_len), '{}'),
+                       i_fence || coalesce(array_agg(fence), '{}'),
+                       i_incarnation || coalesce(array_agg(incarnation), '{}'),
+                       taken_over + count(*) FILTER (WHERE expired)
+                INTO i_id, i_name, i_version, i_execution, i_history_len, i_fence, i_incarnation,
+                     taken_over
+                FROM leased;
+            END LOOP;
         END LOOP;
 
         SELECT * INTO e_instance, e_id, e_event FROM ratchet.visible_events(i_id, p_now);
@@ -184,7 +206,9 @@ BEGIN
         PERFORM set_config('synchronous_commit', 'off', true);
     END IF;
 
-    SELECT least((SELECT min(visible_at) FROM ratchet.inbox WHERE visible_at > p_now),
+    -- (The inbox only for a process that runs orchestrations: on Citus it is on every shard.)
+    SELECT least((SELECT min(visible_at) FROM ratchet.inbox
+                  WHERE visible_at > p_now AND cardinality(p_reg_name) > 0),
                  (SELECT min(ready_at) FROM ratchet.tasks
                   WHERE lease_owner IS NULL AND ready_at > p_now),
                  (SELECT min(p_now + ceil((1 - q.tokens) * 1000 / q.rate_per_second))::bigint
@@ -283,6 +307,7 @@ DECLARE
     v_instances text[] := '{}';
     v_executions integer[] := '{}';
     v_touched text[];
+    v_group text[];
     v_finished text[] := '{}';
     v_continued text[] := '{}';
     v_woken text[] := '{}';
@@ -341,10 +366,10 @@ BEGIN
                                         WHERE id = ANY (v_instances)
                                           AND parent_instance IS NOT NULL);
     END IF;
-    IF cardinality(v_touched) > 0 THEN
-        PERFORM 1 FROM ratchet.instances WHERE id = ANY (v_touched) ORDER BY id
+    FOR v_group IN SELECT g FROM ratchet.lock_groups(v_touched) AS g LOOP
+        PERFORM 1 FROM ratchet.instances WHERE id = ANY (v_group) ORDER BY id
         FOR NO KEY UPDATE;
-    END IF;
+    END LOOP;
 
     -- Completions first: a turn they fed commits only if each of them was applied. Their
     -- results reach the inbox after the turns, except those a committed turn ran on: those
@@ -567,6 +592,9 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_more text[];
+    v_parents text[];
+    v_parent_executions integer[];
+    v_parent_items bigint[];
 BEGIN
     woken := '{}'; new_children := false;
     IF cardinality(p_timers) > 0 THEN
@@ -585,17 +613,25 @@ BEGIN
     END IF;
 
     IF cardinality(p_parent_events) > 0 THEN
-        -- Results for parents, only while the parent runs the execution that started the child.
+        -- Results for parents, only while the parent runs the execution that started the
+        -- child. The children's rows are read apart from their parents': on Citus a child and
+        -- its parent may live on different shards, which one statement cannot join.
+        SELECT coalesce(array_agg(c.parent_instance ORDER BY d.ordinality), '{}'),
+               coalesce(array_agg(c.parent_execution ORDER BY d.ordinality), '{}'),
+               coalesce(array_agg(d.ordinality ORDER BY d.ordinality), '{}')
+        INTO v_parents, v_parent_executions, v_parent_items
+        FROM unnest(p_parent_events) WITH ORDINALITY AS d
+        JOIN ratchet.instances c ON c.id = p_instances[d.turn]
+        WHERE p_turn_ok[d.turn] AND c.parent_instance IS NOT NULL;
         WITH inserted AS (
             INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
-            SELECT c.parent_instance, d.kind, d.event, d.visible_at
-            FROM unnest(p_parent_events) WITH ORDINALITY AS d
-            JOIN ratchet.instances c ON c.id = p_instances[d.turn]
-            JOIN ratchet.instances p ON p.id = c.parent_instance
-                 AND p.execution = c.parent_execution
+            SELECT p.id, p_parent_events[x.item].kind, p_parent_events[x.item].event,
+                   p_parent_events[x.item].visible_at
+            FROM unnest(v_parents, v_parent_executions, v_parent_items)
+                 WITH ORDINALITY AS x(parent, execution, item, n)
+            JOIN ratchet.instances p ON p.id = x.parent AND p.execution = x.execution
                  AND p.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated')
-            WHERE p_turn_ok[d.turn]
-            ORDER BY d.ordinality
+            ORDER BY x.n
             RETURNING instance)
         SELECT coalesce(array_agg(instance), '{}') INTO v_more FROM inserted;
         woken := woken || v_more;
@@ -764,19 +800,30 @@ CREATE FUNCTION ratchet.commit_lock_cached(
     OUT e_instance text[], OUT e_id bigint[], OUT e_event text[])
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_ready text[];
+    v_live text[];
+    v_live_grace bigint[];
 BEGIN
+    -- (`visible_at + 0`: see visible_events.)
+    v_ready := ARRAY(SELECT DISTINCT b.instance FROM ratchet.inbox b
+                     WHERE b.instance = ANY (p_lock) AND b.visible_at + 0 <= p_now);
+    IF cardinality(v_ready) = 0 THEN
+        l_id := '{}'; l_name := '{}'; l_version := '{}'; l_execution := '{}';
+        l_history_len := '{}'; l_fence := '{}'; l_incarnation := '{}';
+        e_instance := '{}'; e_id := '{}'; e_event := '{}';
+        RETURN;
+    END IF;
+    SELECT * INTO v_live, v_live_grace FROM ratchet.live_workers(p_now);
     WITH leased AS (
         UPDATE ratchet.instances i
         SET lease_owner = p_owner, lease_until = p_until, fence = i.fence + 1
-        -- (`visible_at + 0`: see visible_events.)
-        WHERE i.id = ANY (ARRAY(SELECT DISTINCT b.instance FROM ratchet.inbox b
-                                WHERE b.instance = ANY (p_lock) AND b.visible_at + 0 <= p_now))
+        WHERE i.id = ANY (v_ready)
           AND i.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated')
           AND (i.lease_until IS NULL
                OR (i.lease_until < p_now AND NOT EXISTS (
-                   SELECT 1 FROM ratchet.workers w
-                   WHERE w.id = i.lease_owner AND w.alive_until >= p_now
-                     AND i.lease_until >= p_now - w.stall_grace)))
+                   SELECT 1 FROM unnest(v_live, v_live_grace) AS w(id, stall_grace)
+                   WHERE w.id = i.lease_owner AND i.lease_until >= p_now - w.stall_grace)))
         RETURNING i.id, i.name, i.version, i.execution, i.history_len, i.fence, i.incarnation)
     SELECT coalesce(array_agg(id), '{}'), coalesce(array_agg(name), '{}'),
            coalesce(array_agg(version), '{}'), coalesce(array_agg(execution), '{}'),

@@ -10,6 +10,16 @@
 -- `ratchet.work`, and a finished instance sends its id on `ratchet.done`. PostgreSQL delivers
 -- them when the transaction commits, and merges repeats within one transaction.
 
+-- The instance ids of p_ids in the groups a statement that locks them takes one by one, in
+-- the order to take them: on PostgreSQL one group, the ids as given (each such statement
+-- orders its own rows). On Citus, citus/functions.sql makes it one group per shard, in shard
+-- order: Citus runs a statement that locks rows only when they are all on one shard.
+CREATE FUNCTION ratchet.lock_groups(p_ids text[]) RETURNS SETOF text[]
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp AS $$
+    SELECT p_ids WHERE cardinality(p_ids) > 0;
+$$;
+
 -- Removes every trace of an instance, so its id can start afresh.
 CREATE FUNCTION ratchet.instance_erase(p_id text) RETURNS void
 LANGUAGE sql
@@ -135,11 +145,14 @@ SET jit = off
 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_status text;
+    v_group text[];
     v_raised boolean := false;
 BEGIN
     outcome := '{}'; status := '{}';
     -- A share lock keeps a concurrent finish from clearing the inbox under the new row.
-    PERFORM 1 FROM ratchet.instances WHERE id = ANY (s_instance) ORDER BY id FOR SHARE;
+    FOR v_group IN SELECT g FROM ratchet.lock_groups(s_instance) AS g LOOP
+        PERFORM 1 FROM ratchet.instances WHERE id = ANY (v_group) ORDER BY id FOR SHARE;
+    END LOOP;
     FOR i IN 1 .. coalesce(array_length(s_instance, 1), 0) LOOP
         SELECT s.status INTO v_status FROM ratchet.instances s WHERE s.id = s_instance[i];
         IF NOT FOUND THEN
@@ -205,13 +218,16 @@ SET jit = off
 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_parent text;
+    v_group text[];
     v_parent_execution integer;
     v_parent_seq integer;
 BEGIN
-    PERFORM 1 FROM ratchet.instances
-    WHERE id = p_id OR id = (SELECT parent_instance FROM ratchet.instances WHERE id = p_id)
-    ORDER BY id
-    FOR NO KEY UPDATE;
+    FOR v_group IN SELECT g FROM ratchet.lock_groups(ARRAY[p_id] || ARRAY(
+                       SELECT parent_instance FROM ratchet.instances
+                       WHERE id = p_id AND parent_instance IS NOT NULL)) AS g LOOP
+        PERFORM 1 FROM ratchet.instances WHERE id = ANY (v_group) ORDER BY id
+        FOR NO KEY UPDATE;
+    END LOOP;
     SELECT s.status, s.parent_instance, s.parent_execution, s.parent_seq
     INTO status, v_parent, v_parent_execution, v_parent_seq
     FROM ratchet.instances s WHERE s.id = p_id;
