@@ -30,6 +30,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0014_schedule_settled.sql"),
     include_str!("../migrations/0015_key_lookups.sql"),
     include_str!("../migrations/0016_ready_for_claims_only.sql"),
+    include_str!("../migrations/0017_inbox_key.sql"),
 ];
 
 /// The function files, in the order they are created (a SQL function's body is checked
