@@ -1,10 +1,11 @@
 -- The functions on a Citus coordinator, after they are created.
 --
--- Citus cannot route a statement of a generic plan that writes through a CTE with parameters
--- ("could not create distributed plan"), so the functions on distributed tables plan each
--- call with its values. And the event store's functions are distributed functions colocated
--- with its shard: a call is sent whole to the node that holds the event store, one hop,
--- instead of each of its statements.
+-- Citus routes a statement to shards from the values it names, and cannot route one of a
+-- generic plan that writes through a CTE with parameters ("could not create distributed
+-- plan"), so every function plans each call with its values. And the event store's functions
+-- are distributed functions colocated with its shard: a call is sent whole to the node that
+-- holds the event store, one hop, instead of each of its statements.
+
 -- A statement that locks instances locks those of one shard: one group per shard, in shard
 -- order, each in id order, so that two calls never wait for each other in a cycle.
 CREATE OR REPLACE FUNCTION ratchet.lock_groups(p_ids text[]) RETURNS SETOF text[]
@@ -47,7 +48,6 @@ BEGIN
              WHERE p.pronamespace = (SELECT c.relnamespace FROM pg_class c
                                      WHERE c.oid = 'ratchet.events'::regclass)
                AND p.proname IN ('event_first_match', 'event_append') LOOP
-        EXECUTE format('ALTER FUNCTION %s SET plan_cache_mode = force_custom_plan', f);
         PERFORM create_distributed_function(f, colocate_with => 'ratchet.events');
     END LOOP;
 END $$;

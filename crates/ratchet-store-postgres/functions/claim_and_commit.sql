@@ -307,7 +307,6 @@ DECLARE
     v_instances text[] := '{}';
     v_executions integer[] := '{}';
     v_touched text[];
-    v_group text[];
     v_finished text[] := '{}';
     v_continued text[] := '{}';
     v_woken text[] := '{}';
@@ -366,10 +365,7 @@ BEGIN
                                         WHERE id = ANY (v_instances)
                                           AND parent_instance IS NOT NULL);
     END IF;
-    FOR v_group IN SELECT g FROM ratchet.lock_groups(v_touched) AS g LOOP
-        PERFORM 1 FROM ratchet.instances WHERE id = ANY (v_group) ORDER BY id
-        FOR NO KEY UPDATE;
-    END LOOP;
+    PERFORM ratchet.instances_lock(v_touched, false);
 
     -- Completions first: a turn they fed commits only if each of them was applied. Their
     -- results reach the inbox after the turns, except those a committed turn ran on: those

@@ -20,6 +20,27 @@ SET search_path = pg_catalog, pg_temp AS $$
     SELECT p_ids WHERE cardinality(p_ids) > 0;
 $$;
 
+-- Locks the instances of p_ids, a group of lock_groups at a time, each in id order: shared
+-- (p_share) or for a change of their non-key columns.
+CREATE FUNCTION ratchet.instances_lock(p_ids text[], p_share boolean) RETURNS void
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET jit = off
+SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_group text[];
+BEGIN
+    FOR v_group IN SELECT g FROM ratchet.lock_groups(p_ids) AS g LOOP
+        IF p_share THEN
+            PERFORM 1 FROM ratchet.instances WHERE id = ANY (v_group) ORDER BY id FOR SHARE;
+        ELSE
+            PERFORM 1 FROM ratchet.instances WHERE id = ANY (v_group) ORDER BY id
+            FOR NO KEY UPDATE;
+        END IF;
+    END LOOP;
+END $$;
+
 -- Removes every trace of an instance, so its id can start afresh.
 CREATE FUNCTION ratchet.instance_erase(p_id text) RETURNS void
 LANGUAGE sql
@@ -145,14 +166,11 @@ SET jit = off
 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_status text;
-    v_group text[];
     v_raised boolean := false;
 BEGIN
     outcome := '{}'; status := '{}';
     -- A share lock keeps a concurrent finish from clearing the inbox under the new row.
-    FOR v_group IN SELECT g FROM ratchet.lock_groups(s_instance) AS g LOOP
-        PERFORM 1 FROM ratchet.instances WHERE id = ANY (v_group) ORDER BY id FOR SHARE;
-    END LOOP;
+    PERFORM ratchet.instances_lock(s_instance, true);
     FOR i IN 1 .. coalesce(array_length(s_instance, 1), 0) LOOP
         SELECT s.status INTO v_status FROM ratchet.instances s WHERE s.id = s_instance[i];
         IF NOT FOUND THEN
@@ -218,16 +236,12 @@ SET jit = off
 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_parent text;
-    v_group text[];
     v_parent_execution integer;
     v_parent_seq integer;
 BEGIN
-    FOR v_group IN SELECT g FROM ratchet.lock_groups(ARRAY[p_id] || ARRAY(
-                       SELECT parent_instance FROM ratchet.instances
-                       WHERE id = p_id AND parent_instance IS NOT NULL)) AS g LOOP
-        PERFORM 1 FROM ratchet.instances WHERE id = ANY (v_group) ORDER BY id
-        FOR NO KEY UPDATE;
-    END LOOP;
+    PERFORM ratchet.instances_lock(ARRAY[p_id] || ARRAY(
+        SELECT parent_instance FROM ratchet.instances
+        WHERE id = p_id AND parent_instance IS NOT NULL), false);
     SELECT s.status, s.parent_instance, s.parent_execution, s.parent_seq
     INTO status, v_parent, v_parent_execution, v_parent_seq
     FROM ratchet.instances s WHERE s.id = p_id;
