@@ -768,18 +768,39 @@ END $$;
 -- The results of applied activity completions, for the instances that still run the
 -- execution they belong to, except those a committed turn ran on (p_fed, by position): in
 -- the inbox, visible at once. Says which instances have new events.
+--
+-- The running executions are read by key first, and the rows inserted from the batch alone:
+-- on Citus a statement that joined the batch to the instances went to every shard, where one
+-- that names the instances of one shard goes to that shard's node only.
 CREATE FUNCTION ratchet.commit_results(
     p_completions ratchet.commit_completion[], p_completion_ok boolean[], p_fed integer[],
     OUT woken text[])
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_wanted text[] := ARRAY(
+        SELECT c.instance FROM unnest(p_completions) WITH ORDINALITY AS c
+        WHERE p_completion_ok[c.ordinality] AND c.event IS NOT NULL
+          AND c.ordinality <> ALL (p_fed));
+    v_running text[];
+    v_executions integer[];
 BEGIN
+    woken := '{}';
+    IF cardinality(v_wanted) = 0 THEN
+        RETURN;
+    END IF;
+    SELECT coalesce(array_agg(i.id), '{}'), coalesce(array_agg(i.execution), '{}')
+    INTO v_running, v_executions
+    FROM ratchet.instances i
+    WHERE i.id = ANY (v_wanted)
+      AND i.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated');
     WITH inserted AS (
         INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
         SELECT c.instance, c.kind, c.event, 0
         FROM unnest(p_completions) WITH ORDINALITY AS c
-        JOIN ratchet.instances i ON i.id = c.instance AND i.execution = c.execution
-             AND i.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated')
+        -- (One row each: an instance is read once.)
+        JOIN unnest(v_running, v_executions) AS r(id, execution)
+             ON r.id = c.instance AND r.execution = c.execution
         WHERE p_completion_ok[c.ordinality] AND c.event IS NOT NULL
           AND c.ordinality <> ALL (p_fed)
         ORDER BY c.ordinality
