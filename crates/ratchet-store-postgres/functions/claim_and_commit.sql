@@ -184,8 +184,11 @@ BEGIN
         -- A turn that committed between our look and our lock may have consumed everything:
         -- such an instance has nothing to do, so its lease goes back at once (the store drops
         -- it from the result).
-        UPDATE ratchet.instances i SET lease_owner = NULL, lease_until = NULL
-        WHERE i.id = ANY (i_id) AND i.id <> ALL (e_instance) AND i.lease_owner = p_owner;
+        FOR v_group IN SELECT g FROM ratchet.lock_groups(
+                           ARRAY(SELECT x FROM unnest(i_id) AS x WHERE x <> ALL (e_instance))) AS g LOOP
+            UPDATE ratchet.instances i SET lease_owner = NULL, lease_until = NULL
+            WHERE i.id = ANY (v_group) AND i.lease_owner = p_owner;
+        END LOOP;
     END IF;
 
     SELECT * INTO t_id, t_fence, t_name, t_input, t_options, t_instance, t_execution, t_seq,
@@ -449,7 +452,28 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_consumed bigint[];
+    v_committed text[];
+    v_group text[];
+    -- The turns' instances as they are now, read a group of lock_groups at a time: on Citus
+    -- each read, and each write below, names the instances of one shard and goes to its node
+    -- alone. On PostgreSQL there is one group.
+    v_id text[] := '{}';
+    v_fence bigint[] := '{}';
+    v_incarnation bigint[] := '{}';
+    v_execution integer[] := '{}';
+    v_history_len integer[] := '{}';
+    v_status text[] := '{}';
 BEGIN
+    FOR v_group IN SELECT g FROM ratchet.lock_groups(p_instances) AS g LOOP
+        SELECT v_id || coalesce(array_agg(i.id), '{}'),
+               v_fence || coalesce(array_agg(i.fence), '{}'),
+               v_incarnation || coalesce(array_agg(i.incarnation), '{}'),
+               v_execution || coalesce(array_agg(i.execution), '{}'),
+               v_history_len || coalesce(array_agg(i.history_len), '{}'),
+               v_status || coalesce(array_agg(i.status), '{}')
+        INTO v_id, v_fence, v_incarnation, v_execution, v_history_len, v_status
+        FROM ratchet.instances i WHERE i.id = ANY (v_group);
+    END LOOP;
     SELECT coalesce(array_agg(s.ok ORDER BY s.n), '{}'),
            coalesce(array_agg(s.instance) FILTER (
                WHERE s.ok AND s.status IN ('Completed', 'Failed', 'Cancelled', 'Terminated')), '{}'),
@@ -473,7 +497,9 @@ BEGIN
                               FROM unnest(t.fed) AS f)),
                           false) AS ok
           FROM unnest(p_turns) WITH ORDINALITY AS t
-          LEFT JOIN ratchet.instances i ON i.id = t.instance AND i.id = ANY (p_instances)) s;
+          LEFT JOIN unnest(v_id, v_fence, v_incarnation, v_execution, v_history_len, v_status)
+                    AS i(id, fence, incarnation, execution, history_len, status)
+                    ON i.id = t.instance) s;
     SELECT ARRAY(SELECT f FROM unnest(p_turns) WITH ORDINALITY AS t, unnest(t.fed) AS f
                  WHERE turn_ok[t.ordinality]),
            ARRAY(SELECT t.started FROM unnest(p_turns) WITH ORDINALITY AS t
@@ -485,36 +511,40 @@ BEGIN
     -- What each committed turn consumed leaves the inbox (a turn that ran only on results
     -- and starts of this batch consumed no row), its history is appended, and its instance
     -- takes the state the turn left, unleased.
-    IF cardinality(v_consumed) > 0 THEN
-        DELETE FROM ratchet.inbox b
-        WHERE b.instance = ANY (ARRAY(SELECT t.instance FROM unnest(p_turns) WITH ORDINALITY AS t
-                                      WHERE turn_ok[t.ordinality]))
-          AND b.id = ANY (v_consumed);
-    END IF;
+    v_committed := ARRAY(SELECT t.instance FROM unnest(p_turns) WITH ORDINALITY AS t
+                         WHERE turn_ok[t.ordinality]);
+    FOR v_group IN SELECT g FROM ratchet.lock_groups(v_committed) AS g LOOP
+        IF cardinality(v_consumed) > 0 THEN
+            DELETE FROM ratchet.inbox b
+            WHERE b.instance = ANY (v_group) AND b.id = ANY (v_consumed);
+        END IF;
 
-    INSERT INTO ratchet.history (instance, execution, seq, events)
-    SELECT t.instance, t.execution, t.history_start, t.history
-    FROM unnest(p_turns) WITH ORDINALITY AS t
-    WHERE turn_ok[t.ordinality] AND t.history IS NOT NULL;
+        INSERT INTO ratchet.history (instance, execution, seq, events)
+        SELECT t.instance, t.execution, t.history_start, t.history
+        FROM unnest(p_turns) WITH ORDINALITY AS t
+        WHERE turn_ok[t.ordinality] AND t.history IS NOT NULL AND t.instance = ANY (v_group);
 
-    UPDATE ratchet.instances i SET
-        status = t.status,
-        version = coalesce(i.version, t.version),
-        output = t.output,
-        error = t.error,
-        custom_status = coalesce(t.custom_status, i.custom_status),
-        history_len = i.history_len + t.history_count,
-        updated_at = p_now,
-        finished_at = CASE WHEN t.status IN ('Completed', 'Failed', 'Cancelled', 'Terminated')
-                           THEN p_now END,
-        lease_owner = NULL,
-        lease_until = NULL
-    FROM unnest(p_turns) WITH ORDINALITY AS t
-    WHERE turn_ok[t.ordinality] AND i.id = t.instance AND i.id = ANY (p_instances);
+        UPDATE ratchet.instances i SET
+            status = t.status,
+            version = coalesce(i.version, t.version),
+            output = t.output,
+            error = t.error,
+            custom_status = coalesce(t.custom_status, i.custom_status),
+            history_len = i.history_len + t.history_count,
+            updated_at = p_now,
+            finished_at = CASE WHEN t.status IN ('Completed', 'Failed', 'Cancelled', 'Terminated')
+                               THEN p_now END,
+            lease_owner = NULL,
+            lease_until = NULL
+        FROM unnest(p_turns) WITH ORDINALITY AS t
+        WHERE turn_ok[t.ordinality] AND i.id = t.instance AND i.id = ANY (v_group);
+    END LOOP;
 
     -- Finished instances wait for nothing more.
     IF cardinality(finished) > 0 THEN
-        DELETE FROM ratchet.inbox WHERE instance = ANY (finished);
+        FOR v_group IN SELECT g FROM ratchet.lock_groups(finished) AS g LOOP
+            DELETE FROM ratchet.inbox WHERE instance = ANY (v_group);
+        END LOOP;
         DELETE FROM ratchet.tasks WHERE instance = ANY (finished);
     END IF;
 END $$;
@@ -769,9 +799,9 @@ END $$;
 -- execution they belong to, except those a committed turn ran on (p_fed, by position): in
 -- the inbox, visible at once. Says which instances have new events.
 --
--- The running executions are read by key first, and the rows inserted from the batch alone:
--- on Citus a statement that joined the batch to the instances went to every shard, where one
--- that names the instances of one shard goes to that shard's node only.
+-- The running executions are read by key first, a group of lock_groups at a time, and the rows
+-- inserted from the batch alone: on Citus a statement that joined the batch to the instances
+-- went to every shard, where one that names the instances of one shard goes to its node only.
 CREATE FUNCTION ratchet.commit_results(
     p_completions ratchet.commit_completion[], p_completion_ok boolean[], p_fed integer[],
     OUT woken text[])
@@ -782,30 +812,36 @@ DECLARE
         SELECT c.instance FROM unnest(p_completions) WITH ORDINALITY AS c
         WHERE p_completion_ok[c.ordinality] AND c.event IS NOT NULL
           AND c.ordinality <> ALL (p_fed));
-    v_running text[];
-    v_executions integer[];
+    v_running text[] := '{}';
+    v_executions integer[] := '{}';
+    v_group text[];
 BEGIN
     woken := '{}';
     IF cardinality(v_wanted) = 0 THEN
         RETURN;
     END IF;
-    SELECT coalesce(array_agg(i.id), '{}'), coalesce(array_agg(i.execution), '{}')
-    INTO v_running, v_executions
-    FROM ratchet.instances i
-    WHERE i.id = ANY (v_wanted)
-      AND i.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated');
-    WITH inserted AS (
-        INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
-        SELECT c.instance, c.kind, c.event, 0
-        FROM unnest(p_completions) WITH ORDINALITY AS c
-        -- (One row each: an instance is read once.)
-        JOIN unnest(v_running, v_executions) AS r(id, execution)
-             ON r.id = c.instance AND r.execution = c.execution
-        WHERE p_completion_ok[c.ordinality] AND c.event IS NOT NULL
-          AND c.ordinality <> ALL (p_fed)
-        ORDER BY c.ordinality
-        RETURNING instance)
-    SELECT coalesce(array_agg(instance), '{}') INTO woken FROM inserted;
+    FOR v_group IN SELECT g FROM ratchet.lock_groups(v_wanted) AS g LOOP
+        SELECT v_running || coalesce(array_agg(i.id), '{}'),
+               v_executions || coalesce(array_agg(i.execution), '{}')
+        INTO v_running, v_executions
+        FROM ratchet.instances i
+        WHERE i.id = ANY (v_group)
+          AND i.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated');
+    END LOOP;
+    FOR v_group IN SELECT g FROM ratchet.lock_groups(v_running) AS g LOOP
+        WITH inserted AS (
+            INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
+            SELECT c.instance, c.kind, c.event, 0
+            FROM unnest(p_completions) WITH ORDINALITY AS c
+            -- (One row each: an instance is read once.)
+            JOIN unnest(v_running, v_executions) AS r(id, execution)
+                 ON r.id = c.instance AND r.execution = c.execution
+            WHERE p_completion_ok[c.ordinality] AND c.event IS NOT NULL
+              AND c.ordinality <> ALL (p_fed) AND c.instance = ANY (v_group)
+            ORDER BY c.ordinality
+            RETURNING instance)
+        SELECT woken || coalesce(array_agg(instance), '{}') INTO woken FROM inserted;
+    END LOOP;
 END $$;
 
 -- Eager dispatch: those of the committer's cached instances that now have visible events,
@@ -818,35 +854,45 @@ CREATE FUNCTION ratchet.commit_lock_cached(
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    v_ready text[];
+    v_ready text[] := '{}';
+    v_group text[];
     v_live text[];
     v_live_grace bigint[];
 BEGIN
-    -- (`visible_at + 0`: see visible_events.)
-    v_ready := ARRAY(SELECT DISTINCT b.instance FROM ratchet.inbox b
-                     WHERE b.instance = ANY (p_lock) AND b.visible_at + 0 <= p_now);
+    l_id := '{}'; l_name := '{}'; l_version := '{}'; l_execution := '{}';
+    l_history_len := '{}'; l_fence := '{}'; l_incarnation := '{}';
+    e_instance := '{}'; e_id := '{}'; e_event := '{}';
+    -- (`visible_at + 0`: see visible_events. A group of lock_groups at a time: on Citus each
+    -- statement goes to one shard's node.)
+    FOR v_group IN SELECT g FROM ratchet.lock_groups(p_lock) AS g LOOP
+        v_ready := v_ready || ARRAY(SELECT DISTINCT b.instance FROM ratchet.inbox b
+                                    WHERE b.instance = ANY (v_group)
+                                      AND b.visible_at + 0 <= p_now);
+    END LOOP;
     IF cardinality(v_ready) = 0 THEN
-        l_id := '{}'; l_name := '{}'; l_version := '{}'; l_execution := '{}';
-        l_history_len := '{}'; l_fence := '{}'; l_incarnation := '{}';
-        e_instance := '{}'; e_id := '{}'; e_event := '{}';
         RETURN;
     END IF;
     SELECT * INTO v_live, v_live_grace FROM ratchet.live_workers(p_now);
-    WITH leased AS (
-        UPDATE ratchet.instances i
-        SET lease_owner = p_owner, lease_until = p_until, fence = i.fence + 1
-        WHERE i.id = ANY (v_ready)
-          AND i.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated')
-          AND (i.lease_until IS NULL
-               OR (i.lease_until < p_now AND NOT EXISTS (
-                   SELECT 1 FROM unnest(v_live, v_live_grace) AS w(id, stall_grace)
-                   WHERE w.id = i.lease_owner AND i.lease_until >= p_now - w.stall_grace)))
-        RETURNING i.id, i.name, i.version, i.execution, i.history_len, i.fence, i.incarnation)
-    SELECT coalesce(array_agg(id), '{}'), coalesce(array_agg(name), '{}'),
-           coalesce(array_agg(version), '{}'), coalesce(array_agg(execution), '{}'),
-           coalesce(array_agg(history_len), '{}'), coalesce(array_agg(fence), '{}'),
-           coalesce(array_agg(incarnation), '{}')
-    INTO l_id, l_name, l_version, l_execution, l_history_len, l_fence, l_incarnation
-    FROM leased;
+    FOR v_group IN SELECT g FROM ratchet.lock_groups(v_ready) AS g LOOP
+        WITH leased AS (
+            UPDATE ratchet.instances i
+            SET lease_owner = p_owner, lease_until = p_until, fence = i.fence + 1
+            WHERE i.id = ANY (v_group)
+              AND i.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated')
+              AND (i.lease_until IS NULL
+                   OR (i.lease_until < p_now AND NOT EXISTS (
+                       SELECT 1 FROM unnest(v_live, v_live_grace) AS w(id, stall_grace)
+                       WHERE w.id = i.lease_owner AND i.lease_until >= p_now - w.stall_grace)))
+            RETURNING i.id, i.name, i.version, i.execution, i.history_len, i.fence,
+                      i.incarnation)
+        SELECT l_id || coalesce(array_agg(id), '{}'), l_name || coalesce(array_agg(name), '{}'),
+               l_version || coalesce(array_agg(version), '{}'),
+               l_execution || coalesce(array_agg(execution), '{}'),
+               l_history_len || coalesce(array_agg(history_len), '{}'),
+               l_fence || coalesce(array_agg(fence), '{}'),
+               l_incarnation || coalesce(array_agg(incarnation), '{}')
+        INTO l_id, l_name, l_version, l_execution, l_history_len, l_fence, l_incarnation
+        FROM leased;
+    END LOOP;
     SELECT * INTO e_instance, e_id, e_event FROM ratchet.visible_events(l_id, p_now);
 END $$;

@@ -143,15 +143,32 @@ SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
 SET jit = off
 SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_group text[];
+    v_groups integer := 0;
 BEGIN
-    SELECT coalesce(array_agg(b.instance ORDER BY b.id), '{}'),
-           coalesce(array_agg(b.id ORDER BY b.id), '{}'),
-           coalesce(array_agg(b.event ORDER BY b.id), '{}')
-    INTO e_instance, e_id, e_event
-    -- `visible_at + 0` keeps the time test off the index: a plan made while the inbox was
-    -- nearly empty may otherwise walk every visible event of every instance by time to find
-    -- these few instances' events.
-    FROM ratchet.inbox b WHERE b.instance = ANY (p_ids) AND b.visible_at + 0 <= p_now;
+    e_instance := '{}'; e_id := '{}'; e_event := '{}';
+    -- A group of lock_groups at a time (on Citus, one shard's node each; on PostgreSQL one).
+    FOR v_group IN SELECT g FROM ratchet.lock_groups(p_ids) AS g LOOP
+        SELECT e_instance || coalesce(array_agg(b.instance ORDER BY b.id), '{}'),
+               e_id || coalesce(array_agg(b.id ORDER BY b.id), '{}'),
+               e_event || coalesce(array_agg(b.event ORDER BY b.id), '{}')
+        INTO e_instance, e_id, e_event
+        -- `visible_at + 0` keeps the time test off the index: a plan made while the inbox was
+        -- nearly empty may otherwise walk every visible event of every instance by time to
+        -- find these few instances' events.
+        FROM ratchet.inbox b WHERE b.instance = ANY (v_group) AND b.visible_at + 0 <= p_now;
+        v_groups := v_groups + 1;
+    END LOOP;
+    IF v_groups > 1 THEN
+        -- In id order across the groups too.
+        SELECT array_agg(x.instance ORDER BY x.id), array_agg(x.id ORDER BY x.id),
+               array_agg(x.event ORDER BY x.id)
+        INTO e_instance, e_id, e_event
+        FROM unnest(e_instance, e_id, e_event) AS x(instance, id, event);
+        e_instance := coalesce(e_instance, '{}'); e_id := coalesce(e_id, '{}');
+        e_event := coalesce(e_event, '{}');
+    END IF;
 END $$;
 
 -- Raises signals into their instances' inboxes. Outcome per item: 'raised', 'duplicate',
