@@ -320,6 +320,7 @@ DECLARE
     v_opened integer[] := '{}';
     v_unleased_tasks boolean := false;
     v_new_children boolean := false;
+    v_group text[];
 BEGIN
     -- A large batch plans its statements for its own arrays and the tables as they are now:
     -- a plan cached for small batches (or while the tables were small) can cost more than a
@@ -364,9 +365,11 @@ BEGIN
                  || ARRAY(SELECT c.instance FROM unnest(p_completions) AS c
                           WHERE c.instance IS NOT NULL);
     IF cardinality(p_parent_events) > 0 THEN
-        v_touched := v_touched || ARRAY(SELECT parent_instance FROM ratchet.instances
-                                        WHERE id = ANY (v_instances)
-                                          AND parent_instance IS NOT NULL);
+        FOR v_group IN SELECT g FROM ratchet.lock_groups(v_instances) AS g LOOP
+            v_touched := v_touched || ARRAY(SELECT parent_instance FROM ratchet.instances
+                                            WHERE id = ANY (v_group)
+                                              AND parent_instance IS NOT NULL);
+        END LOOP;
     END IF;
     PERFORM ratchet.instances_lock(v_touched, false);
 
@@ -618,9 +621,16 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_more text[];
+    v_group text[];
+    v_children text[];
+    v_child text[] := '{}';
+    v_child_parent text[] := '{}';
+    v_child_parent_execution integer[] := '{}';
     v_parents text[];
     v_parent_executions integer[];
     v_parent_items bigint[];
+    v_running text[] := '{}';
+    v_running_executions integer[] := '{}';
 BEGIN
     woken := '{}'; new_children := false;
     IF cardinality(p_timers) > 0 THEN
@@ -642,25 +652,47 @@ BEGIN
         -- Results for parents, only while the parent runs the execution that started the
         -- child. The children's rows are read apart from their parents': on Citus a child and
         -- its parent may live on different shards, which one statement cannot join.
-        SELECT coalesce(array_agg(c.parent_instance ORDER BY d.ordinality), '{}'),
-               coalesce(array_agg(c.parent_execution ORDER BY d.ordinality), '{}'),
+        -- Each read and write names the instances of one shard (lock_groups).
+        v_children := ARRAY(SELECT p_instances[d.turn] FROM unnest(p_parent_events) AS d
+                            WHERE p_turn_ok[d.turn]);
+        FOR v_group IN SELECT g FROM ratchet.lock_groups(v_children) AS g LOOP
+            SELECT v_child || coalesce(array_agg(c.id), '{}'),
+                   v_child_parent || coalesce(array_agg(c.parent_instance), '{}'),
+                   v_child_parent_execution || coalesce(array_agg(c.parent_execution), '{}')
+            INTO v_child, v_child_parent, v_child_parent_execution
+            FROM ratchet.instances c
+            WHERE c.id = ANY (v_group) AND c.parent_instance IS NOT NULL;
+        END LOOP;
+        SELECT coalesce(array_agg(c.parent ORDER BY d.ordinality), '{}'),
+               coalesce(array_agg(c.execution ORDER BY d.ordinality), '{}'),
                coalesce(array_agg(d.ordinality ORDER BY d.ordinality), '{}')
         INTO v_parents, v_parent_executions, v_parent_items
         FROM unnest(p_parent_events) WITH ORDINALITY AS d
-        JOIN ratchet.instances c ON c.id = p_instances[d.turn]
-        WHERE p_turn_ok[d.turn] AND c.parent_instance IS NOT NULL;
-        WITH inserted AS (
-            INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
-            SELECT p.id, p_parent_events[x.item].kind, p_parent_events[x.item].event,
-                   p_parent_events[x.item].visible_at
-            FROM unnest(v_parents, v_parent_executions, v_parent_items)
-                 WITH ORDINALITY AS x(parent, execution, item, n)
-            JOIN ratchet.instances p ON p.id = x.parent AND p.execution = x.execution
-                 AND p.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated')
-            ORDER BY x.n
-            RETURNING instance)
-        SELECT coalesce(array_agg(instance), '{}') INTO v_more FROM inserted;
-        woken := woken || v_more;
+        JOIN unnest(v_child, v_child_parent, v_child_parent_execution) AS c(id, parent, execution)
+             ON c.id = p_instances[d.turn]
+        WHERE p_turn_ok[d.turn];
+        FOR v_group IN SELECT g FROM ratchet.lock_groups(v_parents) AS g LOOP
+            SELECT v_running || coalesce(array_agg(p.id), '{}'),
+                   v_running_executions || coalesce(array_agg(p.execution), '{}')
+            INTO v_running, v_running_executions
+            FROM ratchet.instances p
+            WHERE p.id = ANY (v_group)
+              AND p.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated');
+        END LOOP;
+        FOR v_group IN SELECT g FROM ratchet.lock_groups(v_running) AS g LOOP
+            WITH inserted AS (
+                INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
+                SELECT x.parent, p_parent_events[x.item].kind, p_parent_events[x.item].event,
+                       p_parent_events[x.item].visible_at
+                FROM unnest(v_parents, v_parent_executions, v_parent_items)
+                     WITH ORDINALITY AS x(parent, execution, item, n)
+                JOIN unnest(v_running, v_running_executions) AS p(id, execution)
+                     ON p.id = x.parent AND p.execution = x.execution
+                WHERE x.parent = ANY (v_group)
+                ORDER BY x.n
+                RETURNING instance)
+            SELECT woken || coalesce(array_agg(instance), '{}') INTO woken FROM inserted;
+        END LOOP;
     END IF;
 
     IF cardinality(p_children) > 0 THEN
@@ -698,15 +730,18 @@ BEGIN
     -- Continue as new: what the old execution waited for goes (signals and cancellation stay),
     -- and the next execution opens with its start and the carried-over signals.
     IF cardinality(p_continued) > 0 THEN
-        DELETE FROM ratchet.inbox
-        WHERE instance = ANY (p_continued) AND kind NOT IN ('SignalReceived', 'CancelRequested');
+        FOR v_group IN SELECT g FROM ratchet.lock_groups(p_continued) AS g LOOP
+            DELETE FROM ratchet.inbox
+            WHERE instance = ANY (v_group)
+              AND kind NOT IN ('SignalReceived', 'CancelRequested');
+            UPDATE ratchet.instances i
+            SET execution = i.execution + 1, history_len = 0, input = t.next_input,
+                status = 'ContinuedAsNew', updated_at = p_now
+            FROM unnest(p_turns) WITH ORDINALITY AS t
+            WHERE p_turn_ok[t.ordinality] AND t.next_input IS NOT NULL AND i.id = t.instance
+              AND i.id = ANY (v_group);
+        END LOOP;
         DELETE FROM ratchet.tasks WHERE instance = ANY (p_continued);
-        UPDATE ratchet.instances i
-        SET execution = i.execution + 1, history_len = 0, input = t.next_input,
-            status = 'ContinuedAsNew', updated_at = p_now
-        FROM unnest(p_turns) WITH ORDINALITY AS t
-        WHERE p_turn_ok[t.ordinality] AND t.next_input IS NOT NULL AND i.id = t.instance
-          AND i.id = ANY (p_continued);
         INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
         SELECT p_instances[s.turn], s.kind, s.event, p_now
         FROM unnest(p_next_events) WITH ORDINALITY AS s

@@ -683,6 +683,69 @@ async fn on_citus(client: &ratchet_store_postgres::tokio_postgres::Client) -> bo
     citus > 0
 }
 
+/// On a Citus coordinator, every statement of a group commit names the instances of one
+/// shard, so Citus sends each to one node: with `citus.multi_task_query_log_level = error`
+/// set on `commit_batch` (and so on the functions it calls), a statement Citus would split
+/// over several shards fails its commit. The scenarios commit turns, results, timers,
+/// children and their results to parents, continue-as-new and starts, of instances spread
+/// over the shards. Skipped without Citus, as above.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_citus_a_commit_runs_each_statement_on_one_node() {
+    let Some(url) = database_url() else {
+        return;
+    };
+    let client = session(&url).await;
+    if !on_citus(&client).await {
+        let required = std::env::var("RATCHET_REQUIRE_CITUS").is_ok_and(|v| v == "1");
+        assert!(!required, "RATCHET_REQUIRE_CITUS=1 but {url} has no Citus");
+        eprintln!("skipped: not a Citus coordinator");
+        return;
+    }
+    let store = strict_store(&client).await;
+    // That the setting bites: a statement over every shard fails under it.
+    let refused = client
+        .batch_execute(&format!(
+            "BEGIN; SET LOCAL citus.multi_task_query_log_level = error;
+             SELECT count(*) FROM {}.inbox;",
+            store.config().schema
+        ))
+        .await;
+    client.batch_execute("ROLLBACK").await.unwrap();
+    assert!(
+        refused.is_err(),
+        "a multi-shard statement ran under the setting"
+    );
+    use ratchet_store::conformance as c;
+    // Results of many instances, and turns they fed.
+    c::concurrent_commits_apply_each_completion_once(&store).await;
+    // Starts and the turns that ran on them; children, taken ids, results to parents;
+    // continue-as-new; timers.
+    c::turns_that_ran_on_their_start_commit_with_it(&strict_store(&client).await).await;
+    c::taken_child_id_fails_parent_step(&strict_store(&client).await).await;
+    c::child_result_reaches_parent(&strict_store(&client).await).await;
+    c::continue_as_new_starts_next_execution(&strict_store(&client).await).await;
+    c::timers_become_visible_at_their_time(&strict_store(&client).await).await;
+}
+
+/// A fresh store whose `commit_batch` fails any statement Citus would split over shards.
+async fn strict_store(client: &ratchet_store_postgres::tokio_postgres::Client) -> PostgresStore {
+    let store = fresh_store().await.unwrap();
+    let schema = store.config().schema.clone();
+    client
+        .batch_execute(&format!(
+            "DO $$ DECLARE f regprocedure; BEGIN
+                 FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
+                          WHERE p.pronamespace = '{schema}'::regnamespace
+                            AND p.proname = 'commit_batch' LOOP
+                     EXECUTE format('ALTER FUNCTION %s SET citus.multi_task_query_log_level = error', f);
+                 END LOOP;
+             END $$;"
+        ))
+        .await
+        .unwrap();
+    store
+}
+
 /// Runs `sql` under `EXPLAIN (ANALYZE, BUFFERS)`: the plan's lines, and the buffers its top
 /// node read or found, nested statements included ("Buffers: shared hit=N read=M ...").
 async fn explain_buffers(
