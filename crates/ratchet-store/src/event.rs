@@ -401,29 +401,22 @@ pub struct EventPage {
 ///
 /// # Errors
 ///
-/// [`StoreError::Invalid`] when empty, too long, or holding control characters.
+/// [`StoreError::Invalid`] when empty, too long, holding a character that is not printable
+/// (control, format or separator: no bidirectional overrides or zero-width characters, which
+/// would make two types look alike in a console or a terminal), or not in Unicode
+/// normalization form C, so that one type has one spelling for the queries that match it.
 pub fn validate_event_type(kind: &str) -> Result<()> {
     if kind.trim().is_empty() {
         return Err(StoreError::Invalid(
             "an event type must not be empty".into(),
         ));
     }
-    if kind.len() > MAX_EVENT_TYPE_BYTES {
-        return Err(StoreError::Invalid(format!(
-            "event type is {} bytes; at most {MAX_EVENT_TYPE_BYTES} are allowed",
-            kind.len()
-        )));
-    }
-    if kind.chars().any(char::is_control) {
-        return Err(StoreError::Invalid(format!(
-            "event type {kind:?} holds a control character"
-        )));
-    }
-    Ok(())
+    ratchet_core::limits::check_identifier("event type", kind, MAX_EVENT_TYPE_BYTES)
+        .map_err(|e| StoreError::Invalid(format!("event type {}", e.rule)))
 }
 
 /// Checks a tag: `key:value`, the key of letters, digits, `_`, `-` and `.`, the value not
-/// empty, no control characters.
+/// empty, printable and in normal form C, as an event type.
 ///
 /// # Errors
 ///
@@ -446,8 +439,8 @@ pub fn validate_tag(tag: &str) -> Result<()> {
     if value.is_empty() {
         return bad("the value must not be empty");
     }
-    if tag.chars().any(char::is_control) {
-        return bad("holds a control character");
+    if let Err(e) = ratchet_core::limits::check_identifier("tag", tag, MAX_TAG_BYTES) {
+        return bad(&e.rule);
     }
     Ok(())
 }

@@ -22,7 +22,7 @@ const PRINTABLE: &str = concat!(
     r"\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE\uFFFF"
 );
 
-/// Control characters (what a tag, an event type, an existing id or a key may not hold).
+/// Control characters (what an existing id or a key may not hold).
 const CONTROL: &str = r"\u0000-\u001F\u007F-\u009F";
 
 /// A string schema.
@@ -134,26 +134,27 @@ described! {
         format: None,
     };
     EventType => Text {
-        description: "An event type: 1 to 256 bytes without control characters, not only \
-                      white space",
+        description: "An event type: printable text in normal form C, as an identifier, not \
+                      only white space; 1 to 256 bytes",
         min: Some(1),
         max: Some(ratchet::MAX_EVENT_TYPE_BYTES),
-        pattern: Some(format!(r"^[^{CONTROL}]*[^\s{CONTROL}][^{CONTROL}]*$")),
+        pattern: Some(format!(r"^[^{PRINTABLE}]*[^\s{PRINTABLE}][^{PRINTABLE}]*$")),
         format: None,
     };
     Tag => Text {
         description: "`key:value`, at most 256 bytes: the key of ASCII letters, digits, `_`, \
-                      `-` and `.`, the value not empty, no control characters",
+                      `-` and `.`, the value not empty; printable text in normal form C, as an \
+                      identifier",
         min: Some(3),
         max: Some(ratchet::MAX_TAG_BYTES),
-        pattern: Some(format!(r"^{TAG}[^{CONTROL}]+$")),
+        pattern: Some(format!(r"^{TAG}[^{PRINTABLE}]+$")),
         format: None,
     };
     TypeList => Text {
         description: "Event types, comma-separated (empty items are skipped)",
         min: None,
         max: None,
-        pattern: Some(format!("^[^{CONTROL}]*$")),
+        pattern: Some(format!("^[^{PRINTABLE}]*$")),
         format: None,
     };
     TagList => Text {
@@ -162,7 +163,7 @@ described! {
         min: None,
         max: None,
         pattern: Some(format!(
-            r"^\s*(?:{TAG}[^,{CONTROL}]*[^,\s{CONTROL}]\s*)?(?:,\s*(?:{TAG}[^,{CONTROL}]*[^,\s{CONTROL}]\s*)?)*$"
+            r"^\s*(?:{TAG}[^,{PRINTABLE}]*[^,\s{PRINTABLE}]\s*)?(?:,\s*(?:{TAG}[^,{PRINTABLE}]*[^,\s{PRINTABLE}]\s*)?)*$"
         )),
         format: None,
     };

@@ -462,6 +462,17 @@ pub async fn events_bad_input_appends_nothing(store: &dyn Store) {
         (plain(vec![ev("", &[], json!(1))]), "event type"),
         (plain(vec![ev("Ok", &["course"], json!(1))]), "key:value"),
         (plain(vec![ev("Ok", &[":x"], json!(1))]), "key"),
+        // A right-to-left override would show this type as `Shippedgpj.exe` reversed.
+        (
+            plain(vec![ev("Shipped\u{202E}exe.jpg", &[], json!(1))]),
+            "U+202E",
+        ),
+        (plain(vec![ev("Ok", &["k:a\u{200B}b"], json!(1))]), "U+200B"),
+        // The same word in two spellings (e + combining acute) would match two queries.
+        (
+            plain(vec![ev("Cafe\u{301}", &[], json!(1))]),
+            "normalization",
+        ),
         (plain(vec![ev("Ok", &["k:"], json!(1))]), "value"),
         (
             plain(vec![ev(
