@@ -629,8 +629,8 @@ DECLARE
     v_parents text[];
     v_parent_executions integer[];
     v_parent_items bigint[];
-    v_running text[] := '{}';
-    v_running_executions integer[] := '{}';
+    v_running text[];
+    v_running_executions integer[];
 BEGIN
     woken := '{}'; new_children := false;
     IF cardinality(p_timers) > 0 THEN
@@ -671,14 +671,8 @@ BEGIN
         JOIN unnest(v_child, v_child_parent, v_child_parent_execution) AS c(id, parent, execution)
              ON c.id = p_instances[d.turn]
         WHERE p_turn_ok[d.turn];
-        FOR v_group IN SELECT g FROM ratchet.lock_groups(v_parents) AS g LOOP
-            SELECT v_running || coalesce(array_agg(p.id), '{}'),
-                   v_running_executions || coalesce(array_agg(p.execution), '{}')
-            INTO v_running, v_running_executions
-            FROM ratchet.instances p
-            WHERE p.id = ANY (v_group)
-              AND p.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated');
-        END LOOP;
+        SELECT * INTO v_running, v_running_executions
+        FROM ratchet.running_executions(v_parents);
         FOR v_group IN SELECT g FROM ratchet.lock_groups(v_running) AS g LOOP
             WITH inserted AS (
                 INSERT INTO ratchet.inbox (instance, kind, event, visible_at)
@@ -830,6 +824,26 @@ BEGIN
     END IF;
 END $$;
 
+-- Those of p_ids that still run, with the execution each runs, read a group of lock_groups
+-- at a time (on Citus each read goes to one shard's node): where results for instances and
+-- for parents go.
+CREATE FUNCTION ratchet.running_executions(p_ids text[], OUT ids text[], OUT executions integer[])
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_group text[];
+BEGIN
+    ids := '{}'; executions := '{}';
+    FOR v_group IN SELECT g FROM ratchet.lock_groups(p_ids) AS g LOOP
+        SELECT ids || coalesce(array_agg(i.id), '{}'),
+               executions || coalesce(array_agg(i.execution), '{}')
+        INTO ids, executions
+        FROM ratchet.instances i
+        WHERE i.id = ANY (v_group)
+          AND i.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated');
+    END LOOP;
+END $$;
+
 -- The results of applied activity completions, for the instances that still run the
 -- execution they belong to, except those a committed turn ran on (p_fed, by position): in
 -- the inbox, visible at once. Says which instances have new events.
@@ -847,22 +861,15 @@ DECLARE
         SELECT c.instance FROM unnest(p_completions) WITH ORDINALITY AS c
         WHERE p_completion_ok[c.ordinality] AND c.event IS NOT NULL
           AND c.ordinality <> ALL (p_fed));
-    v_running text[] := '{}';
-    v_executions integer[] := '{}';
+    v_running text[];
+    v_executions integer[];
     v_group text[];
 BEGIN
     woken := '{}';
     IF cardinality(v_wanted) = 0 THEN
         RETURN;
     END IF;
-    FOR v_group IN SELECT g FROM ratchet.lock_groups(v_wanted) AS g LOOP
-        SELECT v_running || coalesce(array_agg(i.id), '{}'),
-               v_executions || coalesce(array_agg(i.execution), '{}')
-        INTO v_running, v_executions
-        FROM ratchet.instances i
-        WHERE i.id = ANY (v_group)
-          AND i.status NOT IN ('Completed', 'Failed', 'Cancelled', 'Terminated');
-    END LOOP;
+    SELECT * INTO v_running, v_executions FROM ratchet.running_executions(v_wanted);
     FOR v_group IN SELECT g FROM ratchet.lock_groups(v_running) AS g LOOP
         WITH inserted AS (
             INSERT INTO ratchet.inbox (instance, kind, event, visible_at)

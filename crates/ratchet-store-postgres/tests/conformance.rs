@@ -688,19 +688,12 @@ async fn on_citus(client: &ratchet_store_postgres::tokio_postgres::Client) -> bo
 /// set on `commit_batch` (and so on the functions it calls), a statement Citus would split
 /// over several shards fails its commit. The scenarios commit turns, results, timers,
 /// children and their results to parents, continue-as-new and starts, of instances spread
-/// over the shards. Skipped without Citus, as above.
+/// over the shards. Skipped without Citus ([`citus_session`]).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_citus_a_commit_runs_each_statement_on_one_node() {
-    let Some(url) = database_url() else {
+    let Some(client) = citus_session().await else {
         return;
     };
-    let client = session(&url).await;
-    if !on_citus(&client).await {
-        let required = std::env::var("RATCHET_REQUIRE_CITUS").is_ok_and(|v| v == "1");
-        assert!(!required, "RATCHET_REQUIRE_CITUS=1 but {url} has no Citus");
-        eprintln!("skipped: not a Citus coordinator");
-        return;
-    }
     let store = strict_store(&client).await;
     // That the setting bites: a statement over every shard fails under it.
     let refused = client
@@ -744,6 +737,21 @@ async fn strict_store(client: &ratchet_store_postgres::tokio_postgres::Client) -
         .await
         .unwrap();
     store
+}
+
+/// A session on the test server when it is a Citus coordinator; `None` (after saying so)
+/// elsewhere, unless `RATCHET_REQUIRE_CITUS=1` (as the test script sets on the cluster):
+/// then a server without Citus fails the test.
+async fn citus_session() -> Option<ratchet_store_postgres::tokio_postgres::Client> {
+    let url = database_url()?;
+    let client = session(&url).await;
+    if !on_citus(&client).await {
+        let required = std::env::var("RATCHET_REQUIRE_CITUS").is_ok_and(|v| v == "1");
+        assert!(!required, "RATCHET_REQUIRE_CITUS=1 but {url} has no Citus");
+        eprintln!("skipped: not a Citus coordinator");
+        return None;
+    }
+    Some(client)
 }
 
 /// Runs `sql` under `EXPLAIN (ANALYZE, BUFFERS)`: the plan's lines, and the buffers its top
@@ -844,16 +852,9 @@ fn claim_sql(
 /// sets on the cluster).
 #[tokio::test]
 async fn on_citus_every_table_is_placed() {
-    let Some(url) = database_url() else {
+    let Some(client) = citus_session().await else {
         return;
     };
-    let client = session(&url).await;
-    if !on_citus(&client).await {
-        let required = std::env::var("RATCHET_REQUIRE_CITUS").is_ok_and(|v| v == "1");
-        assert!(!required, "RATCHET_REQUIRE_CITUS=1 but {url} has no Citus");
-        eprintln!("skipped: not a Citus coordinator");
-        return;
-    }
     let Some(store) = fresh_store().await else {
         return;
     };
