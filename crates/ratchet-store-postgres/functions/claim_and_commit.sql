@@ -41,6 +41,30 @@ BEGIN
         SELECT w.instance FROM walk w WHERE w.instance IS NOT NULL ORDER BY w.n);
 END $$;
 
+-- The instances of the oldest p_window visible inbox events (p_window 0: none), how many
+-- events that read, and when the next event not yet visible becomes visible. Questions about
+-- the whole inbox: on Citus each shard answers for its own (citus/functions.sql).
+CREATE FUNCTION ratchet.inbox_due(
+    p_now bigint, p_window integer, OUT ids text[], OUT walked bigint, OUT next_due bigint)
+LANGUAGE plpgsql STABLE
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET enable_bitmapscan = off
+SET jit = off
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    ids := '{}';
+    walked := 0;
+    IF p_window > 0 THEN
+        SELECT coalesce(array_agg(DISTINCT w.instance), '{}'), count(*)
+        INTO ids, walked
+        FROM (SELECT b.instance FROM ratchet.inbox b
+              WHERE b.visible_at <= p_now
+              ORDER BY b.visible_at LIMIT p_window) w;
+    END IF;
+    SELECT min(b.visible_at) INTO next_due FROM ratchet.inbox b WHERE b.visible_at > p_now;
+END $$;
+
 -- The processes alive at p_now, and how long each one's expired leases stay its own. A
 -- statement on instances takes them as arrays, not by joining the table: on Citus the
 -- instances are distributed and the workers a table of the coordinator, which one statement
@@ -91,10 +115,12 @@ DECLARE
     v_window integer := least(greatest(p_limit, 0), 10000) * 4 + 256;
     v_walked bigint := 0;
     v_ids text[];
+    v_walked_ids text[];
     v_group text[];
     v_live text[];
     v_live_grace bigint[];
     v_tasks_taken_over integer;
+    v_inbox_due bigint;
 BEGIN
     taken_over := 0;
     i_id := '{}'; i_name := '{}'; i_version := '{}'; i_execution := '{}';
@@ -112,12 +138,9 @@ BEGIN
         SELECT * INTO v_live, v_live_grace FROM ratchet.live_workers(p_now);
         FOR v_pass IN 1..2 LOOP
             IF v_pass = 1 THEN
-                -- (Their instances are checked below, by key.)
-                SELECT coalesce(array_agg(DISTINCT w.instance), '{}'), count(*)
-                INTO v_ids, v_walked
-                FROM (SELECT b.instance FROM ratchet.inbox b
-                      WHERE b.visible_at <= p_now
-                      ORDER BY b.visible_at LIMIT v_window) w;
+                -- (Their instances are checked below, by key. The next wake-up time comes
+                -- along: one look at the inbox for both.)
+                SELECT * INTO v_ids, v_walked, v_inbox_due FROM ratchet.inbox_due(p_now, v_window);
             ELSE
                 EXIT WHEN v_walked < v_window OR cardinality(i_id) >= p_limit;
                 v_ids := ratchet.inbox_walk(coalesce(p_walk_from, ''), v_window);
@@ -130,12 +153,18 @@ BEGIN
                 END IF;
                 walk_next := v_ids[cardinality(v_ids)];
                 -- (`visible_at + 0`: see visible_events. Through the instances, each beside
-                -- its events: on Citus each shard answers for its own.)
-                v_ids := ARRAY(SELECT i.id FROM ratchet.instances i
-                               WHERE i.id = ANY (v_ids)
-                                 AND EXISTS (SELECT 1 FROM ratchet.inbox b
-                                             WHERE b.instance = i.id
-                                               AND b.visible_at + 0 <= p_now));
+                -- its events, a group of lock_groups at a time: on Citus each statement goes
+                -- to the shard of its group.)
+                v_walked_ids := v_ids;
+                v_ids := '{}';
+                FOR v_group IN SELECT g FROM ratchet.lock_groups(v_walked_ids) AS g LOOP
+                    v_ids := v_ids || ARRAY(
+                        SELECT i.id FROM ratchet.instances i
+                        WHERE i.id = ANY (v_group)
+                          AND EXISTS (SELECT 1 FROM ratchet.inbox b
+                                      WHERE b.instance = i.id AND b.instance = ANY (v_group)
+                                        AND b.visible_at + 0 <= p_now));
+                END LOOP;
             END IF;
             -- (An instance the first pass leased fails the lease test in the second.)
             FOR v_group IN SELECT g FROM ratchet.lock_groups(v_ids) AS g LOOP
@@ -209,9 +238,14 @@ BEGIN
         PERFORM set_config('synchronous_commit', 'off', true);
     END IF;
 
-    -- (The inbox only for a process that runs orchestrations: on Citus it is on every shard.)
-    SELECT least((SELECT min(visible_at) FROM ratchet.inbox
-                  WHERE visible_at > p_now AND cardinality(p_reg_name) > 0),
+    -- (The inbox only for a process that runs orchestrations, and once: the first pass read
+    -- it when there was room for turns.)
+    IF coalesce(cardinality(p_reg_name), 0) = 0 THEN
+        v_inbox_due := NULL;
+    ELSIF NOT coalesce(p_limit > 0, false) THEN
+        SELECT d.next_due INTO v_inbox_due FROM ratchet.inbox_due(p_now, 0) d;
+    END IF;
+    SELECT least(v_inbox_due,
                  (SELECT min(ready_at) FROM ratchet.tasks
                   WHERE lease_owner IS NULL AND ready_at > p_now),
                  (SELECT min(p_now + ceil((1 - q.tokens) * 1000 / q.rate_per_second))::bigint

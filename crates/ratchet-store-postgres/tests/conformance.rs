@@ -683,14 +683,16 @@ async fn on_citus(client: &ratchet_store_postgres::tokio_postgres::Client) -> bo
     citus > 0
 }
 
-/// On a Citus coordinator, every statement of a group commit names the instances of one
-/// shard, so Citus sends each to one node: with `citus.multi_task_query_log_level = error`
-/// set on `commit_batch` (and so on the functions it calls), a statement Citus would split
-/// over several shards fails its commit. The scenarios commit turns, results, timers,
-/// children and their results to parents, continue-as-new and starts, of instances spread
-/// over the shards. Skipped without Citus ([`citus_session`]).
+/// On a Citus coordinator, every statement of a claim and of a group commit runs on one
+/// node: those on instances name the instances of one shard, and the claim's questions
+/// about the whole inbox go to each shard's node in turn. With
+/// `citus.multi_task_query_log_level = error` set on `claim` and `commit_batch` (and so on
+/// the functions they call), a statement Citus would split over several shards fails its
+/// call. The scenarios claim (the walk past a window of events included) and commit turns,
+/// results, timers, children and their results to parents, continue-as-new and starts, of
+/// instances spread over the shards. Skipped without Citus ([`citus_session`]).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_citus_a_commit_runs_each_statement_on_one_node() {
+async fn on_citus_claims_and_commits_run_each_statement_on_one_node() {
     let Some(client) = citus_session().await else {
         return;
     };
@@ -718,9 +720,12 @@ async fn on_citus_a_commit_runs_each_statement_on_one_node() {
     c::child_result_reaches_parent(&strict_store(&client).await).await;
     c::continue_as_new_starts_next_execution(&strict_store(&client).await).await;
     c::timers_become_visible_at_their_time(&strict_store(&client).await).await;
+    // Claims that walk on past a window of events they cannot take.
+    c::claims_reach_instances_behind_a_window_they_cannot_take(&strict_store(&client).await).await;
 }
 
-/// A fresh store whose `commit_batch` fails any statement Citus would split over shards.
+/// A fresh store whose claims and group commits fail any statement Citus would split over
+/// shards.
 async fn strict_store(client: &ratchet_store_postgres::tokio_postgres::Client) -> PostgresStore {
     let store = fresh_store().await.unwrap();
     let schema = store.config().schema.clone();
@@ -729,7 +734,7 @@ async fn strict_store(client: &ratchet_store_postgres::tokio_postgres::Client) -
             "DO $$ DECLARE f regprocedure; BEGIN
                  FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
                           WHERE p.pronamespace = '{schema}'::regnamespace
-                            AND p.proname = 'commit_batch' LOOP
+                            AND p.proname IN ('claim', 'commit_batch') LOOP
                      EXECUTE format('ALTER FUNCTION %s SET citus.multi_task_query_log_level = error', f);
                  END LOOP;
              END $$;"
@@ -886,20 +891,30 @@ async fn on_citus_every_table_is_placed() {
         };
         assert_eq!(how, expected, "table {table} is placed as {how}");
     }
-    // The event store's functions go whole to the node that holds it.
-    let delegated: i64 = client
-        .query_one(
-            "SELECT count(*) FROM pg_dist_object o JOIN pg_proc p ON p.oid = o.objid
+    // The event store's functions go whole to the node that holds it, and the claim's
+    // questions of one shard of the inbox to that shard's node.
+    let delegated: Vec<String> = client
+        .query(
+            "SELECT p.proname::text FROM pg_dist_object o JOIN pg_proc p ON p.oid = o.objid
              WHERE o.classid = 'pg_proc'::regclass AND o.colocationid IS NOT NULL
-               AND p.pronamespace = $1::text::regnamespace",
+               AND p.pronamespace = $1::text::regnamespace
+             ORDER BY p.proname",
             &[&schema],
         )
         .await
         .unwrap()
-        .get(0);
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
     assert_eq!(
-        delegated, 2,
-        "event_append and event_first_match are distributed"
+        delegated,
+        [
+            "event_append",
+            "event_first_match",
+            "inbox_due_on_shard",
+            "inbox_walk_on_shard"
+        ],
+        "the functions sent whole to a node"
     );
 }
 
