@@ -18,12 +18,14 @@ SET search_path = pg_catalog, pg_temp AS $$
 $$;
 
 -- The claim's questions about the whole inbox (the oldest visible events, the next wake-up
--- time, the walk over the instances that hold events) go to each shard in turn, each call on
--- the one node that holds that shard: a function distributed by instance id (force
--- delegation, as it runs inside the claim's transaction) called with an id of that shard
--- reads the shard's own table there. A shard's table is a plain table on its node, so the
--- walk is the skip scan again. Where the nodes hold no copy of Citus's metadata (a call
--- cannot be sent whole to a node then), each question is one statement over every shard.
+-- time, the walk over the instances that hold events) go to each node that holds shards, in
+-- turn, each call answered on that node alone: a function distributed by instance id (force
+-- delegation, as it runs inside the claim's transaction), called with an id of a shard of
+-- that node, reads the node's own shards of the inbox there, each a plain table, so the
+-- walk is the skip scan again. One call a node, not a shard: a cluster of 32 shards on three
+-- workers took a claim 33-47 ms a question asking each shard in turn. Where the nodes hold
+-- no copy of Citus's metadata (a call cannot be sent whole to a node then), each question is
+-- one statement over every shard.
 
 -- Whether a call of a distributed function goes whole to the node of its shard: every node
 -- that holds shards has the metadata (Citus syncs it to a node that `citus_add_node` adds).
@@ -36,98 +38,112 @@ SET search_path = pg_catalog, pg_temp AS $$
       AND n.groupid <> 0;
 $$;
 
--- One instance id of each shard of the instances, in shard order. Searched for on each call,
--- not kept: a split or a new shard count changes them, and a try costs about a microsecond
--- (hash ranges split the space evenly, so a few tries a shard find them all).
-CREATE OR REPLACE FUNCTION ratchet.shard_keys() RETURNS text[]
+-- One instance id for each node that holds shards of the instances: an id of one of its
+-- shards. Searched for on each call, not kept: a rebalance, a split or a new shard count
+-- changes them, and a try costs about a microsecond (hash ranges split the space evenly, so
+-- a few tries a shard find them all).
+CREATE OR REPLACE FUNCTION ratchet.node_keys() RETURNS text[]
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    v_shards bigint[] := ARRAY(SELECT s.shardid FROM pg_dist_shard s
-                               WHERE s.logicalrelid = 'ratchet.instances'::regclass
-                               ORDER BY s.shardid);
+    v_shards bigint[];
+    v_groups integer[];
+    v_found integer[] := '{}';
     v_keys text[] := '{}';
-    v_left integer := cardinality(v_shards);
-    v_at integer;
+    v_left integer;
+    v_group integer;
 BEGIN
-    IF v_left = 0 THEN
-        RETURN '{}';
-    END IF;
-    v_keys := array_fill(NULL::text, ARRAY[v_left]);
+    SELECT array_agg(s.shardid ORDER BY s.shardid), array_agg(p.groupid ORDER BY s.shardid)
+    INTO v_shards, v_groups
+    FROM pg_dist_shard s JOIN pg_dist_placement p ON p.shardid = s.shardid AND p.shardstate = 1
+    WHERE s.logicalrelid = 'ratchet.instances'::regclass;
+    v_left := (SELECT count(DISTINCT g) FROM unnest(v_groups) AS g);
     FOR n IN 1..1000000 LOOP
         EXIT WHEN v_left = 0;
-        v_at := array_position(v_shards, get_shard_id_for_distribution_column(
-                                             'ratchet.instances', n::text));
-        IF v_keys[v_at] IS NULL THEN
-            v_keys[v_at] := n::text;
+        v_group := v_groups[array_position(v_shards, get_shard_id_for_distribution_column(
+                                                        'ratchet.instances', n::text))];
+        IF v_group IS NOT NULL AND v_group <> ALL (v_found) THEN
+            v_found := v_found || v_group;
+            v_keys := v_keys || n::text;
             v_left := v_left - 1;
         END IF;
     END LOOP;
     IF v_left > 0 THEN
-        RAISE EXCEPTION 'ratchet: no instance id among the first million falls in % of the % shards of ratchet.instances (split too finely)',
-            v_left, cardinality(v_shards);
+        RAISE EXCEPTION 'ratchet: no instance id among the first million falls in a shard of % of the nodes that hold ratchet.instances (shards split too finely)',
+            v_left;
     END IF;
     RETURN v_keys;
 END $$;
 
--- The table of this node that holds p_key's shard of p_table. A call distributed by p_key
--- runs where it is; finding it elsewhere means the call was not sent whole.
-CREATE OR REPLACE FUNCTION ratchet.local_shard(p_table regclass, p_key text) RETURNS text
-LANGUAGE plpgsql STABLE
+-- This node's shards of p_table (their tables' names), as the metadata here says: those
+-- whose placement is this node's group. Called on each node, by the two below.
+CREATE OR REPLACE FUNCTION ratchet.local_shards(p_table regclass) RETURNS text[]
+LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    v_name text := shard_name(p_table, get_shard_id_for_distribution_column(p_table, p_key));
-BEGIN
-    IF to_regclass(v_name) IS NULL THEN
-        RAISE EXCEPTION 'ratchet: shard % is not on this node (a call distributed by its key was not sent to the node that holds it)',
-            v_name;
-    END IF;
-    RETURN v_name;
-END $$;
+    SELECT coalesce(array_agg(shard_name(p_table, s.shardid) ORDER BY s.shardid), '{}')
+    FROM pg_dist_shard s JOIN pg_dist_placement p ON p.shardid = s.shardid AND p.shardstate = 1
+    WHERE s.logicalrelid = p_table
+      AND p.groupid = (SELECT g.groupid FROM pg_dist_local_group g)
+      AND to_regclass(shard_name(p_table, s.shardid)) IS NOT NULL;
+$$;
 
--- ratchet.inbox_due's two questions, of p_key's shard, on its node: the oldest p_window
--- visible events there (oldest first) and its next wake-up time.
-CREATE OR REPLACE FUNCTION ratchet.inbox_due_on_shard(
+-- ratchet.inbox_due's two questions, of the shards on p_key's node, there: the oldest
+-- p_window visible events of each (oldest first, merged below) and the next wake-up time.
+CREATE OR REPLACE FUNCTION ratchet.inbox_due_on_node(
     p_key text, p_now bigint, p_window integer,
     OUT instances text[], OUT visible_ats bigint[], OUT next_due bigint)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    v_shard text := ratchet.local_shard('ratchet.inbox', p_key);
+    v_shard text;
+    v_instances text[];
+    v_visible_ats bigint[];
+    v_next bigint;
 BEGIN
-    EXECUTE format($q$
-        SELECT coalesce(array_agg(w.instance ORDER BY w.visible_at), '{}'),
-               coalesce(array_agg(w.visible_at ORDER BY w.visible_at), '{}')
-        FROM (SELECT b.instance, b.visible_at FROM %s b
-              WHERE b.visible_at <= $1 ORDER BY b.visible_at LIMIT $2) w$q$, v_shard)
-    INTO instances, visible_ats USING p_now, greatest(p_window, 0);
-    EXECUTE format('SELECT min(b.visible_at) FROM %s b WHERE b.visible_at > $1', v_shard)
-    INTO next_due USING p_now;
+    instances := '{}';
+    visible_ats := '{}';
+    FOREACH v_shard IN ARRAY ratchet.local_shards('ratchet.inbox') LOOP
+        EXECUTE format($q$
+            SELECT coalesce(array_agg(w.instance ORDER BY w.visible_at), '{}'),
+                   coalesce(array_agg(w.visible_at ORDER BY w.visible_at), '{}'),
+                   (SELECT min(b.visible_at) FROM %1$s b WHERE b.visible_at > $1)
+            FROM (SELECT b.instance, b.visible_at FROM %1$s b
+                  WHERE b.visible_at <= $1 ORDER BY b.visible_at LIMIT $2) w$q$, v_shard)
+        INTO v_instances, v_visible_ats, v_next USING p_now, greatest(p_window, 0);
+        instances := instances || v_instances;
+        visible_ats := visible_ats || v_visible_ats;
+        next_due := least(next_due, v_next);
+    END LOOP;
 END $$;
 
--- ratchet.inbox_walk on p_key's shard, on its node: the skip scan over the shard's table.
-CREATE OR REPLACE FUNCTION ratchet.inbox_walk_on_shard(p_key text, p_after text, p_count integer)
+-- ratchet.inbox_walk over the shards on p_key's node, there: the skip scan over each.
+CREATE OR REPLACE FUNCTION ratchet.inbox_walk_on_node(p_key text, p_after text, p_count integer)
 RETURNS text[]
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    v_ids text[];
+    v_shard text;
+    v_shard_ids text[];
+    v_ids text[] := '{}';
 BEGIN
     IF p_count <= 0 THEN
         RETURN '{}';
     END IF;
-    EXECUTE format($q$
-        SELECT ARRAY(
-            WITH RECURSIVE walk(instance, n) AS (
-                (SELECT b.instance, 1 FROM %1$s b WHERE b.instance > $1
-                 ORDER BY b.instance LIMIT 1)
-                UNION ALL
-                SELECT (SELECT b.instance FROM %1$s b WHERE b.instance > w.instance
-                        ORDER BY b.instance LIMIT 1), w.n + 1
-                FROM walk w WHERE w.instance IS NOT NULL AND w.n < $2)
-            SELECT w.instance FROM walk w WHERE w.instance IS NOT NULL ORDER BY w.n)$q$,
-        ratchet.local_shard('ratchet.inbox', p_key))
-    INTO v_ids USING p_after, p_count;
+    FOREACH v_shard IN ARRAY ratchet.local_shards('ratchet.inbox') LOOP
+        EXECUTE format($q$
+            SELECT ARRAY(
+                WITH RECURSIVE walk(instance, n) AS (
+                    (SELECT b.instance, 1 FROM %1$s b WHERE b.instance > $1
+                     ORDER BY b.instance LIMIT 1)
+                    UNION ALL
+                    SELECT (SELECT b.instance FROM %1$s b WHERE b.instance > w.instance
+                            ORDER BY b.instance LIMIT 1), w.n + 1
+                    FROM walk w WHERE w.instance IS NOT NULL AND w.n < $2)
+                SELECT w.instance FROM walk w WHERE w.instance IS NOT NULL ORDER BY w.n)$q$,
+            v_shard)
+        INTO v_shard_ids USING p_after, p_count;
+        v_ids := v_ids || v_shard_ids;
+    END LOOP;
     RETURN v_ids;
 END $$;
 
@@ -141,9 +157,9 @@ DECLARE
     v_key text;
     v_instances text[] := '{}';
     v_visible_ats bigint[] := '{}';
-    v_shard_instances text[];
-    v_shard_visible_ats bigint[];
-    v_shard_next bigint;
+    v_node_instances text[];
+    v_node_visible_ats bigint[];
+    v_node_next bigint;
 BEGIN
     IF NOT ratchet.shards_answer_alone() THEN
         ids := '{}';
@@ -158,12 +174,13 @@ BEGIN
         SELECT min(b.visible_at) INTO next_due FROM ratchet.inbox b WHERE b.visible_at > p_now;
         RETURN;
     END IF;
-    FOREACH v_key IN ARRAY ratchet.shard_keys() LOOP
-        SELECT * INTO v_shard_instances, v_shard_visible_ats, v_shard_next
-        FROM ratchet.inbox_due_on_shard(v_key, p_now, p_window);
-        v_instances := v_instances || v_shard_instances;
-        v_visible_ats := v_visible_ats || v_shard_visible_ats;
-        next_due := least(next_due, v_shard_next);
+    FOREACH v_key IN ARRAY ratchet.node_keys() LOOP
+        -- (In FROM: Citus sends no call of a plain PL/pgSQL expression to a node.)
+        SELECT * INTO v_node_instances, v_node_visible_ats, v_node_next
+        FROM ratchet.inbox_due_on_node(v_key, p_now, p_window);
+        v_instances := v_instances || v_node_instances;
+        v_visible_ats := v_visible_ats || v_node_visible_ats;
+        next_due := least(next_due, v_node_next);
     END LOOP;
     SELECT coalesce(array_agg(DISTINCT w.instance), '{}'), count(*)
     INTO ids, walked
@@ -172,7 +189,8 @@ BEGIN
 END $$;
 
 -- The first p_count instances after p_after of all shards are the first p_count of each
--- shard's first p_count, merged.
+-- shard's first p_count, merged. (An instance is on one shard: no id comes twice, unless a
+-- shard moved between two nodes' answers, which the DISTINCT absorbs.)
 CREATE OR REPLACE FUNCTION ratchet.inbox_walk(p_after text, p_count integer) RETURNS text[]
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp AS $$
@@ -189,12 +207,11 @@ BEGIN
         RETURN ARRAY(SELECT DISTINCT b.instance FROM ratchet.inbox b
                      WHERE b.instance > p_after ORDER BY b.instance LIMIT p_count);
     END IF;
-    FOREACH v_key IN ARRAY ratchet.shard_keys() LOOP
-        -- (In FROM: Citus sends no call of a plain PL/pgSQL expression to a node.)
+    FOREACH v_key IN ARRAY ratchet.node_keys() LOOP
         SELECT v_ids || w.ids INTO v_ids
-        FROM ratchet.inbox_walk_on_shard(v_key, p_after, p_count) AS w(ids);
+        FROM ratchet.inbox_walk_on_node(v_key, p_after, p_count) AS w(ids);
     END LOOP;
-    RETURN ARRAY(SELECT x.id FROM unnest(v_ids) AS x(id) ORDER BY x.id LIMIT p_count);
+    RETURN ARRAY(SELECT DISTINCT x.id FROM unnest(v_ids) AS x(id) ORDER BY x.id LIMIT p_count);
 END $$;
 
 DO $$
@@ -220,12 +237,12 @@ BEGIN
         PERFORM create_distributed_function(f, colocate_with => 'ratchet.events');
     END LOOP;
     -- (On every node: the two below call it there.)
-    PERFORM create_distributed_function('ratchet.local_shard(regclass,text)'::regprocedure);
+    PERFORM create_distributed_function('ratchet.local_shards(regclass)'::regprocedure);
     -- (Force delegation: the claim calls these inside its transaction.)
     FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
              WHERE p.pronamespace = (SELECT c.relnamespace FROM pg_class c
                                      WHERE c.oid = 'ratchet.events'::regclass)
-               AND p.proname IN ('inbox_due_on_shard', 'inbox_walk_on_shard') LOOP
+               AND p.proname IN ('inbox_due_on_node', 'inbox_walk_on_node') LOOP
         PERFORM create_distributed_function(f, 'p_key', colocate_with => 'ratchet.instances',
                                             force_delegation => true);
     END LOOP;

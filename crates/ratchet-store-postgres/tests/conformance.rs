@@ -892,7 +892,7 @@ async fn on_citus_every_table_is_placed() {
         assert_eq!(how, expected, "table {table} is placed as {how}");
     }
     // The event store's functions go whole to the node that holds it, and the claim's
-    // questions of one shard of the inbox to that shard's node.
+    // questions of a node's shards of the inbox to that node.
     let delegated: Vec<String> = client
         .query(
             "SELECT p.proname::text FROM pg_dist_object o JOIN pg_proc p ON p.oid = o.objid
@@ -911,8 +911,8 @@ async fn on_citus_every_table_is_placed() {
         [
             "event_append",
             "event_first_match",
-            "inbox_due_on_shard",
-            "inbox_walk_on_shard"
+            "inbox_due_on_node",
+            "inbox_walk_on_node"
         ],
         "the functions sent whole to a node"
     );

@@ -422,7 +422,13 @@ pub fn validate_event_type(kind: &str) -> Result<()> {
 ///
 /// [`StoreError::Invalid`] naming the tag and what is wrong with it.
 pub fn validate_tag(tag: &str) -> Result<()> {
-    let bad = |why: &str| Err(StoreError::Invalid(format!("tag {tag:?}: {why}")));
+    // (Quoted as shown_name shows it: a tag of a megabyte is not echoed back whole.)
+    let bad = |why: &str| {
+        Err(StoreError::Invalid(format!(
+            "tag \"{}\": {why}",
+            ratchet_core::limits::shown_name(tag)
+        )))
+    };
     if tag.len() > MAX_TAG_BYTES {
         return bad(&format!("longer than {MAX_TAG_BYTES} bytes"));
     }
@@ -573,6 +579,13 @@ mod tests {
         for bad in ["", "course", ":c1", "course:", "co urse:c1", "c:a\nb"] {
             assert!(validate_tag(bad).is_err(), "{bad:?} accepted");
         }
+        // A tag of a megabyte is refused without being echoed back whole.
+        let huge = format!("k:{}", "v".repeat(1 << 20));
+        let StoreError::Invalid(message) = validate_tag(&huge).unwrap_err() else {
+            panic!("not Invalid");
+        };
+        assert!(message.len() < 200, "{} bytes of message", message.len());
+        assert!(message.contains("longer than"), "{message}");
     }
 
     #[test]
