@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
@@ -37,9 +37,20 @@ async function serve(store: string[], ownWorker = false): Promise<{ url: string;
   throw new Error("the server never said where it serves");
 }
 
-const backends: [string, () => string[]][] = [
-  ["sqlite", () => ["--db", join(mkdtempSync(join(tmpdir(), "ratchet-ts-")), "ratchet.db")]],
-];
+// The SQLite files' directories, removed when the tests end.
+const scratch: string[] = [];
+after(() => {
+  for (const dir of scratch) {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+function sqliteFile(): string {
+  const dir = mkdtempSync(join(tmpdir(), "ratchet-ts-"));
+  scratch.push(dir);
+  return join(dir, "ratchet.db");
+}
+
+const backends: [string, () => string[]][] = [["sqlite", () => ["--db", sqliteFile()]]];
 if (process.env.DATABASE_URL) {
   backends.push([
     "postgres",
