@@ -43,7 +43,7 @@ END $$;
 
 -- The instances of the oldest p_window visible inbox events (p_window 0: none), how many
 -- events that read, and when the next event not yet visible becomes visible. Questions about
--- the whole inbox: on Citus each shard answers for its own (citus/functions.sql).
+-- the whole inbox: on Citus each node answers for its shards (citus/functions.sql).
 CREATE FUNCTION ratchet.inbox_due(
     p_now bigint, p_window integer, OUT ids text[], OUT walked bigint, OUT next_due bigint)
 LANGUAGE plpgsql STABLE
