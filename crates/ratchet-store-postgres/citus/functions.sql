@@ -23,9 +23,9 @@ $$;
 -- delegation, as it runs inside the claim's transaction), called with an id of a shard of
 -- that node, reads the node's own shards of the inbox there, each a plain table, so the
 -- walk is the skip scan again. One call a node, not a shard: a cluster of 32 shards on three
--- workers took a claim 33-47 ms a question asking each shard in turn. Where the nodes hold
--- no copy of Citus's metadata (a call cannot be sent whole to a node then), each question is
--- one statement over every shard.
+-- workers took a claim 33-47 ms a question asking each shard in turn. Where a call was not
+-- sent whole to its node (the nodes hold no copy of Citus's metadata, a shard has two
+-- placements...), its answer says so, and each question is one statement over every shard.
 
 -- Whether a call of a distributed function goes whole to the node of its shard: every node
 -- that holds shards has the metadata (Citus syncs it to a node that `citus_add_node` adds).
@@ -76,19 +76,26 @@ BEGIN
 END $$;
 
 -- This node's shards of p_table (their tables' names), as the metadata here says: those
--- whose placement is this node's group. Called on each node, by the two below.
-CREATE OR REPLACE FUNCTION ratchet.local_shards(p_table regclass) RETURNS text[]
+-- whose placement is this node's group; NULL when p_key's shard is not among them (the call
+-- did not run where its key's shard is). Called on each node, by the two below.
+CREATE OR REPLACE FUNCTION ratchet.local_shards(p_table regclass, p_key text) RETURNS text[]
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp AS $$
-    SELECT coalesce(array_agg(shard_name(p_table, s.shardid) ORDER BY s.shardid), '{}')
-    FROM pg_dist_shard s JOIN pg_dist_placement p ON p.shardid = s.shardid AND p.shardstate = 1
-    WHERE s.logicalrelid = p_table
-      AND p.groupid = (SELECT g.groupid FROM pg_dist_local_group g)
-      AND to_regclass(shard_name(p_table, s.shardid)) IS NOT NULL;
+    SELECT CASE WHEN get_shard_id_for_distribution_column(p_table, p_key) = ANY (l.ids)
+                THEN l.names END
+    FROM (SELECT coalesce(array_agg(s.shardid), '{}') AS ids,
+                 coalesce(array_agg(shard_name(p_table, s.shardid) ORDER BY s.shardid), '{}')
+                     AS names
+          FROM pg_dist_shard s
+          JOIN pg_dist_placement p ON p.shardid = s.shardid AND p.shardstate = 1
+          WHERE s.logicalrelid = p_table
+            AND p.groupid = (SELECT g.groupid FROM pg_dist_local_group g)
+            AND to_regclass(shard_name(p_table, s.shardid)) IS NOT NULL) l;
 $$;
 
 -- ratchet.inbox_due's two questions, of the shards on p_key's node, there: the oldest
--- p_window visible events of each (oldest first, merged below) and the next wake-up time.
+-- p_window visible events of each (oldest first, merged below) and the next wake-up time;
+-- instances NULL when the call did not run on that node.
 CREATE OR REPLACE FUNCTION ratchet.inbox_due_on_node(
     p_key text, p_now bigint, p_window integer,
     OUT instances text[], OUT visible_ats bigint[], OUT next_due bigint)
@@ -99,10 +106,14 @@ DECLARE
     v_instances text[];
     v_visible_ats bigint[];
     v_next bigint;
+    v_shards text[] := ratchet.local_shards('ratchet.inbox', p_key);
 BEGIN
+    IF v_shards IS NULL THEN
+        RETURN;
+    END IF;
     instances := '{}';
     visible_ats := '{}';
-    FOREACH v_shard IN ARRAY ratchet.local_shards('ratchet.inbox') LOOP
+    FOREACH v_shard IN ARRAY v_shards LOOP
         EXECUTE format($q$
             SELECT coalesce(array_agg(w.instance ORDER BY w.visible_at), '{}'),
                    coalesce(array_agg(w.visible_at ORDER BY w.visible_at), '{}'),
@@ -116,7 +127,8 @@ BEGIN
     END LOOP;
 END $$;
 
--- ratchet.inbox_walk over the shards on p_key's node, there: the skip scan over each.
+-- ratchet.inbox_walk over the shards on p_key's node, there: the skip scan over each; NULL
+-- when the call did not run on that node.
 CREATE OR REPLACE FUNCTION ratchet.inbox_walk_on_node(p_key text, p_after text, p_count integer)
 RETURNS text[]
 LANGUAGE plpgsql STABLE
@@ -125,11 +137,15 @@ DECLARE
     v_shard text;
     v_shard_ids text[];
     v_ids text[] := '{}';
+    v_shards text[] := ratchet.local_shards('ratchet.inbox', p_key);
 BEGIN
+    IF v_shards IS NULL THEN
+        RETURN NULL;
+    END IF;
     IF p_count <= 0 THEN
         RETURN '{}';
     END IF;
-    FOREACH v_shard IN ARRAY ratchet.local_shards('ratchet.inbox') LOOP
+    FOREACH v_shard IN ARRAY v_shards LOOP
         EXECUTE format($q$
             SELECT ARRAY(
                 WITH RECURSIVE walk(instance, n) AS (
@@ -161,31 +177,36 @@ DECLARE
     v_node_visible_ats bigint[];
     v_node_next bigint;
 BEGIN
-    IF NOT ratchet.shards_answer_alone() THEN
-        ids := '{}';
-        walked := 0;
-        IF p_window > 0 THEN
+    IF ratchet.shards_answer_alone() THEN
+        FOREACH v_key IN ARRAY ratchet.node_keys() LOOP
+            -- (In FROM: Citus sends no call of a plain PL/pgSQL expression to a node.)
+            SELECT * INTO v_node_instances, v_node_visible_ats, v_node_next
+            FROM ratchet.inbox_due_on_node(v_key, p_now, p_window);
+            EXIT WHEN v_node_instances IS NULL;
+            v_instances := v_instances || v_node_instances;
+            v_visible_ats := v_visible_ats || v_node_visible_ats;
+            next_due := least(next_due, v_node_next);
+        END LOOP;
+        IF v_node_instances IS NOT NULL OR v_key IS NULL THEN
             SELECT coalesce(array_agg(DISTINCT w.instance), '{}'), count(*)
             INTO ids, walked
-            FROM (SELECT b.instance FROM ratchet.inbox b
-                  WHERE b.visible_at <= p_now
-                  ORDER BY b.visible_at LIMIT p_window) w;
+            FROM (SELECT u.instance
+                  FROM unnest(v_instances, v_visible_ats) AS u(instance, visible_at)
+                  ORDER BY u.visible_at LIMIT greatest(p_window, 0)) w;
+            RETURN;
         END IF;
-        SELECT min(b.visible_at) INTO next_due FROM ratchet.inbox b WHERE b.visible_at > p_now;
-        RETURN;
     END IF;
-    FOREACH v_key IN ARRAY ratchet.node_keys() LOOP
-        -- (In FROM: Citus sends no call of a plain PL/pgSQL expression to a node.)
-        SELECT * INTO v_node_instances, v_node_visible_ats, v_node_next
-        FROM ratchet.inbox_due_on_node(v_key, p_now, p_window);
-        v_instances := v_instances || v_node_instances;
-        v_visible_ats := v_visible_ats || v_node_visible_ats;
-        next_due := least(next_due, v_node_next);
-    END LOOP;
-    SELECT coalesce(array_agg(DISTINCT w.instance), '{}'), count(*)
-    INTO ids, walked
-    FROM (SELECT u.instance FROM unnest(v_instances, v_visible_ats) AS u(instance, visible_at)
-          ORDER BY u.visible_at LIMIT greatest(p_window, 0)) w;
+    -- A node did not answer for its shards: the two statements over every shard.
+    ids := '{}';
+    walked := 0;
+    IF p_window > 0 THEN
+        SELECT coalesce(array_agg(DISTINCT w.instance), '{}'), count(*)
+        INTO ids, walked
+        FROM (SELECT b.instance FROM ratchet.inbox b
+              WHERE b.visible_at <= p_now
+              ORDER BY b.visible_at LIMIT p_window) w;
+    END IF;
+    SELECT min(b.visible_at) INTO next_due FROM ratchet.inbox b WHERE b.visible_at > p_now;
 END $$;
 
 -- The first p_count instances after p_after of all shards are the first p_count of each
@@ -197,21 +218,28 @@ SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_key text;
     v_ids text[] := '{}';
+    v_node_ids text[];
 BEGIN
     IF p_count <= 0 THEN
         RETURN '{}';
     END IF;
-    IF NOT ratchet.shards_answer_alone() THEN
-        -- Citus runs a recursive statement only on one shard: a DISTINCT over each shard's
-        -- inbox, which reads every entry of the instances it returns.
-        RETURN ARRAY(SELECT DISTINCT b.instance FROM ratchet.inbox b
-                     WHERE b.instance > p_after ORDER BY b.instance LIMIT p_count);
+    IF ratchet.shards_answer_alone() THEN
+        FOREACH v_key IN ARRAY ratchet.node_keys() LOOP
+            SELECT w.ids INTO v_node_ids
+            FROM ratchet.inbox_walk_on_node(v_key, p_after, p_count) AS w(ids);
+            EXIT WHEN v_node_ids IS NULL;
+            v_ids := v_ids || v_node_ids;
+        END LOOP;
+        IF v_node_ids IS NOT NULL OR v_key IS NULL THEN
+            RETURN ARRAY(SELECT DISTINCT x.id FROM unnest(v_ids) AS x(id)
+                         ORDER BY x.id LIMIT p_count);
+        END IF;
     END IF;
-    FOREACH v_key IN ARRAY ratchet.node_keys() LOOP
-        SELECT v_ids || w.ids INTO v_ids
-        FROM ratchet.inbox_walk_on_node(v_key, p_after, p_count) AS w(ids);
-    END LOOP;
-    RETURN ARRAY(SELECT DISTINCT x.id FROM unnest(v_ids) AS x(id) ORDER BY x.id LIMIT p_count);
+    -- A node did not answer for its shards. Citus runs a recursive statement only on one
+    -- shard: a DISTINCT over each shard's inbox, which reads every entry of the instances it
+    -- returns.
+    RETURN ARRAY(SELECT DISTINCT b.instance FROM ratchet.inbox b
+                 WHERE b.instance > p_after ORDER BY b.instance LIMIT p_count);
 END $$;
 
 DO $$
@@ -236,14 +264,20 @@ BEGIN
                AND p.proname IN ('event_first_match', 'event_append') LOOP
         PERFORM create_distributed_function(f, colocate_with => 'ratchet.events');
     END LOOP;
-    -- (On every node: the two below call it there.)
-    PERFORM create_distributed_function('ratchet.local_shards(regclass)'::regprocedure);
-    -- (Force delegation: the claim calls these inside its transaction.)
-    FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
-             WHERE p.pronamespace = (SELECT c.relnamespace FROM pg_class c
-                                     WHERE c.oid = 'ratchet.events'::regclass)
-               AND p.proname IN ('inbox_due_on_node', 'inbox_walk_on_node') LOOP
-        PERFORM create_distributed_function(f, 'p_key', colocate_with => 'ratchet.instances',
-                                            force_delegation => true);
-    END LOOP;
+    -- The claim's calls to each node, where the nodes hold the metadata (Citus requires it
+    -- of a function distributed by an argument; elsewhere the calls run here, say so, and
+    -- the claim asks every shard).
+    IF ratchet.shards_answer_alone() THEN
+        -- (On every node: the two below call it there.)
+        PERFORM create_distributed_function('ratchet.local_shards(regclass,text)'::regprocedure);
+        -- (Force delegation: the claim calls these inside its transaction.)
+        FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
+                 WHERE p.pronamespace = (SELECT c.relnamespace FROM pg_class c
+                                         WHERE c.oid = 'ratchet.events'::regclass)
+                   AND p.proname IN ('inbox_due_on_node', 'inbox_walk_on_node') LOOP
+            PERFORM create_distributed_function(f, 'p_key',
+                                                colocate_with => 'ratchet.instances',
+                                                force_delegation => true);
+        END LOOP;
+    END IF;
 END $$;

@@ -850,6 +850,55 @@ fn claim_sql(
     )
 }
 
+/// On Citus, a claim's call to a node that runs elsewhere (not sent whole to the node of its
+/// key: a PL/pgSQL expression here, in production a shard with two placements or functions
+/// set up before the nodes held the metadata) says so rather than answering for the shards
+/// of the node it ran on (`inbox_due` and `inbox_walk` then ask every shard), and the calls
+/// sent whole answer as every shard would. Skipped without Citus ([`citus_session`]).
+#[tokio::test]
+async fn on_citus_a_call_that_misses_its_node_falls_back_to_every_shard() {
+    let Some(client) = citus_session().await else {
+        return;
+    };
+    let store = fresh_store().await.unwrap();
+    let schema = store.config().schema.clone();
+    client
+        .batch_execute(&format!(
+            "INSERT INTO {schema}.inbox (instance, kind, visible_at, event)
+             SELECT 'i' || (n % 7), 'signal', n * 10, '{{}}' FROM generate_series(1, 20) n;"
+        ))
+        .await
+        .unwrap();
+    let missed = client
+        .batch_execute(&format!(
+            "DO $$ BEGIN
+                 IF ({schema}.inbox_due_on_node('1', 0, 10)).instances IS NOT NULL
+                    OR {schema}.inbox_walk_on_node('1', '', 10) IS NOT NULL THEN
+                     RAISE EXCEPTION 'a call that ran on the coordinator answered';
+                 END IF;
+             END $$;"
+        ))
+        .await;
+    assert!(missed.is_ok(), "{missed:?}");
+    // The claim's questions, answered by the nodes (each call sent whole) as by every shard.
+    let row = client
+        .query_one(
+            &format!(
+                "SELECT d.ids, d.walked, d.next_due, {schema}.inbox_walk('i2', 10)
+                 FROM {schema}.inbox_due(100, 5) d"
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    let mut ids: Vec<String> = row.get(0);
+    ids.sort();
+    assert_eq!(ids, ["i1", "i2", "i3", "i4", "i5"]);
+    assert_eq!(row.get::<_, i64>(1), 5);
+    assert_eq!(row.get::<_, Option<i64>>(2), Some(110));
+    assert_eq!(row.get::<_, Vec<String>>(3), ["i3", "i4", "i5", "i6"]);
+}
+
 /// On a Citus coordinator, `migrate` puts the event store on one shard of its own, its two
 /// functions colocated with it, distributes an instance's tables by its id, and leaves every
 /// other table a plain table on the coordinator (the bookkeeping of migrations aside).
