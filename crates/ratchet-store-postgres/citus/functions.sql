@@ -163,9 +163,13 @@ BEGIN
     RETURN v_ids;
 END $$;
 
+-- PostgreSQL's inbox_due, its two statements over every shard, kept for the claim to fall
+-- back on.
+ALTER FUNCTION ratchet.inbox_due(bigint, integer) RENAME TO inbox_due_every_shard;
+
 -- The oldest p_window visible events of all shards are the oldest p_window of each shard's
 -- oldest p_window, merged.
-CREATE OR REPLACE FUNCTION ratchet.inbox_due(
+CREATE FUNCTION ratchet.inbox_due(
     p_now bigint, p_window integer, OUT ids text[], OUT walked bigint, OUT next_due bigint)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp AS $$
@@ -196,17 +200,8 @@ BEGIN
             RETURN;
         END IF;
     END IF;
-    -- A node did not answer for its shards: the two statements over every shard.
-    ids := '{}';
-    walked := 0;
-    IF p_window > 0 THEN
-        SELECT coalesce(array_agg(DISTINCT w.instance), '{}'), count(*)
-        INTO ids, walked
-        FROM (SELECT b.instance FROM ratchet.inbox b
-              WHERE b.visible_at <= p_now
-              ORDER BY b.visible_at LIMIT p_window) w;
-    END IF;
-    SELECT min(b.visible_at) INTO next_due FROM ratchet.inbox b WHERE b.visible_at > p_now;
+    -- A node did not answer for its shards.
+    SELECT * INTO ids, walked, next_due FROM ratchet.inbox_due_every_shard(p_now, p_window);
 END $$;
 
 -- The first p_count instances after p_after of all shards are the first p_count of each
