@@ -34,10 +34,12 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use anyhow::{bail, Context};
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use ops::Ops;
 use ratchet::{
-    Client, InstanceFilter, InstanceStatus, PostgresConfig, PostgresStore, SqliteStore, Store,
-    Timestamp,
+    Client, InstanceStatus, PostgresConfig, PostgresStore, SqliteStore, Store, Timestamp,
+};
+use ratchet_api::{
+    Api, HttpApi, IfExistsParam, InstanceQuery, LocalApi, PurgeRequest, SignalRequest,
+    StartRequest, StopRequest, WriteParams,
 };
 
 /// Ratchet: durable workflows in plain async Rust, on an embedded SQLite file or PostgreSQL.
@@ -317,10 +319,11 @@ async fn run(matches: clap::ArgMatches) -> anyhow::Result<()> {
     // On a server: the commands that have a remote form run over HTTP and open no database.
     if let Some(server) = cli.server.clone().filter(|s| !s.is_empty()) {
         let remote = ops::Remote::new(&server, cli.token.clone())?;
+        let api = HttpApi::new(&server, cli.token.clone())?;
         return match cli.command {
-            Command::Instances(cmd) => instances(&remote, cmd).await,
-            Command::Tasks(cmd) => tasks::tasks(&remote, cmd).await,
-            Command::Queues(cmd) => tasks::queues(&remote, cmd).await,
+            Command::Instances(cmd) => instances(&api, cmd).await,
+            Command::Tasks(cmd) => tasks::tasks(&api, cmd).await,
+            Command::Queues(cmd) => tasks::queues(&api, cmd).await,
             Command::Events(cmd) => events::run(&remote, cmd, append).await,
             Command::Workflows(workflows::WorkflowCommand::Delete {
                 name,
@@ -363,11 +366,9 @@ async fn run(matches: clap::ArgMatches) -> anyhow::Result<()> {
             out!("{about}: schema at version {version}");
             Ok(())
         }
-        Command::Instances(cmd) => instances(&ops::Local(Client::new(store.into_dyn())), cmd).await,
-        Command::Tasks(cmd) => tasks::tasks(&ops::Local(Client::new(store.into_dyn())), cmd).await,
-        Command::Queues(cmd) => {
-            tasks::queues(&ops::Local(Client::new(store.into_dyn())), cmd).await
-        }
+        Command::Instances(cmd) => instances(&local_api(store), cmd).await,
+        Command::Tasks(cmd) => tasks::tasks(&local_api(store), cmd).await,
+        Command::Queues(cmd) => tasks::queues(&local_api(store), cmd).await,
         Command::Tokens(cmd) => tokens::run(store.into_dyn(), cmd).await,
         Command::Workflows(cmd) => workflows::run(store.into_dyn(), cmd).await,
         Command::Schedules(cmd) => schedules::run(&Client::new(store.into_dyn()), cmd).await,
@@ -484,7 +485,7 @@ async fn open_store(cli: &Cli, migrate: bool) -> anyhow::Result<(OpenStore, Stri
     Ok((OpenStore::Sqlite(Arc::new(store)), db))
 }
 
-async fn instances(ops: &dyn Ops, cmd: InstanceCommand) -> anyhow::Result<()> {
+async fn instances(api: &dyn Api, cmd: InstanceCommand) -> anyhow::Result<()> {
     match cmd {
         InstanceCommand::List {
             status,
@@ -494,29 +495,26 @@ async fn instances(ops: &dyn Ops, cmd: InstanceCommand) -> anyhow::Result<()> {
             limit,
             json,
         } => {
-            let statuses = status
-                .iter()
-                .map(|s| s.parse::<InstanceStatus>())
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(anyhow::Error::msg)?;
+            // Checked here, so a typo is refused before anything is asked.
+            for s in &status {
+                s.parse::<InstanceStatus>().map_err(anyhow::Error::msg)?;
+            }
             let created_after = since_secs.map(|s| {
                 let ms = i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX);
                 Timestamp(Timestamp::now().as_millis().saturating_sub(ms)).clamped()
             });
-            let filter = InstanceFilter {
-                statuses,
+            let query = InstanceQuery {
+                status: (!status.is_empty()).then(|| status.join(",")),
                 name,
-                created_after,
+                created_after: created_after.map(ratchet_api::time::rfc3339),
                 limit: Some(limit),
-                custom_status: custom_status.map(|text| {
-                    serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text))
-                }),
-                ..InstanceFilter::default()
+                custom_status,
+                ..InstanceQuery::default()
             };
-            let list = ops.instances(filter).await?;
+            let list = api.instances_list(&query).await?.items;
             if json {
                 for r in &list {
-                    out!("{r}");
+                    out!("{}", serde_json::to_string(r)?);
                 }
                 return Ok(());
             }
@@ -531,33 +529,33 @@ async fn instances(ops: &dyn Ops, cmd: InstanceCommand) -> anyhow::Result<()> {
             for r in list {
                 out!(
                     "{:<38} {:<16} {:<15} {:>4} {:>8}  {}",
-                    text(&r["id"]),
-                    text(&r["name"]),
-                    text(&r["status"]),
-                    r["execution"],
-                    r["history_len"],
-                    text(&r["created_at"])
+                    r.id,
+                    r.name,
+                    r.status.to_string(),
+                    r.execution,
+                    r.history_len,
+                    r.created_at
                 );
             }
         }
         InstanceCommand::Show { id, json } => {
-            let r = ops.instance(&id).await?;
+            let r = api.instances_show(&id).await?;
             if json {
-                out!("{r}");
+                out!("{}", serde_json::to_string(&r)?);
             } else {
                 out!("{}", serde_json::to_string_pretty(&r)?);
             }
         }
         InstanceCommand::History { id, json } => {
-            for h in ops.history(&id).await? {
+            for h in api.instances_history_all(&id).await? {
                 if json {
-                    out!("{h}");
+                    out!("{}", serde_json::to_string(&h)?);
                 } else {
                     out!(
                         "{:>3} {:>4}  {}",
-                        h["execution"],
-                        h["seq"],
-                        serde_json::to_string(&h["event"])?
+                        h.execution,
+                        h.seq,
+                        serde_json::to_string(&h.event)?
                     );
                 }
             }
@@ -569,17 +567,28 @@ async fn instances(ops: &dyn Ops, cmd: InstanceCommand) -> anyhow::Result<()> {
             use_existing,
             allow_unknown,
         } => {
-            let input = input::json(&input, "--input")?;
-            let started = ops
-                .start(&name, input, id, use_existing, allow_unknown)
+            let start = StartRequest {
+                id,
+                if_exists: if use_existing {
+                    IfExistsParam::UseExisting
+                } else {
+                    IfExistsParam::Fail
+                },
+                ..StartRequest::new(name, input::json(&input, "--input")?)
+            };
+            let started = api
+                .instances_start(&start, WriteParams { allow_unknown })
                 .await?;
-            out!("{started}");
+            out!("{}", started.id);
         }
         InstanceCommand::Purge { older_than_days } => {
             let age = i64::try_from(older_than_days.saturating_mul(86_400_000)).unwrap_or(i64::MAX);
-            let before = Timestamp(Timestamp::now().as_millis().saturating_sub(age));
-            let purged = ops.purge(before).await?;
-            out!("removed {purged} finished instance(s)");
+            let before = Timestamp(Timestamp::now().as_millis().saturating_sub(age)).clamped();
+            let purge = PurgeRequest {
+                finished_before: ratchet_api::time::rfc3339(before),
+            };
+            let purged = api.instances_purge(&purge).await?;
+            out!("removed {} finished instance(s)", purged.removed);
         }
         InstanceCommand::Signal {
             id,
@@ -587,8 +596,12 @@ async fn instances(ops: &dyn Ops, cmd: InstanceCommand) -> anyhow::Result<()> {
             payload,
             dedup,
         } => {
-            let payload = input::json(&payload, "--payload")?;
-            let raised = ops.signal(&id, &name, payload, dedup).await?;
+            let signal = SignalRequest {
+                name,
+                payload: input::json(&payload, "--payload")?,
+                dedup_id: dedup,
+            };
+            let raised = api.instances_signal(&id, &signal).await?.raised;
             out!(
                 "{}",
                 if raised {
@@ -599,21 +612,28 @@ async fn instances(ops: &dyn Ops, cmd: InstanceCommand) -> anyhow::Result<()> {
             );
         }
         InstanceCommand::Cancel { id, reason } => {
-            ops.cancel(&id, &reason).await?;
+            let stop = StopRequest {
+                reason: Some(reason),
+            };
+            api.instances_cancel(&id, &stop).await?;
             out!("cancellation requested");
         }
         InstanceCommand::Terminate { id, reason } => {
-            ops.terminate(&id, &reason).await?;
+            let stop = StopRequest {
+                reason: Some(reason),
+            };
+            api.instances_terminate(&id, &stop).await?;
             out!("terminated");
         }
         InstanceCommand::Wait { id, timeout_secs } => {
-            let o = ops.wait(&id, Duration::from_secs(timeout_secs)).await?;
-            out!("{}: {}", text(&o["id"]), text(&o["status"]));
-            if !o["output"].is_null() {
-                out!("{}", serde_json::to_string_pretty(&o["output"])?);
+            let o = api
+                .instances_wait_until(&id, Duration::from_secs(timeout_secs))
+                .await?;
+            out!("{}: {}", o.id, o.status);
+            if let Some(output) = &o.output {
+                out!("{}", serde_json::to_string_pretty(output)?);
             }
-            if !o["error"].is_null() {
-                let error: ratchet::ErrorInfo = serde_json::from_value(o["error"].clone())?;
+            if let Some(error) = o.error {
                 // A declarative workflow's error whole: type, status, title, detail, instance.
                 if let Some(details) = &error.details {
                     out!("{}", serde_json::to_string_pretty(details)?);
@@ -625,9 +645,9 @@ async fn instances(ops: &dyn Ops, cmd: InstanceCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A JSON string as plain text (other values as JSON).
-pub(crate) fn text(v: &serde_json::Value) -> String {
-    v.as_str().map_or_else(|| v.to_string(), str::to_string)
+/// The API on the database, in this process.
+fn local_api(store: OpenStore) -> LocalApi {
+    LocalApi::new(Client::new(store.into_dyn()))
 }
 
 #[cfg(test)]

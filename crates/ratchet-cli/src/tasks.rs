@@ -3,13 +3,12 @@
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-
 use clap::Subcommand;
-use ratchet::{QueueLimits, TaskFilter, TaskOptions, TaskRequest, TaskState};
-use serde_json::Value;
-
-use crate::ops::{Act, Ops};
-use crate::text;
+use ratchet::TaskState;
+use ratchet_api::{
+    ActOutcome, Api, EnqueueBatch, EnqueueRequest, Limits, ManyIds, OptionsInput, RetryInput,
+    TaskAct, TaskQuery, TaskView, WriteParams,
+};
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum TaskCommand {
@@ -137,26 +136,25 @@ pub(crate) enum QueueCommand {
 /// Tasks per enqueue call of `tasks enqueue --count`: memory stays bounded however many.
 const ENQUEUE_BATCH: u32 = 5_000;
 
-fn line(t: &Value) -> String {
-    let error = match t["error"].is_null() {
-        true => String::new(),
-        false => serde_json::from_value::<ratchet::ErrorInfo>(t["error"].clone())
-            .map(|e| e.to_string())
-            .unwrap_or_else(|_| t["error"].to_string()),
-    };
+fn line(t: &TaskView) -> String {
+    let error = t
+        .error
+        .as_ref()
+        .map(ToString::to_string)
+        .unwrap_or_default();
     format!(
         "{:>10} {:<14} {:<20} {:<10} {:>3}/{:<3} {}",
-        t["id"],
-        text(&t["queue"]),
-        text(&t["name"]),
-        text(&t["state"]),
-        t["attempt"],
-        t["max_attempts"],
+        t.id,
+        t.queue,
+        t.name,
+        t.state.to_string(),
+        t.attempt,
+        t.max_attempts,
         error
     )
 }
 
-pub(crate) async fn tasks(ops: &dyn Ops, cmd: TaskCommand) -> anyhow::Result<()> {
+pub(crate) async fn tasks(api: &dyn Api, cmd: TaskCommand) -> anyhow::Result<()> {
     match cmd {
         TaskCommand::List {
             queue,
@@ -165,21 +163,21 @@ pub(crate) async fn tasks(ops: &dyn Ops, cmd: TaskCommand) -> anyhow::Result<()>
             limit,
             json,
         } => {
-            let states = state
-                .iter()
-                .map(|s| s.parse::<TaskState>())
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(anyhow::Error::msg)?;
-            let filter = TaskFilter {
+            // Checked here, so a typo is refused before anything is asked.
+            for s in &state {
+                s.parse::<TaskState>().map_err(anyhow::Error::msg)?;
+            }
+            let query = TaskQuery {
                 queue,
-                states,
+                state: (!state.is_empty()).then(|| state.join(",")),
                 name,
                 limit: Some(limit),
+                before: None,
             };
-            let tasks = ops.tasks(filter).await?;
+            let tasks = api.tasks_list(&query).await?;
             if json {
                 for t in &tasks {
-                    out!("{t}");
+                    out!("{}", serde_json::to_string(t)?);
                 }
                 return Ok(());
             }
@@ -195,7 +193,7 @@ pub(crate) async fn tasks(ops: &dyn Ops, cmd: TaskCommand) -> anyhow::Result<()>
                 out!("{}", line(t));
             }
         }
-        TaskCommand::Show { id, json } => show(&ops.task(id).await?, json)?,
+        TaskCommand::Show { id, json } => show(&api.tasks_show(id).await?, json)?,
         TaskCommand::Enqueue {
             name,
             input,
@@ -209,31 +207,38 @@ pub(crate) async fn tasks(ops: &dyn Ops, cmd: TaskCommand) -> anyhow::Result<()>
             allow_unknown,
         } => {
             let input = crate::input::json(&input, "--input")?;
-            let mut options = TaskOptions::default()
-                .queue(queue)
-                .priority(priority)
-                .delay(Duration::from_millis(delay_ms));
-            if let Some(n) = max_attempts {
-                options = options.max_attempts(n);
-            }
-            if let Some(metadata) = metadata {
-                options = options.metadata(crate::input::json(&metadata, "--metadata")?);
-            }
-            let request = |i: u32| -> ratchet::Result<TaskRequest> {
-                let mut options = options.clone();
-                options.unique_key = match (&unique_key, count) {
-                    (Some(key), 1) => Some(key.clone()),
-                    (Some(key), _) => Some(format!("{key}-{i}")),
-                    (None, _) => None,
-                };
-                Ok(TaskRequest::new(&name, &input)?.options(options))
+            let options = OptionsInput {
+                queue: Some(queue),
+                priority: Some(priority),
+                delay_ms: Some(delay_ms),
+                retry: max_attempts.map(|n| RetryInput {
+                    max_attempts: Some(n),
+                    ..RetryInput::default()
+                }),
+                metadata: metadata
+                    .map(|m| crate::input::json(&m, "--metadata"))
+                    .transpose()?,
+                ..OptionsInput::default()
             };
+            let request = |i: u32| EnqueueRequest {
+                name: name.clone(),
+                input: input.clone(),
+                options: OptionsInput {
+                    unique_key: match (&unique_key, count) {
+                        (Some(key), 1) => Some(key.clone()),
+                        (Some(key), _) => Some(format!("{key}-{i}")),
+                        (None, _) => None,
+                    },
+                    ..options.clone()
+                },
+            };
+            let params = WriteParams { allow_unknown };
             if count == 1 {
-                let outcomes = ops.enqueue(vec![request(0)?], allow_unknown).await?;
-                match outcomes.first() {
-                    Some((id, false)) => out!("{id}"),
-                    Some((id, true)) => out!("duplicate: task {id} holds the unique key"),
-                    None => bail!("the store returned no outcome"),
+                let enqueued = api.tasks_enqueue(&request(0), params).await?;
+                if enqueued.duplicate {
+                    out!("duplicate: task {} holds the unique key", enqueued.id);
+                } else {
+                    out!("{}", enqueued.id);
                 }
                 return Ok(());
             }
@@ -244,14 +249,14 @@ pub(crate) async fn tasks(ops: &dyn Ops, cmd: TaskCommand) -> anyhow::Result<()>
             let mut next = 0;
             while next < count {
                 let end = count.min(next + ENQUEUE_BATCH);
-                let requests = (next..end)
-                    .map(request)
-                    .collect::<ratchet::Result<Vec<_>>>()?;
-                let outcomes = ops.enqueue(requests, allow_unknown).await.with_context(|| {
+                let batch = EnqueueBatch {
+                    tasks: (next..end).map(request).collect(),
+                };
+                let outcomes = api.tasks_enqueue_batch(&batch, params).await.with_context(|| {
                     format!("enqueueing tasks {next}..{end} of {count} ({enqueued} were enqueued before)")
                 })?;
-                for (_, duplicate) in &outcomes {
-                    if *duplicate {
+                for outcome in &outcomes {
+                    if outcome.duplicate {
                         duplicates += 1;
                     } else {
                         enqueued += 1;
@@ -264,57 +269,67 @@ pub(crate) async fn tasks(ops: &dyn Ops, cmd: TaskCommand) -> anyhow::Result<()>
             out!("enqueued {enqueued}, {duplicates} duplicate(s)");
         }
         TaskCommand::Wait { id, timeout_secs } => {
-            let t = ops.task_wait(id, Duration::from_secs(timeout_secs)).await?;
+            let t = api
+                .tasks_wait_until(id, Duration::from_secs(timeout_secs))
+                .await?;
             show(&t, false)?;
-            if t["state"] != "Completed" {
-                bail!("task {id} ended {}", text(&t["state"]));
+            if t.state != TaskState::Completed {
+                bail!("task {id} ended {}", t.state);
             }
         }
-        TaskCommand::Retry { ids } => {
-            for id in ids {
-                ops.task_act(id, Act::Retry).await?;
-                out!("{id}: queued again");
-            }
-        }
-        TaskCommand::Discard { ids } => {
-            for id in ids {
-                ops.task_act(id, Act::Discard).await?;
-                out!("{id}: discarded");
-            }
-        }
+        TaskCommand::Retry { ids } => act(api, ids, TaskAct::Retry, |_| "queued again").await?,
+        TaskCommand::Discard { ids } => act(api, ids, TaskAct::Discard, |_| "discarded").await?,
         TaskCommand::Cancel { ids } => {
-            for id in ids {
-                let requested = ops.task_act(id, Act::Cancel).await?;
-                out!(
-                    "{id}: {}",
-                    if requested {
-                        "cancellation requested; it stops at its worker's next heartbeat"
-                    } else {
-                        "cancelled"
-                    }
-                );
-            }
+            act(api, ids, TaskAct::Cancel, |outcome| {
+                if outcome == Some(ActOutcome::Requested) {
+                    "cancellation requested; it stops at its worker's next heartbeat"
+                } else {
+                    "cancelled"
+                }
+            })
+            .await?;
         }
     }
     Ok(())
 }
 
-fn show(t: &Value, one_line: bool) -> anyhow::Result<()> {
+/// An action on every task in one call, where each applies or is refused alone: prints the
+/// ones it applied to, then fails naming each refused one.
+async fn act(
+    api: &dyn Api,
+    ids: Vec<i64>,
+    act: TaskAct,
+    done: impl Fn(Option<ActOutcome>) -> &'static str,
+) -> anyhow::Result<()> {
+    let mut refused = Vec::new();
+    for acted in api.tasks_act_many(&ManyIds { ids }, act).await? {
+        match &acted.problem {
+            None => out!("{}: {}", acted.id, done(acted.outcome)),
+            Some(problem) => refused.push(format!("task {}: {problem}", acted.id)),
+        }
+    }
+    if !refused.is_empty() {
+        bail!("{}", refused.join("; "));
+    }
+    Ok(())
+}
+
+fn show(t: &TaskView, one_line: bool) -> anyhow::Result<()> {
     if one_line {
-        out!("{t}");
+        out!("{}", serde_json::to_string(t)?);
     } else {
         out!("{}", serde_json::to_string_pretty(t)?);
     }
     Ok(())
 }
 
-pub(crate) async fn queues(ops: &dyn Ops, cmd: QueueCommand) -> anyhow::Result<()> {
+pub(crate) async fn queues(api: &dyn Api, cmd: QueueCommand) -> anyhow::Result<()> {
     match cmd {
         QueueCommand::List { json } => {
-            let queues = ops.queues().await?;
+            let queues = api.queues_list().await?;
             if json {
                 for q in &queues {
-                    out!("{q}");
+                    out!("{}", serde_json::to_string(q)?);
                 }
                 return Ok(());
             }
@@ -332,35 +347,34 @@ pub(crate) async fn queues(ops: &dyn Ops, cmd: QueueCommand) -> anyhow::Result<(
             );
             for q in &queues {
                 let limits = [
-                    q["rate_per_second"].as_f64().map(|r| format!("{r}/s")),
-                    q["burst"].as_u64().map(|b| format!("burst {b}")),
-                    q["concurrency"].as_u64().map(|c| format!("{c} at once")),
+                    q.limits.rate_per_second.map(|r| format!("{r}/s")),
+                    q.limits.burst.map(|b| format!("burst {b}")),
+                    q.limits.concurrency.map(|c| format!("{c} at once")),
                 ]
                 .into_iter()
                 .flatten()
                 .collect::<Vec<_>>()
                 .join(", ");
-                let n = |s: TaskState| q["tasks"][s.to_string()].as_u64().unwrap_or(0);
                 out!(
                     "{:<16} {:<7} {:>9} {:>9} {:>8} {:>9} {:>9} {:>6} {:>9}  {limits}",
-                    text(&q["queue"]),
-                    if q["paused"] == true { "yes" } else { "no" },
-                    n(TaskState::Scheduled),
-                    n(TaskState::Available),
-                    n(TaskState::Running),
-                    n(TaskState::Retrying),
-                    n(TaskState::Completed),
-                    n(TaskState::Dead),
-                    n(TaskState::Cancelled)
+                    q.name,
+                    if q.paused { "yes" } else { "no" },
+                    q.count(TaskState::Scheduled),
+                    q.count(TaskState::Available),
+                    q.count(TaskState::Running),
+                    q.count(TaskState::Retrying),
+                    q.count(TaskState::Completed),
+                    q.count(TaskState::Dead),
+                    q.count(TaskState::Cancelled)
                 );
             }
         }
         QueueCommand::Pause { queue } => {
-            ops.queue_pause(&queue, true).await?;
+            api.queues_pause(&queue).await?;
             out!("{queue}: paused everywhere");
         }
         QueueCommand::Resume { queue } => {
-            ops.queue_pause(&queue, false).await?;
+            api.queues_resume(&queue).await?;
             out!("{queue}: resumed");
         }
         QueueCommand::Limit {
@@ -369,12 +383,12 @@ pub(crate) async fn queues(ops: &dyn Ops, cmd: QueueCommand) -> anyhow::Result<(
             burst,
             concurrency,
         } => {
-            let limits = QueueLimits {
+            let limits = Limits {
                 rate_per_second: rate,
                 burst,
                 concurrency,
             };
-            ops.queue_limit(&queue, limits).await?;
+            api.queues_limit(&queue, &limits).await?;
             out!("{queue}: limits set");
         }
     }

@@ -30,7 +30,7 @@ mod problem;
 mod routes;
 mod serve;
 mod state;
-mod time;
+use ratchet_api::time;
 mod trace;
 
 pub use auth::{hash as token_hash, issue as issue_token, Grant, IssuedToken, Scope, TokenError};

@@ -5,10 +5,10 @@
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use ratchet::{Error, StoreError};
+use ratchet_api::ApiError;
+pub use ratchet_api::ProblemBody;
+pub(crate) use ratchet_api::{SourceError, PROBLEM_JSON};
 use serde::Serialize;
-
-/// The media type of a problem.
-const PROBLEM_JSON: &str = "application/problem+json";
 
 /// A refused or failed request, as the API answers it (boxed: handlers return it in every
 /// `Err`, which stays one pointer wide).
@@ -29,42 +29,21 @@ impl Serialize for Problem {
     }
 }
 
-/// The fields of a [`Problem`].
-#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
-pub struct ProblemBody {
-    /// Stable identifier of the kind of problem: `urn:ratchet:problem:<kind>`.
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// Short summary of the kind, the same for every problem of that kind.
-    pub title: &'static str,
-    /// The HTTP status code.
-    pub status: u16,
-    /// What went wrong with this request.
-    pub detail: String,
-    /// The field at fault, as a path into the request (`tasks[2].options.priority`), or the
-    /// query parameter or path segment.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub field: Option<String>,
-    /// The limit that was broken.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub limit: Option<u64>,
-    /// The position of the event that failed an append's condition.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub position: Option<u64>,
-    /// Every error in a submitted workflow definition, each where it is in the source.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub errors: Option<Vec<SourceError>>,
+impl From<ProblemBody> for Problem {
+    /// A problem with its body; 503s say the same request may succeed in a second.
+    fn from(body: ProblemBody) -> Self {
+        let retry_after = (body.status == 503).then_some(1);
+        Self(Box::new(Answer { body, retry_after }))
+    }
 }
 
-/// An error in a submitted definition, at its line and column.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-pub struct SourceError {
-    /// Line, from 1.
-    pub line: usize,
-    /// Column, from 1.
-    pub column: usize,
-    /// What is wrong.
-    pub message: String,
+impl From<ApiError> for Problem {
+    fn from(e: ApiError) -> Self {
+        match e {
+            ApiError::Problem(body) => Self::from(*body),
+            other => Self::from(ProblemBody::internal(other.to_string())),
+        }
+    }
 }
 
 impl Problem {
@@ -76,16 +55,7 @@ impl Problem {
         detail: impl Into<String>,
     ) -> Self {
         Self(Box::new(Answer {
-            body: ProblemBody {
-                kind: format!("urn:ratchet:problem:{kind}"),
-                title,
-                status: status.as_u16(),
-                detail: detail.into(),
-                field: None,
-                limit: None,
-                position: None,
-                errors: None,
-            },
+            body: ProblemBody::new(status.as_u16(), kind, title, detail),
             retry_after: None,
         }))
     }
@@ -237,107 +207,14 @@ pub(crate) async fn ensure(response: Response) -> Response {
 
 impl From<Error> for Problem {
     fn from(e: Error) -> Self {
-        let detail = e.to_string();
-        match e {
-            Error::NotFound(_) | Error::TaskNotFound(_) => Self::not_found(detail),
-            Error::AlreadyExists { .. } => Self::new(
-                StatusCode::CONFLICT,
-                "already-exists",
-                "Instance already exists",
-                detail,
-            )
-            .field("id"),
-            Error::Finished { .. } => Self::new(
-                StatusCode::CONFLICT,
-                "finished",
-                "Instance already finished",
-                detail,
-            ),
-            Error::UnknownOrchestration(_) | Error::UnknownTask(_) => Self::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "unknown-name",
-                "Nothing registered under this name",
-                detail,
-            )
-            .field("name"),
-            Error::TaskRefused { .. } => Self::new(
-                StatusCode::CONFLICT,
-                "task-state",
-                "Not possible in the task's state",
-                detail,
-            ),
-            Error::InvalidInput(_) | Error::Decode { .. } => Self::invalid(detail),
-            Error::Limit(limit) => Self::invalid(detail).field(limit.field),
-            Error::PayloadTooLarge { limit, .. } => Self::too_large(detail, limit as u64),
-            Error::AppendConflict { position } => Self::new(
-                StatusCode::CONFLICT,
-                "append-conflict",
-                "Append condition failed",
-                detail,
-            )
-            .position(position.0),
-            Error::Timeout(_) | Error::TaskTimeout(_) => {
-                Self::new(StatusCode::REQUEST_TIMEOUT, "timeout", "Timed out", detail)
-            }
-            Error::ScheduleNotFound(_) => Self::not_found(detail),
-            Error::ScheduleExists(_) => Self::new(
-                StatusCode::CONFLICT,
-                "schedule-exists",
-                "Schedule already exists",
-                detail,
-            )
-            .field("name"),
-            Error::InvalidSchedule { field, .. } => Self::invalid(detail).field(field),
-            Error::Store(store) => Self::from(store),
-            Error::Closed => unavailable(detail),
-            _ => Self::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
-                "Internal error",
-                detail,
-            ),
-        }
+        Self::from(ProblemBody::from(e))
     }
 }
 
 impl From<StoreError> for Problem {
     fn from(e: StoreError) -> Self {
-        let detail = e.to_string();
-        match e {
-            StoreError::NotFound(_) => Self::not_found(detail),
-            StoreError::Invalid(_) => Self::invalid(detail),
-            StoreError::AlreadyExists { .. } => Self::new(
-                StatusCode::CONFLICT,
-                "already-exists",
-                "Instance already exists",
-                detail,
-            ),
-            StoreError::InUse { .. } => Self::new(
-                StatusCode::CONFLICT,
-                "workflow-in-use",
-                "Workflow in use",
-                detail,
-            ),
-            StoreError::Closed | StoreError::Backend(_) => unavailable(detail),
-            _ => Self::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
-                "Internal error",
-                detail,
-            ),
-        }
+        Self::from(ProblemBody::from(e))
     }
-}
-
-/// 503: the database is out of reach; the same request may succeed later.
-fn unavailable(detail: String) -> Problem {
-    Problem::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "unavailable",
-        "Service unavailable",
-        detail,
-    )
-    .retry_after(1)
 }
 
 #[cfg(test)]
@@ -372,29 +249,9 @@ mod tests {
     }
 
     #[test]
-    fn errors_map_to_statuses_with_stable_types() {
-        let p = Problem::from(Error::UnknownTask("nope".into()));
-        assert_eq!(p.status, 422);
-        assert_eq!(p.kind, "urn:ratchet:problem:unknown-name");
-        assert_eq!(p.field.as_deref(), Some("name"));
-        let p = Problem::from(Error::PayloadTooLarge {
-            what: "the input".into(),
-            size: 10,
-            limit: 5,
-        });
-        assert_eq!((p.status, p.limit), (413, Some(5)));
+    fn an_unreachable_database_says_when_to_ask_again() {
+        let p = Problem::from(StoreError::Closed);
+        assert_eq!((p.status, p.0.retry_after), (503, Some(1)));
         assert_eq!(Problem::from(Error::TaskNotFound(3)).status, 404);
-        let p = Problem::from(StoreError::InUse {
-            workflow: "shop/order".into(),
-            instances: 2,
-        });
-        assert_eq!(
-            (p.status, p.kind.as_str()),
-            (409, "urn:ratchet:problem:workflow-in-use")
-        );
-        assert!(p.detail.contains("2 unfinished"), "{}", p.detail);
-        let json = serde_json::to_value(Problem::not_found("x")).unwrap();
-        assert_eq!(json["type"], "urn:ratchet:problem:not-found");
-        assert!(json.get("field").is_none(), "absent fields are left out");
     }
 }

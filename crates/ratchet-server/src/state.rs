@@ -52,6 +52,8 @@ impl Default for ServerLimits {
 #[derive(Clone)]
 pub struct ServerState {
     pub(crate) client: Client,
+    /// The API on that client: the routes of the typed operations answer through it.
+    pub(crate) api: ratchet_api::LocalApi,
     pub(crate) limits: ServerLimits,
     pub(crate) metrics: Option<PrometheusHandle>,
     pub(crate) auth: bool,
@@ -71,8 +73,10 @@ impl ServerState {
     /// registered, and its instances run in this process; a task name it lacks is checked
     /// against the fleet instead (workers elsewhere, over HTTP, may run it).
     pub fn new(client: Client) -> Self {
+        let client = client.with_unregistered_tasks();
         Self {
-            client: client.with_unregistered_tasks(),
+            api: ratchet_api::LocalApi::new(client.clone()),
+            client,
             limits: ServerLimits::default(),
             metrics: None,
             auth: false,

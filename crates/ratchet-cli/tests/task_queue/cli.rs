@@ -213,7 +213,7 @@ fn a_large_count_is_enqueued_in_bounded_calls() {
     );
     let listed = run(&args, &["queues", "list", "--json"]);
     let queue: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
-    assert_eq!(queue["tasks"]["Available"], 12001);
+    assert_eq!(queue["counts"]["available"], 12001);
 }
 
 #[test]

@@ -13,12 +13,12 @@ use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::instances::{parse_position, HistoryItem, InstanceView};
 use super::text::{HistoryPosition, InstanceId};
 use crate::extract::{PathParam, QueryParams};
 use crate::held::Held;
 use crate::problem::{Problem, ProblemBody};
 use crate::state::ServerState;
+use ratchet_api::{parse_position, HistoryItem, InstanceView};
 
 pub(crate) fn routes() -> OpenApiRouter<ServerState> {
     OpenApiRouter::new().routes(routes!(stream))
@@ -90,7 +90,7 @@ async fn stream(
         .map(|v| {
             v.to_str()
                 .map_err(|_| Problem::bad_request("Last-Event-ID is not text"))
-                .and_then(parse_position)
+                .and_then(|t| parse_position(t).map_err(Problem::from))
         })
         .transpose()?;
     let after = match last_id {

@@ -9,7 +9,7 @@ mod schedules;
 mod stats;
 mod system;
 mod tasks;
-mod text;
+use ratchet_api::text;
 mod work;
 mod workers;
 mod workflows;
@@ -21,6 +21,8 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
 pub use schedules::{DescriptionView, FireView, ScheduleView};
+
+pub(crate) use ratchet_api::comma_list;
 
 use crate::problem::Problem;
 use crate::state::ServerState;
@@ -151,17 +153,6 @@ pub fn router(state: ServerState) -> Router {
         .with_state(state)
 }
 
-/// Query parameters of a start or an enqueue.
-#[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct WriteParams {
-    /// Accept a name no live or recent worker runs (a server without a worker refuses it
-    /// otherwise, since nothing would run it).
-    #[serde(default)]
-    pub(crate) allow_unknown: bool,
-}
-
 /// A page size asked for, or `default`, within the server's limit.
 pub(crate) fn page_size(
     asked: Option<u32>,
@@ -206,16 +197,4 @@ pub(crate) fn position(
         .field(field)),
         other => Ok(other.map(ratchet::Position)),
     }
-}
-
-/// A list of values given comma-separated in one query parameter.
-pub(crate) fn comma_list(text: Option<&str>) -> Vec<String> {
-    text.map(|t| {
-        t.split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-            .collect()
-    })
-    .unwrap_or_default()
 }

@@ -2,9 +2,7 @@
 
 use axum::extract::State;
 use axum::Json;
-use ratchet::{QueueLimits, QueueStats, TaskState};
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use ratchet_api::{Api as _, Done, Limits, QueueView};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -21,56 +19,6 @@ pub(crate) fn routes() -> OpenApiRouter<ServerState> {
         .routes(routes!(limit))
 }
 
-/// A queue's limits: absent means none.
-#[derive(Debug, Default, Deserialize, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-struct Limits {
-    #[serde(default)]
-    #[schema(exclusive_minimum = 0.0)]
-    rate_per_second: Option<f64>,
-    #[serde(default)]
-    #[schema(minimum = 1)]
-    burst: Option<u32>,
-    #[serde(default)]
-    #[schema(minimum = 1)]
-    concurrency: Option<u32>,
-}
-
-/// A queue as the API shows it.
-#[derive(Debug, Serialize, ToSchema)]
-struct QueueView {
-    name: String,
-    paused: bool,
-    limits: Limits,
-    /// Tasks waiting to run: scheduled, available and retrying.
-    depth: u64,
-    /// Tasks by state.
-    counts: std::collections::BTreeMap<String, u64>,
-    /// Since when the longest-waiting available task has been ready (RFC 3339); `null` when
-    /// none waits.
-    oldest_available: Option<String>,
-}
-
-impl From<QueueStats> for QueueView {
-    fn from(q: QueueStats) -> Self {
-        Self {
-            depth: q.depth(),
-            counts: TaskState::ALL
-                .iter()
-                .map(|s| (s.to_string().to_lowercase(), q.count(*s)))
-                .collect(),
-            oldest_available: q.oldest_available.map(crate::time::rfc3339),
-            name: q.queue,
-            paused: q.paused,
-            limits: Limits {
-                rate_per_second: q.limits.rate_per_second,
-                burst: q.limits.burst,
-                concurrency: q.limits.concurrency,
-            },
-        }
-    }
-}
-
 #[utoipa::path(
     get,
     path = "/v1/queues",
@@ -82,13 +30,7 @@ impl From<QueueStats> for QueueView {
     )
 )]
 async fn list(State(state): State<ServerState>) -> Result<Json<Vec<QueueView>>, Problem> {
-    let queues = state.client.queues().await?;
-    Ok(Json(queues.into_iter().map(QueueView::from).collect()))
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-struct Done {
-    queue: String,
+    Ok(Json(state.api.queues_list().await?))
 }
 
 #[utoipa::path(
@@ -107,8 +49,7 @@ async fn pause(
     State(state): State<ServerState>,
     PathParam(name): PathParam<String>,
 ) -> Result<Json<Done>, Problem> {
-    state.client.queue_pause(&name).await?;
-    Ok(Json(Done { queue: name }))
+    Ok(Json(state.api.queues_pause(&name).await?))
 }
 
 #[utoipa::path(
@@ -127,8 +68,7 @@ async fn resume(
     State(state): State<ServerState>,
     PathParam(name): PathParam<String>,
 ) -> Result<Json<Done>, Problem> {
-    state.client.queue_resume(&name).await?;
-    Ok(Json(Done { queue: name }))
+    Ok(Json(state.api.queues_resume(&name).await?))
 }
 
 /// Replaces the queue's limits; `{}` removes them.
@@ -152,11 +92,5 @@ async fn limit(
     PathParam(name): PathParam<String>,
     JsonBody(limits): JsonBody<Limits>,
 ) -> Result<Json<Done>, Problem> {
-    let limits = QueueLimits {
-        rate_per_second: limits.rate_per_second,
-        burst: limits.burst,
-        concurrency: limits.concurrency,
-    };
-    state.client.queue_limit(&name, limits).await?;
-    Ok(Json(Done { queue: name }))
+    Ok(Json(state.api.queues_limit(&name, &limits).await?))
 }

@@ -15,12 +15,12 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::tasks::OptionsInput;
 use super::text::{Identifier, ScheduleName, Time};
 use crate::extract::{JsonBody, PathParam, QueryParams};
 use crate::problem::{Problem, ProblemBody};
 use crate::state::ServerState;
 use crate::time::{parse_rfc3339, rfc3339};
+use ratchet_api::OptionsInput;
 
 pub(crate) fn routes() -> OpenApiRouter<ServerState> {
     OpenApiRouter::new()
@@ -241,7 +241,7 @@ impl ScheduleInput {
                     .options
                     .unwrap_or_default()
                     .into_options()
-                    .map_err(|p| p.prefix_field("options"))?,
+                    .map_err(|e| Problem::from(e).prefix_field("options"))?,
             },
             _ => return Err(Problem::invalid("give either `workflow` or `task`").field("workflow")),
         };

@@ -5,24 +5,19 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use ratchet::{
-    EnqueueOutcome, Error, ErrorInfo, RetryPolicy, TaskAction, TaskActionOutcome, TaskFilter,
-    TaskId, TaskOptions, TaskRecord, TaskRequest, TaskState,
+use ratchet_api::{
+    Acted, ActedOn, Api as _, EnqueueBatch, EnqueueRequest, Enqueued, ManyIds, TaskAct, TaskQuery,
+    TaskView, WaitQuery, WriteParams,
 };
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::text::{Identifier, Key, QueueName, TaskStateList, Time};
-use super::{comma_list, page_size, WriteParams};
+use super::page_size;
 use crate::extract::{JsonBody, PathParam, QueryParams};
 use crate::fleet::{self, Kind};
 use crate::held::Held;
 use crate::problem::{Problem, ProblemBody};
 use crate::state::ServerState;
-use crate::time::{parse_rfc3339, rfc3339};
 
 pub(crate) fn routes() -> OpenApiRouter<ServerState> {
     OpenApiRouter::new()
@@ -36,215 +31,6 @@ pub(crate) fn routes() -> OpenApiRouter<ServerState> {
         .routes(routes!(cancel))
         .routes(routes!(retry))
         .routes(routes!(discard))
-}
-
-/// A task as the API shows it.
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct TaskView {
-    id: i64,
-    queue: String,
-    name: String,
-    #[schema(value_type = String, example = "Available")]
-    state: TaskState,
-    priority: i16,
-    attempt: u32,
-    max_attempts: u32,
-    input: Value,
-    output: Option<Value>,
-    #[schema(value_type = Option<Object>)]
-    error: Option<ErrorInfo>,
-    unique_key: Option<String>,
-    metadata: Option<Value>,
-    created_at: String,
-    /// When it may run next (unfinished tasks).
-    run_at: String,
-    finished_at: Option<String>,
-}
-
-impl From<TaskRecord> for TaskView {
-    fn from(t: TaskRecord) -> Self {
-        Self {
-            id: t.id.0,
-            queue: t.queue,
-            name: t.name,
-            state: t.state,
-            priority: t.priority,
-            attempt: t.attempt,
-            max_attempts: t.max_attempts,
-            input: t.input,
-            output: t.output,
-            error: t.error,
-            unique_key: t.unique_key,
-            metadata: t.metadata,
-            created_at: rfc3339(t.created_at),
-            run_at: rfc3339(t.visible_at),
-            finished_at: t.finished_at.map(rfc3339),
-        }
-    }
-}
-
-/// Retries of a task; absent fields keep the defaults.
-#[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RetryInput {
-    #[schema(minimum = 1)]
-    max_attempts: Option<u32>,
-    /// At most 100 years.
-    #[schema(maximum = 3155760000000_u64)]
-    initial_interval_ms: Option<u64>,
-    /// At least 1.
-    #[schema(minimum = 1.0)]
-    backoff: Option<f64>,
-    /// At most 100 years.
-    #[schema(maximum = 3155760000000_u64)]
-    max_interval_ms: Option<u64>,
-    non_retryable: Option<Vec<String>>,
-    /// From 0 to 1.
-    #[schema(minimum = 0.0, maximum = 1.0)]
-    jitter: Option<f64>,
-}
-
-/// A task's options; absent fields keep the defaults (queue `default`, priority 0, 20
-/// attempts, 5 minutes per attempt).
-#[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct OptionsInput {
-    #[schema(value_type = Option<QueueName>)]
-    queue: Option<String>,
-    #[schema(minimum = -32768, maximum = 32767)]
-    priority: Option<i16>,
-    /// Not run before this time (RFC 3339).
-    #[schema(value_type = Option<Time>)]
-    run_at: Option<String>,
-    /// At most 100 years.
-    #[schema(maximum = 3155760000000_u64)]
-    delay_ms: Option<u64>,
-    retry: Option<RetryInput>,
-    /// At most 100 years.
-    #[schema(maximum = 3155760000000_u64)]
-    timeout_ms: Option<u64>,
-    #[schema(value_type = Option<Key>)]
-    unique_key: Option<String>,
-    metadata: Option<Value>,
-}
-
-impl OptionsInput {
-    /// The options, or the problem with one of them (its field relative to `options`).
-    pub(crate) fn into_options(self) -> Result<TaskOptions, Problem> {
-        let defaults = TaskOptions::default();
-        let retry = self.retry.unwrap_or_default();
-        let d = defaults.retry.clone();
-        let policy = RetryPolicy {
-            max_attempts: retry.max_attempts.unwrap_or(d.max_attempts),
-            initial_interval_ms: retry.initial_interval_ms.unwrap_or(d.initial_interval_ms),
-            backoff: retry.backoff.unwrap_or(d.backoff),
-            max_interval_ms: retry.max_interval_ms.unwrap_or(d.max_interval_ms),
-            non_retryable: retry.non_retryable.unwrap_or(d.non_retryable),
-            jitter: retry.jitter.unwrap_or(d.jitter),
-        };
-        if policy.max_attempts == 0 {
-            return Err(
-                Problem::invalid("max_attempts must be at least 1").field("retry.max_attempts")
-            );
-        }
-        if !policy.backoff.is_finite() || policy.backoff < 1.0 {
-            return Err(Problem::invalid("backoff must be a number from 1").field("retry.backoff"));
-        }
-        if !(0.0..=1.0).contains(&policy.jitter) {
-            return Err(Problem::invalid("jitter must be from 0 to 1").field("retry.jitter"));
-        }
-        let run_at = self
-            .run_at
-            .as_deref()
-            .map(parse_rfc3339)
-            .transpose()
-            .map_err(|e| Problem::invalid(e).field("run_at"))?;
-        Ok(TaskOptions {
-            queue: self.queue.unwrap_or(defaults.queue),
-            priority: self.priority.unwrap_or(defaults.priority),
-            run_at,
-            delay_ms: self.delay_ms.unwrap_or(defaults.delay_ms),
-            retry: policy,
-            timeout_ms: self.timeout_ms.unwrap_or(defaults.timeout_ms),
-            unique_key: self.unique_key,
-            metadata: self.metadata,
-        })
-    }
-}
-
-/// A task to enqueue.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-struct EnqueueRequest {
-    #[schema(value_type = Identifier)]
-    name: String,
-    #[serde(default)]
-    input: Value,
-    #[serde(default)]
-    options: OptionsInput,
-}
-
-/// The outcome of an enqueue.
-#[derive(Debug, Serialize, ToSchema)]
-struct Enqueued {
-    id: i64,
-    /// True when an unfinished task held the unique key: nothing was enqueued, and `id` is
-    /// that task's.
-    duplicate: bool,
-}
-
-impl From<EnqueueOutcome> for Enqueued {
-    fn from(o: EnqueueOutcome) -> Self {
-        Self {
-            id: o.id().0,
-            duplicate: matches!(o, EnqueueOutcome::Duplicate(_)),
-        }
-    }
-}
-
-/// Checks each request alone (so a refusal names the item at fault), then returns them as
-/// the client takes them.
-fn requests(
-    state: &ServerState,
-    items: Vec<EnqueueRequest>,
-    prefix: &str,
-) -> Result<Vec<TaskRequest>, Problem> {
-    let at = |i: usize, field: Option<&str>| {
-        let item = if prefix.is_empty() {
-            String::new()
-        } else {
-            format!("{prefix}[{i}]")
-        };
-        match field {
-            Some(f) if item.is_empty() => f.to_string(),
-            Some(f) => format!("{item}.{f}"),
-            None => item,
-        }
-    };
-    items
-        .into_iter()
-        .enumerate()
-        .map(|(i, item)| {
-            let options = item.options.into_options().map_err(|p| {
-                let field = p.field.clone().map(|f| format!("options.{f}"));
-                p.field(at(i, field.as_deref()))
-            })?;
-            let request = TaskRequest {
-                name: item.name,
-                input: item.input,
-                options,
-            };
-            state
-                .client
-                .prepare_tasks(vec![request.clone()])
-                .map_err(|e| {
-                    let p = Problem::from(e);
-                    let field = p.field.clone();
-                    p.field(at(i, field.as_deref()))
-                })?;
-            Ok(request)
-        })
-        .collect()
 }
 
 #[utoipa::path(
@@ -273,29 +59,13 @@ async fn enqueue(
         "name".to_string()
     })
     .await?;
-    let requests = requests(&state, vec![req], "")?;
-    let outcome = state
-        .client
-        .enqueue_many(requests)
-        .await?
-        .pop()
-        .ok_or_else(|| {
-            Problem::from(Error::InvalidInput("the store returned no outcome".into()))
-        })?;
-    let status = if matches!(outcome, EnqueueOutcome::Duplicate(_)) {
+    let enqueued = state.api.tasks_enqueue(&req, params).await?;
+    let status = if enqueued.duplicate {
         StatusCode::OK
     } else {
         StatusCode::CREATED
     };
-    Ok((status, Json(Enqueued::from(outcome))).into_response())
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-struct EnqueueBatch {
-    /// At most 1,000 (the server's `max_batch`).
-    #[schema(max_items = 1000)]
-    tasks: Vec<EnqueueRequest>,
+    Ok((status, Json(enqueued)).into_response())
 }
 
 /// Many tasks in one store round trip, all or nothing.
@@ -336,10 +106,8 @@ async fn enqueue_batch(
         format!("tasks[{i}].name")
     })
     .await?;
-    let requests = requests(&state, batch.tasks, "tasks")?;
-    let outcomes = state.client.enqueue_many(requests).await?;
-    let body: Vec<Enqueued> = outcomes.into_iter().map(Enqueued::from).collect();
-    Ok((StatusCode::CREATED, Json(body)).into_response())
+    let enqueued = state.api.tasks_enqueue_batch(&batch, params).await?;
+    Ok((StatusCode::CREATED, Json(enqueued)).into_response())
 }
 
 #[utoipa::path(
@@ -359,24 +127,7 @@ async fn show(
     State(state): State<ServerState>,
     PathParam(id): PathParam<i64>,
 ) -> Result<Json<TaskView>, Problem> {
-    Ok(Json(state.client.task(TaskId(id)).await?.into()))
-}
-
-#[derive(Debug, Default, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-struct ListParams {
-    queue: Option<String>,
-    /// States, comma-separated.
-    #[param(value_type = Option<TaskStateList>)]
-    state: Option<String>,
-    name: Option<String>,
-    /// 1 to 1,000 (default 100).
-    #[param(minimum = 1, maximum = 1000)]
-    limit: Option<u32>,
-    /// Only tasks with an id below this: the last id of the previous page gives the next
-    /// (keyset pagination, as fast deep as shallow).
-    before: Option<i64>,
+    Ok(Json(state.api.tasks_show(id).await?))
 }
 
 /// Newest first (by id), a page at a time with `before`.
@@ -385,7 +136,7 @@ struct ListParams {
     path = "/v1/tasks",
     tag = "tasks",
     operation_id = "tasks_list",
-    params(ListParams),
+    params(TaskQuery),
     responses(
         (status = 200, description = "Newest first", body = [TaskView]),
         (status = 400, description = "Malformed JSON, query or path", body = ProblemBody, content_type = "application/problem+json"),
@@ -395,32 +146,14 @@ struct ListParams {
 )]
 async fn list(
     State(state): State<ServerState>,
-    QueryParams(params): QueryParams<ListParams>,
+    QueryParams(query): QueryParams<TaskQuery>,
 ) -> Result<Json<Vec<TaskView>>, Problem> {
-    let limit = page_size(params.limit, 100, &state)?;
-    let states = comma_list(params.state.as_deref())
-        .iter()
-        .map(|s| s.parse::<TaskState>())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| Problem::invalid(e).field("state"))?;
-    let filter = TaskFilter {
-        queue: params.queue,
-        states,
-        name: params.name,
+    let limit = page_size(query.limit, 100, &state)?;
+    let query = TaskQuery {
         limit: Some(limit),
+        ..query
     };
-    let tasks = state
-        .client
-        .tasks_before(filter, params.before.map(TaskId))
-        .await?;
-    Ok(Json(tasks.into_iter().map(TaskView::from).collect()))
-}
-
-#[derive(Debug, Default, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-struct WaitParams {
-    timeout_ms: Option<u64>,
+    Ok(Json(state.api.tasks_list(&query).await?))
 }
 
 /// Answers when the task finishes, or with its current state at the timeout.
@@ -429,7 +162,7 @@ struct WaitParams {
     path = "/v1/tasks/{id}/wait",
     tag = "tasks",
     operation_id = "tasks_wait",
-    params(("id" = i64, Path, description = "Task id"), WaitParams),
+    params(("id" = i64, Path, description = "Task id"), WaitQuery),
     responses(
         (status = 200, description = "The task once finished, or as it stands at the timeout", body = TaskView),
         (status = 400, description = "Malformed JSON, query or path", body = ProblemBody, content_type = "application/problem+json"),
@@ -441,28 +174,19 @@ struct WaitParams {
 async fn wait(
     State(state): State<ServerState>,
     PathParam(id): PathParam<i64>,
-    QueryParams(params): QueryParams<WaitParams>,
+    QueryParams(params): QueryParams<WaitQuery>,
     held: Held,
 ) -> Result<Json<TaskView>, Problem> {
     let timeout = super::wait_time(params.timeout_ms, &state)?;
+    let query = WaitQuery {
+        timeout_ms: Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
+    };
     // A stop (or a revoked token) answers as a timeout does: the task as it stands.
-    let waited = tokio::select! {
-        waited = state.client.task_wait(TaskId(id), timeout) => waited,
-        () = held.ended() => Err(Error::TaskTimeout(id)),
+    let task = tokio::select! {
+        waited = state.api.tasks_wait(id, query) => waited?,
+        () = held.ended() => state.api.tasks_show(id).await?,
     };
-    let record = match waited {
-        Ok(record) => record,
-        Err(Error::TaskTimeout(_)) => state.client.task(TaskId(id)).await?,
-        Err(e) => return Err(e.into()),
-    };
-    Ok(Json(record.into()))
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-struct Acted {
-    /// `done`, or `requested` for a running task that stops when its worker next hears from
-    /// the store.
-    outcome: &'static str,
+    Ok(Json(task))
 }
 
 #[utoipa::path(
@@ -482,11 +206,7 @@ async fn cancel(
     State(state): State<ServerState>,
     PathParam(id): PathParam<i64>,
 ) -> Result<Json<Acted>, Problem> {
-    let outcome = match state.client.task_cancel(TaskId(id)).await? {
-        TaskActionOutcome::Requested => "requested",
-        _ => "done",
-    };
-    Ok(Json(Acted { outcome }))
+    Ok(Json(state.api.tasks_act(id, TaskAct::Cancel).await?))
 }
 
 #[utoipa::path(
@@ -506,8 +226,7 @@ async fn retry(
     State(state): State<ServerState>,
     PathParam(id): PathParam<i64>,
 ) -> Result<Json<Acted>, Problem> {
-    state.client.task_retry(TaskId(id)).await?;
-    Ok(Json(Acted { outcome: "done" }))
+    Ok(Json(state.api.tasks_act(id, TaskAct::Retry).await?))
 }
 
 #[utoipa::path(
@@ -527,65 +246,24 @@ async fn discard(
     State(state): State<ServerState>,
     PathParam(id): PathParam<i64>,
 ) -> Result<Json<Acted>, Problem> {
-    state.client.task_discard(TaskId(id)).await?;
-    Ok(Json(Acted { outcome: "done" }))
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-struct ManyIds {
-    /// At most 1,000 (the server's `max_batch`).
-    #[schema(max_items = 1000)]
-    ids: Vec<i64>,
-}
-
-/// The outcome of an action on one task of many.
-#[derive(Debug, Serialize, ToSchema)]
-struct ActedOn {
-    id: i64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    outcome: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<ProblemBody>)]
-    problem: Option<Problem>,
+    Ok(Json(state.api.tasks_act(id, TaskAct::Discard).await?))
 }
 
 /// An action on many tasks, one store call: each applies or is refused alone.
 async fn act_many(
     state: ServerState,
-    ids: Vec<i64>,
-    action: TaskAction,
+    ids: ManyIds,
+    act: TaskAct,
 ) -> Result<Json<Vec<ActedOn>>, Problem> {
     let max = state.limits.max_batch;
-    if ids.len() > max {
+    if ids.ids.len() > max {
         return Err(Problem::too_large(
-            format!("{} ids; at most {max} are allowed", ids.len()),
+            format!("{} ids; at most {max} are allowed", ids.ids.len()),
             max as u64,
         )
         .field("ids"));
     }
-    let ids: Vec<TaskId> = ids.into_iter().map(TaskId).collect();
-    let outcomes = state.client.tasks_act(&ids, action).await?;
-    Ok(Json(
-        ids.iter()
-            .zip(outcomes)
-            .map(|(id, outcome)| match outcome {
-                Ok(o) => ActedOn {
-                    id: id.0,
-                    outcome: Some(match o {
-                        TaskActionOutcome::Requested => "requested",
-                        _ => "done",
-                    }),
-                    problem: None,
-                },
-                Err(e) => ActedOn {
-                    id: id.0,
-                    outcome: None,
-                    problem: Some(e.into()),
-                },
-            })
-            .collect(),
-    ))
+    Ok(Json(state.api.tasks_act_many(&ids, act).await?))
 }
 
 #[utoipa::path(
@@ -606,7 +284,7 @@ async fn act_many_cancel(
     State(state): State<ServerState>,
     JsonBody(body): JsonBody<ManyIds>,
 ) -> Result<Json<Vec<ActedOn>>, Problem> {
-    act_many(state, body.ids, TaskAction::Cancel).await
+    act_many(state, body, TaskAct::Cancel).await
 }
 
 #[utoipa::path(
@@ -627,7 +305,7 @@ async fn act_many_retry(
     State(state): State<ServerState>,
     JsonBody(body): JsonBody<ManyIds>,
 ) -> Result<Json<Vec<ActedOn>>, Problem> {
-    act_many(state, body.ids, TaskAction::Retry).await
+    act_many(state, body, TaskAct::Retry).await
 }
 
 #[utoipa::path(
@@ -648,5 +326,5 @@ async fn act_many_discard(
     State(state): State<ServerState>,
     JsonBody(body): JsonBody<ManyIds>,
 ) -> Result<Json<Vec<ActedOn>>, Problem> {
-    act_many(state, body.ids, TaskAction::Discard).await
+    act_many(state, body, TaskAct::Discard).await
 }

@@ -1,16 +1,16 @@
 //! Times as the API shows and reads them: RFC 3339 in UTC, to the millisecond.
 
-use ratchet::Timestamp;
+use ratchet_core::Timestamp;
 
 /// `2026-11-24T00:51:02.123Z`.
 /// Total: a stored time outside the calendar (years 1 to 9999) shows as its nearest end.
-pub(crate) fn rfc3339(t: Timestamp) -> String {
+pub fn rfc3339(t: Timestamp) -> String {
     t.to_rfc3339()
 }
 
 /// An RFC 3339 time (`2026-11-24T00:51:02Z`, fractions and offsets allowed; a time without
 /// an offset is in UTC), in the calendar Ratchet keeps (years 1 to 9999).
-pub(crate) fn parse_rfc3339(text: &str) -> Result<Timestamp, String> {
+pub fn parse_rfc3339(text: &str) -> Result<Timestamp, String> {
     let ms = match chrono::DateTime::parse_from_rfc3339(text) {
         Ok(at) => at.timestamp_millis(),
         // Without an offset (`2026-11-24T00:51:02`), as this API has always read it.
@@ -21,7 +21,7 @@ pub(crate) fn parse_rfc3339(text: &str) -> Result<Timestamp, String> {
         }
     };
     let t = Timestamp(ms);
-    ratchet::limits::check_time("time", t).map_err(|e| format!("{text:?} {}", e.rule))?;
+    ratchet_core::limits::check_time("time", t).map_err(|e| format!("{text:?} {}", e.rule))?;
     Ok(t)
 }
 
@@ -41,7 +41,7 @@ mod tests {
         assert_eq!(parse_rfc3339("2026-11-18T11:06:40.123"), Ok(t));
         assert_eq!(
             parse_rfc3339("0001-01-01T00:00:00Z"),
-            Ok(Timestamp(ratchet::limits::MIN_TIME_MS))
+            Ok(Timestamp(ratchet_core::limits::MIN_TIME_MS))
         );
         assert_eq!(parse_rfc3339("1969-12-31T23:59:59Z"), Ok(Timestamp(-1000)));
         assert!(parse_rfc3339("0000-12-31T23:59:59Z").is_err());

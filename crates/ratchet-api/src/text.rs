@@ -61,32 +61,32 @@ macro_rules! described {
 
 /// A name or id a caller chooses (an instance id; an orchestration, task, signal or workflow
 /// name): 1 to 255 bytes of printable text in normal form C.
-pub(crate) enum Identifier {}
+pub enum Identifier {}
 /// A schedule's name: as an [`Identifier`], 1 to 200 bytes.
-pub(crate) enum ScheduleName {}
+pub enum ScheduleName {}
 /// A queue's name: as an [`Identifier`], 1 to 128 bytes, not starting with `$`.
-pub(crate) enum QueueName {}
+pub enum QueueName {}
 /// An existing instance's id, as a path names it: 1 to 255 bytes without control
 /// characters (ids stored before the rules of [`Identifier`] stay reachable).
-pub(crate) enum InstanceId {}
+pub enum InstanceId {}
 /// An event's type.
-pub(crate) enum EventType {}
+pub enum EventType {}
 /// A tag: `key:value`.
-pub(crate) enum Tag {}
+pub enum Tag {}
 /// Event types, comma-separated.
-pub(crate) enum TypeList {}
+pub enum TypeList {}
 /// Tags, comma-separated.
-pub(crate) enum TagList {}
+pub enum TagList {}
 /// A time, RFC 3339.
-pub(crate) enum Time {}
+pub enum Time {}
 /// A history position, `execution.seq`.
-pub(crate) enum HistoryPosition {}
+pub enum HistoryPosition {}
 /// Instance statuses, comma-separated.
-pub(crate) enum StatusList {}
+pub enum StatusList {}
 /// Task states, comma-separated.
-pub(crate) enum TaskStateList {}
+pub enum TaskStateList {}
 /// A key that makes a call idempotent (a task's unique key).
-pub(crate) enum Key {}
+pub enum Key {}
 
 /// A comma-separated list of `names` (as written or in lower case), white space around each
 /// ignored, empty items skipped.
@@ -137,7 +137,7 @@ described! {
         description: "An event type: printable text in normal form C, as an identifier, not \
                       only white space; 1 to 256 bytes",
         min: Some(1),
-        max: Some(ratchet::MAX_EVENT_TYPE_BYTES),
+        max: Some(ratchet_store::MAX_EVENT_TYPE_BYTES),
         pattern: Some(format!(r"^[^{PRINTABLE}]*[^\s{PRINTABLE}][^{PRINTABLE}]*$")),
         format: None,
     };
@@ -146,7 +146,7 @@ described! {
                       `-` and `.`, the value not empty; printable text in normal form C, as an \
                       identifier",
         min: Some(3),
-        max: Some(ratchet::MAX_TAG_BYTES),
+        max: Some(ratchet_store::MAX_TAG_BYTES),
         pattern: Some(format!(r"^{TAG}[^{PRINTABLE}]+$")),
         format: None,
     };
@@ -179,14 +179,14 @@ described! {
         description: "Instance statuses, comma-separated (any of them)",
         min: None,
         max: None,
-        pattern: Some(names_list(ratchet::InstanceStatus::ALL.iter().map(|s| s.as_str()))),
+        pattern: Some(names_list(ratchet_store::InstanceStatus::ALL.iter().map(|s| s.as_str()))),
         format: None,
     };
     TaskStateList => Text {
         description: "Task states, comma-separated (any of them)",
         min: None,
         max: None,
-        pattern: Some(names_list(ratchet::TaskState::ALL.iter().map(|s| s.as_str()))),
+        pattern: Some(names_list(ratchet_store::TaskState::ALL.iter().map(|s| s.as_str()))),
         format: None,
     };
     Key => Text {

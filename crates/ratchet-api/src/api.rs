@@ -1,0 +1,182 @@
+//! The API as one trait: every edge (the server, the command line, the SDKs' native module)
+//! calls it, in process on a client or over HTTP to a server, with the same types.
+
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+
+use crate::instances::{
+    BatchItem, HistoryItem, HistoryPage, HistoryQuery, InstancePage, InstanceQuery, InstanceView,
+    PurgeRequest, Purged, Restarted, SignalRequest, Signalled, StartBatch, StartRequest, Started,
+    StopRequest, WaitOutcome, WaitQuery, WriteParams,
+};
+use crate::problem::ApiError;
+use crate::queues::{Done, Limits, QueueView};
+use crate::tasks::{
+    Acted, ActedOn, EnqueueBatch, EnqueueRequest, Enqueued, ManyIds, TaskAct, TaskQuery, TaskView,
+};
+
+/// The operations of Ratchet's API. Each method is the OpenAPI operation of the same name
+/// ([`crate::routes`] says where it is on a server); the in-process implementation is
+/// `LocalApi` (feature `local`), the remote one `HttpApi` (feature `http`).
+#[async_trait]
+pub trait Api: Send + Sync {
+    /// Starts an instance (`params.allow_unknown`: a server accepts a name no worker runs).
+    async fn instances_start(
+        &self,
+        start: &StartRequest,
+        params: WriteParams,
+    ) -> Result<Started, ApiError>;
+
+    /// Starts many; each reports its own outcome, and one bad item refuses the batch.
+    async fn instances_start_batch(
+        &self,
+        batch: &StartBatch,
+        params: WriteParams,
+    ) -> Result<Vec<BatchItem>, ApiError>;
+
+    /// A page of instances, newest first.
+    async fn instances_list(&self, query: &InstanceQuery) -> Result<InstancePage, ApiError>;
+
+    /// One instance.
+    async fn instances_show(&self, id: &str) -> Result<InstanceView, ApiError>;
+
+    /// A page of an instance's history.
+    async fn instances_history(
+        &self,
+        id: &str,
+        query: &HistoryQuery,
+    ) -> Result<HistoryPage, ApiError>;
+
+    /// Raises a signal (`raised` is false when its dedup id was used before).
+    async fn instances_signal(
+        &self,
+        id: &str,
+        signal: &SignalRequest,
+    ) -> Result<Signalled, ApiError>;
+
+    /// Asks an instance to cancel: its code may clean up.
+    async fn instances_cancel(&self, id: &str, stop: &StopRequest) -> Result<(), ApiError>;
+
+    /// Stops an instance at once.
+    async fn instances_terminate(&self, id: &str, stop: &StopRequest) -> Result<(), ApiError>;
+
+    /// One long poll: the outcome once finished, or where it stands at the timeout.
+    async fn instances_wait(&self, id: &str, query: WaitQuery) -> Result<WaitOutcome, ApiError>;
+
+    /// Starts a finished instance afresh under its id, name and input.
+    async fn instances_restart(&self, id: &str) -> Result<Restarted, ApiError>;
+
+    /// Removes instances that finished before a time, with their histories.
+    async fn instances_purge(&self, purge: &PurgeRequest) -> Result<Purged, ApiError>;
+
+    /// Enqueues a task.
+    async fn tasks_enqueue(
+        &self,
+        task: &EnqueueRequest,
+        params: WriteParams,
+    ) -> Result<Enqueued, ApiError>;
+
+    /// Enqueues many, all or nothing.
+    async fn tasks_enqueue_batch(
+        &self,
+        batch: &EnqueueBatch,
+        params: WriteParams,
+    ) -> Result<Vec<Enqueued>, ApiError>;
+
+    /// Tasks, newest first.
+    async fn tasks_list(&self, query: &TaskQuery) -> Result<Vec<TaskView>, ApiError>;
+
+    /// One task.
+    async fn tasks_show(&self, id: i64) -> Result<TaskView, ApiError>;
+
+    /// One long poll: the task once finished, or as it stands at the timeout.
+    async fn tasks_wait(&self, id: i64, query: WaitQuery) -> Result<TaskView, ApiError>;
+
+    /// Cancels, retries or discards a task (`tasks_cancel`, `tasks_retry`, `tasks_discard`).
+    async fn tasks_act(&self, id: i64, act: TaskAct) -> Result<Acted, ApiError>;
+
+    /// The same on many tasks in one call; each applies or is refused alone
+    /// (`tasks_act_many_cancel`, `..._retry`, `..._discard`).
+    async fn tasks_act_many(&self, ids: &ManyIds, act: TaskAct) -> Result<Vec<ActedOn>, ApiError>;
+
+    /// Every queue, with its depths by state.
+    async fn queues_list(&self) -> Result<Vec<QueueView>, ApiError>;
+
+    /// Pauses a queue everywhere.
+    async fn queues_pause(&self, name: &str) -> Result<Done, ApiError>;
+
+    /// Resumes a queue.
+    async fn queues_resume(&self, name: &str) -> Result<Done, ApiError>;
+
+    /// Replaces a queue's limits (none given: none kept).
+    async fn queues_limit(&self, name: &str, limits: &Limits) -> Result<Done, ApiError>;
+
+    /// Waits up to `timeout` for an instance to finish, a long poll after another (a server
+    /// holds one for a minute at most).
+    async fn instances_wait_until(
+        &self,
+        id: &str,
+        timeout: Duration,
+    ) -> Result<WaitOutcome, ApiError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let asked = Instant::now();
+            let left = deadline.saturating_duration_since(asked);
+            let query = WaitQuery {
+                timeout_ms: Some(u64::try_from(left.as_millis()).unwrap_or(u64::MAX)),
+            };
+            let outcome = self.instances_wait(id, query).await?;
+            if outcome.finished {
+                return Ok(outcome);
+            }
+            if Instant::now() >= deadline {
+                return Err(ApiError::Timeout(format!("instance {id:?}")));
+            }
+            pause_if_early(asked, left).await;
+        }
+    }
+
+    /// Waits up to `timeout` for a task to finish, a long poll after another.
+    async fn tasks_wait_until(&self, id: i64, timeout: Duration) -> Result<TaskView, ApiError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let asked = Instant::now();
+            let left = deadline.saturating_duration_since(asked);
+            let query = WaitQuery {
+                timeout_ms: Some(u64::try_from(left.as_millis()).unwrap_or(u64::MAX)),
+            };
+            let task = self.tasks_wait(id, query).await?;
+            if task.state.is_finished() {
+                return Ok(task);
+            }
+            if Instant::now() >= deadline {
+                return Err(ApiError::Timeout(format!("task {id}")));
+            }
+            pause_if_early(asked, left).await;
+        }
+    }
+
+    /// An instance's whole history, a page after another.
+    async fn instances_history_all(&self, id: &str) -> Result<Vec<HistoryItem>, ApiError> {
+        let mut all = Vec::new();
+        let mut query = HistoryQuery::default();
+        loop {
+            let page = self.instances_history(id, &query).await?;
+            all.extend(page.items);
+            match page.next {
+                Some(next) => query.after = Some(next),
+                None => return Ok(all),
+            }
+        }
+    }
+}
+
+/// A long poll that answered unfinished well before its timeout (a server stopping, or one
+/// that holds polls for less): a pause before the next, so a wait never spins.
+async fn pause_if_early(asked: Instant, asked_for: Duration) {
+    let took = asked.elapsed();
+    if took < asked_for / 2 && took < Duration::from_millis(100) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

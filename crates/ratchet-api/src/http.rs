@@ -1,0 +1,282 @@
+//! The API over HTTP: [`HttpApi`] sends each operation to a `ratchet server` by its
+//! [`Route`], and reads its answer as the same types [`LocalApi`](crate::LocalApi) returns.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::api::Api;
+use crate::instances::{
+    BatchItem, HistoryPage, HistoryQuery, InstancePage, InstanceQuery, InstanceView, PurgeRequest,
+    Purged, Restarted, SignalRequest, Signalled, StartBatch, StartRequest, Started, StopRequest,
+    WaitOutcome, WaitQuery, WriteParams,
+};
+use crate::problem::{ApiError, ProblemBody};
+use crate::queues::{Done, Limits, QueueView};
+use crate::routes::{self, Method, Route};
+use crate::tasks::{
+    Acted, ActedOn, EnqueueBatch, EnqueueRequest, Enqueued, ManyIds, TaskAct, TaskQuery, TaskView,
+};
+
+/// How long a request may take beyond what it asks the server to wait.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The API on a `ratchet server`, over HTTP (https through rustls).
+#[derive(Clone, Debug)]
+pub struct HttpApi {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+}
+
+/// No body.
+const NONE: Option<&()> = None;
+
+impl HttpApi {
+    /// The API of the server at `base` (`http://host:8080`), sending `token` as a bearer
+    /// token when given.
+    pub fn new(base: &str, token: Option<String>) -> Result<Self, ApiError> {
+        let base = base.trim_end_matches('/').to_string();
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(ApiError::Usage(format!(
+                "a server's address is an http:// or https:// URL, got {base:?}"
+            )));
+        }
+        Ok(Self {
+            http: reqwest::Client::new(),
+            base,
+            token,
+        })
+    }
+
+    /// The server's address.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// One call: `route` with its path `segments`, a query and a body; a problem answer
+    /// becomes [`ApiError::Problem`].
+    async fn call<T: DeserializeOwned>(
+        &self,
+        route: Route,
+        segments: &[&str],
+        query: Option<&(impl Serialize + Sync + ?Sized)>,
+        body: Option<&(impl Serialize + Sync + ?Sized)>,
+        waits: Duration,
+    ) -> Result<T, ApiError> {
+        let url = format!("{}{}", self.base, route.fill(segments));
+        let method = match route.method {
+            Method::Get => reqwest::Method::GET,
+            Method::Post => reqwest::Method::POST,
+            Method::Put => reqwest::Method::PUT,
+            Method::Delete => reqwest::Method::DELETE,
+        };
+        let mut request = self
+            .http
+            .request(method, &url)
+            .timeout(REQUEST_TIMEOUT + waits);
+        if let Some(query) = query {
+            request = request.query(query);
+        }
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let transport = |e: reqwest::Error| ApiError::Transport {
+            url: url.clone(),
+            message: e.to_string(),
+        };
+        let response = request.send().await.map_err(transport)?;
+        let status = response.status();
+        let bytes = response.bytes().await.map_err(transport)?;
+        if !status.is_success() {
+            let problem = serde_json::from_slice::<ProblemBody>(&bytes).unwrap_or_else(|_| {
+                ProblemBody::new(
+                    status.as_u16(),
+                    "http-error",
+                    "Request refused",
+                    format!("{status}: {}", String::from_utf8_lossy(&bytes)),
+                )
+            });
+            return Err(problem.into());
+        }
+        // An answer without a body (202) reads as `null`.
+        let bytes: &[u8] = if bytes.is_empty() { b"null" } else { &bytes };
+        serde_json::from_slice(bytes).map_err(|e| ApiError::Decode {
+            url,
+            message: e.to_string(),
+        })
+    }
+}
+
+/// What a wait asks the server to hold.
+fn held(query: WaitQuery) -> Duration {
+    Duration::from_millis(query.timeout_ms.unwrap_or(30_000))
+}
+
+#[async_trait]
+impl Api for HttpApi {
+    async fn instances_start(
+        &self,
+        start: &StartRequest,
+        params: WriteParams,
+    ) -> Result<Started, ApiError> {
+        let route = routes::INSTANCES_START;
+        self.call(route, &[], Some(&params), Some(start), Duration::ZERO)
+            .await
+    }
+
+    async fn instances_start_batch(
+        &self,
+        batch: &StartBatch,
+        params: WriteParams,
+    ) -> Result<Vec<BatchItem>, ApiError> {
+        let route = routes::INSTANCES_START_BATCH;
+        self.call(route, &[], Some(&params), Some(batch), Duration::ZERO)
+            .await
+    }
+
+    async fn instances_list(&self, query: &InstanceQuery) -> Result<InstancePage, ApiError> {
+        let route = routes::INSTANCES_LIST;
+        self.call(route, &[], Some(query), NONE, Duration::ZERO)
+            .await
+    }
+
+    async fn instances_show(&self, id: &str) -> Result<InstanceView, ApiError> {
+        let route = routes::INSTANCES_SHOW;
+        self.call(route, &[id], NONE, NONE, Duration::ZERO).await
+    }
+
+    async fn instances_history(
+        &self,
+        id: &str,
+        query: &HistoryQuery,
+    ) -> Result<HistoryPage, ApiError> {
+        let route = routes::INSTANCES_HISTORY;
+        self.call(route, &[id], Some(query), NONE, Duration::ZERO)
+            .await
+    }
+
+    async fn instances_signal(
+        &self,
+        id: &str,
+        signal: &SignalRequest,
+    ) -> Result<Signalled, ApiError> {
+        let route = routes::INSTANCES_SIGNAL;
+        self.call(route, &[id], NONE, Some(signal), Duration::ZERO)
+            .await
+    }
+
+    async fn instances_cancel(&self, id: &str, stop: &StopRequest) -> Result<(), ApiError> {
+        let route = routes::INSTANCES_CANCEL;
+        self.call::<serde_json::Value>(route, &[id], NONE, Some(stop), Duration::ZERO)
+            .await
+            .map(drop)
+    }
+
+    async fn instances_terminate(&self, id: &str, stop: &StopRequest) -> Result<(), ApiError> {
+        let route = routes::INSTANCES_TERMINATE;
+        self.call::<serde_json::Value>(route, &[id], NONE, Some(stop), Duration::ZERO)
+            .await
+            .map(drop)
+    }
+
+    async fn instances_wait(&self, id: &str, query: WaitQuery) -> Result<WaitOutcome, ApiError> {
+        let route = routes::INSTANCES_WAIT;
+        self.call(route, &[id], Some(&query), NONE, held(query))
+            .await
+    }
+
+    async fn instances_restart(&self, id: &str) -> Result<Restarted, ApiError> {
+        let route = routes::INSTANCES_RESTART;
+        self.call(route, &[id], NONE, NONE, Duration::ZERO).await
+    }
+
+    async fn instances_purge(&self, purge: &PurgeRequest) -> Result<Purged, ApiError> {
+        let route = routes::INSTANCES_PURGE;
+        self.call(route, &[], NONE, Some(purge), Duration::ZERO)
+            .await
+    }
+
+    async fn tasks_enqueue(
+        &self,
+        task: &EnqueueRequest,
+        params: WriteParams,
+    ) -> Result<Enqueued, ApiError> {
+        let route = routes::TASKS_ENQUEUE;
+        self.call(route, &[], Some(&params), Some(task), Duration::ZERO)
+            .await
+    }
+
+    async fn tasks_enqueue_batch(
+        &self,
+        batch: &EnqueueBatch,
+        params: WriteParams,
+    ) -> Result<Vec<Enqueued>, ApiError> {
+        let route = routes::TASKS_ENQUEUE_BATCH;
+        self.call(route, &[], Some(&params), Some(batch), Duration::ZERO)
+            .await
+    }
+
+    async fn tasks_list(&self, query: &TaskQuery) -> Result<Vec<TaskView>, ApiError> {
+        let route = routes::TASKS_LIST;
+        self.call(route, &[], Some(query), NONE, Duration::ZERO)
+            .await
+    }
+
+    async fn tasks_show(&self, id: i64) -> Result<TaskView, ApiError> {
+        let route = routes::TASKS_SHOW;
+        self.call(route, &[&id.to_string()], NONE, NONE, Duration::ZERO)
+            .await
+    }
+
+    async fn tasks_wait(&self, id: i64, query: WaitQuery) -> Result<TaskView, ApiError> {
+        let route = routes::TASKS_WAIT;
+        self.call(route, &[&id.to_string()], Some(&query), NONE, held(query))
+            .await
+    }
+
+    async fn tasks_act(&self, id: i64, act: TaskAct) -> Result<Acted, ApiError> {
+        let route = match act {
+            TaskAct::Cancel => routes::TASKS_CANCEL,
+            TaskAct::Retry => routes::TASKS_RETRY,
+            TaskAct::Discard => routes::TASKS_DISCARD,
+        };
+        self.call(route, &[&id.to_string()], NONE, NONE, Duration::ZERO)
+            .await
+    }
+
+    async fn tasks_act_many(&self, ids: &ManyIds, act: TaskAct) -> Result<Vec<ActedOn>, ApiError> {
+        let route = match act {
+            TaskAct::Cancel => routes::TASKS_ACT_MANY_CANCEL,
+            TaskAct::Retry => routes::TASKS_ACT_MANY_RETRY,
+            TaskAct::Discard => routes::TASKS_ACT_MANY_DISCARD,
+        };
+        self.call(route, &[], NONE, Some(ids), Duration::ZERO).await
+    }
+
+    async fn queues_list(&self) -> Result<Vec<QueueView>, ApiError> {
+        let route = routes::QUEUES_LIST;
+        self.call(route, &[], NONE, NONE, Duration::ZERO).await
+    }
+
+    async fn queues_pause(&self, name: &str) -> Result<Done, ApiError> {
+        let route = routes::QUEUES_PAUSE;
+        self.call(route, &[name], NONE, NONE, Duration::ZERO).await
+    }
+
+    async fn queues_resume(&self, name: &str) -> Result<Done, ApiError> {
+        let route = routes::QUEUES_RESUME;
+        self.call(route, &[name], NONE, NONE, Duration::ZERO).await
+    }
+
+    async fn queues_limit(&self, name: &str, limits: &Limits) -> Result<Done, ApiError> {
+        let route = routes::QUEUES_LIMIT;
+        self.call(route, &[name], NONE, Some(limits), Duration::ZERO)
+            .await
+    }
+}
