@@ -12,6 +12,10 @@ use crate::instances::{
 };
 use crate::problem::ApiError;
 use crate::queues::{Done, Limits, QueueView};
+use crate::schedules::{
+    BackfillInput, DescribeQuery, DescriptionView, FireView, PauseInput, ScheduleInput,
+    ScheduleView,
+};
 use crate::tasks::{
     Acted, ActedOn, EnqueueBatch, EnqueueRequest, Enqueued, ManyIds, TaskAct, TaskQuery, TaskView,
 };
@@ -111,6 +115,49 @@ pub trait Api: Send + Sync {
 
     /// Replaces a queue's limits (none given: none kept).
     async fn queues_limit(&self, name: &str, limits: &Limits) -> Result<Done, ApiError>;
+
+    /// Every schedule, by name.
+    async fn schedules_list(&self) -> Result<Vec<ScheduleView>, ApiError>;
+
+    /// Creates a schedule (named in `input`); its first tick is the first after now.
+    async fn schedules_create(&self, input: &ScheduleInput) -> Result<ScheduleView, ApiError>;
+
+    /// A schedule, its next ticks and its latest fires with their runs' status.
+    async fn schedules_describe(
+        &self,
+        name: &str,
+        query: DescribeQuery,
+    ) -> Result<DescriptionView, ApiError>;
+
+    /// Replaces a schedule's spec, action and policies, keeping its progress.
+    async fn schedules_update(
+        &self,
+        name: &str,
+        input: &ScheduleInput,
+    ) -> Result<ScheduleView, ApiError>;
+
+    /// Deletes a schedule and its fire records (runs it started go on).
+    async fn schedules_delete(&self, name: &str) -> Result<(), ApiError>;
+
+    /// Pauses a schedule: nothing fires until it is resumed.
+    async fn schedules_pause(
+        &self,
+        name: &str,
+        input: &PauseInput,
+    ) -> Result<ScheduleView, ApiError>;
+
+    /// Resumes a schedule from its next tick.
+    async fn schedules_resume(&self, name: &str) -> Result<ScheduleView, ApiError>;
+
+    /// Fires a schedule now, whatever its spec, pause or overlap policy.
+    async fn schedules_trigger(&self, name: &str) -> Result<FireView, ApiError>;
+
+    /// Fires each tick of a past range that started no run yet, once.
+    async fn schedules_backfill(
+        &self,
+        name: &str,
+        input: &BackfillInput,
+    ) -> Result<Vec<FireView>, ApiError>;
 
     /// Waits up to `timeout` for an instance to finish, a long poll after another (a server
     /// holds one for a minute at most).

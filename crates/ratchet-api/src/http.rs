@@ -16,6 +16,10 @@ use crate::instances::{
 use crate::problem::{ApiError, ProblemBody};
 use crate::queues::{Done, Limits, QueueView};
 use crate::routes::{self, Method, Route};
+use crate::schedules::{
+    BackfillInput, DescribeQuery, DescriptionView, FireView, PauseInput, ScheduleInput,
+    ScheduleView,
+};
 use crate::tasks::{
     Acted, ActedOn, EnqueueBatch, EnqueueRequest, Enqueued, ManyIds, TaskAct, TaskQuery, TaskView,
 };
@@ -272,6 +276,74 @@ impl Api for HttpApi {
     async fn queues_resume(&self, name: &str) -> Result<Done, ApiError> {
         let route = routes::QUEUES_RESUME;
         self.call(route, &[name], NONE, NONE, Duration::ZERO).await
+    }
+
+    async fn schedules_list(&self) -> Result<Vec<ScheduleView>, ApiError> {
+        let route = routes::SCHEDULES_LIST;
+        self.call(route, &[], NONE, NONE, Duration::ZERO).await
+    }
+
+    async fn schedules_create(&self, input: &ScheduleInput) -> Result<ScheduleView, ApiError> {
+        let route = routes::SCHEDULES_CREATE;
+        self.call(route, &[], NONE, Some(input), Duration::ZERO)
+            .await
+    }
+
+    async fn schedules_describe(
+        &self,
+        name: &str,
+        query: DescribeQuery,
+    ) -> Result<DescriptionView, ApiError> {
+        let route = routes::SCHEDULES_DESCRIBE;
+        self.call(route, &[name], Some(&query), NONE, Duration::ZERO)
+            .await
+    }
+
+    async fn schedules_update(
+        &self,
+        name: &str,
+        input: &ScheduleInput,
+    ) -> Result<ScheduleView, ApiError> {
+        let route = routes::SCHEDULES_UPDATE;
+        self.call(route, &[name], NONE, Some(input), Duration::ZERO)
+            .await
+    }
+
+    async fn schedules_delete(&self, name: &str) -> Result<(), ApiError> {
+        let route = routes::SCHEDULES_DELETE;
+        self.call::<serde_json::Value>(route, &[name], NONE, NONE, Duration::ZERO)
+            .await
+            .map(drop)
+    }
+
+    async fn schedules_pause(
+        &self,
+        name: &str,
+        input: &PauseInput,
+    ) -> Result<ScheduleView, ApiError> {
+        let route = routes::SCHEDULES_PAUSE;
+        self.call(route, &[name], NONE, Some(input), Duration::ZERO)
+            .await
+    }
+
+    async fn schedules_resume(&self, name: &str) -> Result<ScheduleView, ApiError> {
+        let route = routes::SCHEDULES_RESUME;
+        self.call(route, &[name], NONE, NONE, Duration::ZERO).await
+    }
+
+    async fn schedules_trigger(&self, name: &str) -> Result<FireView, ApiError> {
+        let route = routes::SCHEDULES_TRIGGER;
+        self.call(route, &[name], NONE, NONE, Duration::ZERO).await
+    }
+
+    async fn schedules_backfill(
+        &self,
+        name: &str,
+        input: &BackfillInput,
+    ) -> Result<Vec<FireView>, ApiError> {
+        let route = routes::SCHEDULES_BACKFILL;
+        self.call(route, &[name], NONE, Some(input), Duration::ZERO)
+            .await
     }
 
     async fn queues_limit(&self, name: &str, limits: &Limits) -> Result<Done, ApiError> {

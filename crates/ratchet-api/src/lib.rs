@@ -1,7 +1,8 @@
 //! Ratchet's API, written once.
 //!
 //! Every operation of the HTTP API is a method of [`Api`], with the request and response
-//! types the server reads and answers ([`instances`], [`tasks`], [`queues`]) and its errors
+//! types the server reads and answers ([`instances`], [`tasks`], [`queues`],
+//! [`schedules`]) and its errors
 //! as problems ([`ProblemBody`], [`ApiError`]). Two implementations answer it alike:
 //! `LocalApi` on a client in this process (feature `local`), and `HttpApi` on a
 //! `ratchet server` (feature `http`). The server is a thin HTTP layer over `LocalApi`; the
@@ -33,6 +34,7 @@ mod local;
 mod problem;
 pub mod queues;
 pub mod routes;
+pub mod schedules;
 pub mod tasks;
 pub mod text;
 pub mod time;
@@ -51,6 +53,10 @@ pub use local::{
 };
 pub use problem::{ApiError, ProblemBody, SourceError, PROBLEM_JSON};
 pub use queues::{Done, Limits, QueueView};
+pub use schedules::{
+    BackfillInput, DescribeQuery, DescriptionView, FireView, PauseInput, ScheduleInput,
+    ScheduleView,
+};
 pub use tasks::{
     ActOutcome, Acted, ActedOn, EnqueueBatch, EnqueueRequest, Enqueued, ManyIds, OptionsInput,
     RetryInput, TaskAct, TaskQuery, TaskView,

@@ -137,6 +137,24 @@ routes! {
     QUEUES_RESUME = "queues_resume" Post "/v1/queues/{name}/resume";
     /// Replace its limits.
     QUEUES_LIMIT = "queues_limit" Put "/v1/queues/{name}/limits";
+    /// Every schedule.
+    SCHEDULES_LIST = "schedules_list" Get "/v1/schedules";
+    /// Create one.
+    SCHEDULES_CREATE = "schedules_create" Post "/v1/schedules";
+    /// One, its next ticks and latest fires.
+    SCHEDULES_DESCRIBE = "schedules_describe" Get "/v1/schedules/{name}";
+    /// Replace one.
+    SCHEDULES_UPDATE = "schedules_update" Put "/v1/schedules/{name}";
+    /// Delete one.
+    SCHEDULES_DELETE = "schedules_delete" Delete "/v1/schedules/{name}";
+    /// Pause one.
+    SCHEDULES_PAUSE = "schedules_pause" Post "/v1/schedules/{name}/pause";
+    /// Resume one.
+    SCHEDULES_RESUME = "schedules_resume" Post "/v1/schedules/{name}/resume";
+    /// Fire one now.
+    SCHEDULES_TRIGGER = "schedules_trigger" Post "/v1/schedules/{name}/trigger";
+    /// Fire a past range.
+    SCHEDULES_BACKFILL = "schedules_backfill" Post "/v1/schedules/{name}/backfill";
 }
 
 /// The server's operations [`Api`](crate::Api) has no method for yet, each kept by hand at
@@ -156,15 +174,6 @@ pub const NOT_YET_TYPED: &[&str] = &[
     "events_stream",
     "instances_graph",
     "instances_stream",
-    "schedules_list",
-    "schedules_create",
-    "schedules_describe",
-    "schedules_update",
-    "schedules_delete",
-    "schedules_backfill",
-    "schedules_pause",
-    "schedules_resume",
-    "schedules_trigger",
     "workers_claim",
     "workers_complete",
     "workers_heartbeat",

@@ -330,7 +330,7 @@ async fn run(matches: clap::ArgMatches) -> anyhow::Result<()> {
                 version,
                 force,
             }) => workflows::delete_remote(&remote, &name, version.as_deref(), force).await,
-            Command::Schedules(cmd) => schedules::run(&remote, cmd).await,
+            Command::Schedules(cmd) => schedules::run(&api, cmd).await,
             other => bail!(
                 "--server runs the instances, tasks, queues, events and schedules commands and `workflows delete`; {} needs the database",
                 command_name(&other)
@@ -371,7 +371,7 @@ async fn run(matches: clap::ArgMatches) -> anyhow::Result<()> {
         Command::Queues(cmd) => tasks::queues(&local_api(store), cmd).await,
         Command::Tokens(cmd) => tokens::run(store.into_dyn(), cmd).await,
         Command::Workflows(cmd) => workflows::run(store.into_dyn(), cmd).await,
-        Command::Schedules(cmd) => schedules::run(&Client::new(store.into_dyn()), cmd).await,
+        Command::Schedules(cmd) => schedules::run(&local_api(store), cmd).await,
         Command::Events(cmd) => {
             events::run(&Client::new(store.into_dyn()).events(), cmd, append).await
         }

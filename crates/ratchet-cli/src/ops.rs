@@ -131,16 +131,6 @@ impl Remote {
             .await
     }
 
-    pub(crate) async fn put(&self, path: &str, body: Value) -> anyhow::Result<Value> {
-        self.call(reqwest::Method::PUT, path, Some(body), Duration::ZERO)
-            .await
-    }
-
-    pub(crate) async fn delete_at(&self, path: &str) -> anyhow::Result<Value> {
-        self.call(reqwest::Method::DELETE, path, None, Duration::ZERO)
-            .await
-    }
-
     /// `DELETE /v1/workflows/{namespace}/{name}`: the versions deleted.
     pub(crate) async fn workflow_delete(
         &self,

@@ -1,14 +1,14 @@
 //! `ratchet schedules`: cron expressions and intervals that start a workflow or enqueue a task,
 //! fired exactly once per tick by whichever workers run.
 
-use anyhow::Context;
 use clap::{Args, Subcommand};
-use ratchet::{CatchUp, Client, Overlap, ScheduleAction, ScheduleOptions, TaskOptions, Timestamp};
-use ratchet_server::{DescriptionView, FireView, ScheduleView};
-use serde_json::{json, Value};
+use ratchet::{CatchUp, Overlap, Timestamp};
+use ratchet_api::{
+    Api, BackfillInput, DescribeQuery, DescriptionView, OptionsInput, PauseInput, ScheduleInput,
+};
+use serde_json::Value;
 
 use crate::input::{parse_rfc3339, rfc3339};
-use crate::ops::enc;
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum ScheduleCommand {
@@ -63,7 +63,7 @@ pub(crate) enum ScheduleCommand {
         name: String,
         /// Next ticks to show.
         #[arg(long, default_value_t = 5)]
-        upcoming: usize,
+        upcoming: u32,
         /// Latest fires to show.
         #[arg(long, default_value_t = 10)]
         recent: u32,
@@ -127,199 +127,33 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
 }
 
 impl Define {
-    fn options(&self) -> anyhow::Result<ScheduleOptions> {
-        let input = crate::input::json(&self.input, "--input")?;
-        let mut options = match (&self.workflow, &self.task) {
-            (Some(workflow), _) => ScheduleOptions::start(&self.spec, workflow, input)?,
-            (None, Some(task)) => {
-                let mut task_options = TaskOptions::default();
-                if let Some(q) = &self.queue {
-                    task_options = task_options.queue(q.clone());
-                }
-                ScheduleOptions::enqueue(&self.spec, task, input, task_options)?
-            }
-            (None, None) => anyhow::bail!("give --workflow or --task"),
-        };
-        options = options
-            .time_zone(&self.zone)
-            .overlap(self.overlap)
-            .catch_up(self.catch_up);
-        if let Some(j) = self.jitter {
-            options = options.jitter(j);
+    /// The schedule as the API takes it.
+    fn input(&self) -> anyhow::Result<ScheduleInput> {
+        if self.workflow.is_none() && self.task.is_none() {
+            anyhow::bail!("give --workflow or --task");
         }
-        if let Some(note) = &self.paused {
-            options = options.paused(note);
-        }
-        options.start_at = self.start_at;
-        options.end_at = self.end_at;
-        options.remaining_actions = self.remaining;
-        Ok(options)
-    }
-}
-
-/// The schedule calls, on the database directly or on a server (`--server`); either way they
-/// answer with the server's views, so the output is the same.
-#[async_trait::async_trait]
-pub(crate) trait ScheduleOps: Send + Sync {
-    async fn create(&self, name: &str, o: ScheduleOptions) -> anyhow::Result<ScheduleView>;
-    async fn update(&self, name: &str, o: ScheduleOptions) -> anyhow::Result<ScheduleView>;
-    async fn pause(&self, name: &str, note: &str) -> anyhow::Result<ScheduleView>;
-    async fn resume(&self, name: &str) -> anyhow::Result<ScheduleView>;
-    async fn trigger(&self, name: &str) -> anyhow::Result<FireView>;
-    async fn backfill(
-        &self,
-        name: &str,
-        from: Timestamp,
-        to: Timestamp,
-    ) -> anyhow::Result<Vec<FireView>>;
-    async fn delete(&self, name: &str) -> anyhow::Result<()>;
-    async fn list(&self) -> anyhow::Result<Vec<ScheduleView>>;
-    async fn describe(
-        &self,
-        name: &str,
-        upcoming: usize,
-        recent: u32,
-    ) -> anyhow::Result<DescriptionView>;
-}
-
-#[async_trait::async_trait]
-impl ScheduleOps for Client {
-    async fn create(&self, name: &str, o: ScheduleOptions) -> anyhow::Result<ScheduleView> {
-        Ok(ScheduleView::of(&self.schedule_create(name, o).await?))
-    }
-    async fn update(&self, name: &str, o: ScheduleOptions) -> anyhow::Result<ScheduleView> {
-        Ok(ScheduleView::of(&self.schedule_update(name, o).await?))
-    }
-    async fn pause(&self, name: &str, note: &str) -> anyhow::Result<ScheduleView> {
-        Ok(ScheduleView::of(&self.schedule_pause(name, note).await?))
-    }
-    async fn resume(&self, name: &str) -> anyhow::Result<ScheduleView> {
-        Ok(ScheduleView::of(&self.schedule_resume(name).await?))
-    }
-    async fn trigger(&self, name: &str) -> anyhow::Result<FireView> {
-        Ok(FireView::of(&self.schedule_trigger_now(name).await?, None))
-    }
-    async fn backfill(
-        &self,
-        name: &str,
-        from: Timestamp,
-        to: Timestamp,
-    ) -> anyhow::Result<Vec<FireView>> {
-        let fires = self.schedule_backfill(name, from, to).await?;
-        Ok(fires.iter().map(|f| FireView::of(f, None)).collect())
-    }
-    async fn delete(&self, name: &str) -> anyhow::Result<()> {
-        Ok(self.schedule_delete(name).await?)
-    }
-    async fn list(&self) -> anyhow::Result<Vec<ScheduleView>> {
-        Ok(self
-            .schedules()
-            .await?
-            .iter()
-            .map(ScheduleView::of)
-            .collect())
-    }
-    async fn describe(
-        &self,
-        name: &str,
-        upcoming: usize,
-        recent: u32,
-    ) -> anyhow::Result<DescriptionView> {
-        let d = self.schedule_describe(name, upcoming, recent).await?;
-        Ok(DescriptionView::of(&d))
-    }
-}
-
-/// A schedule as `POST /v1/schedules` takes it.
-fn body(name: &str, o: &ScheduleOptions) -> Value {
-    let time = |t: Option<Timestamp>| t.map(rfc3339);
-    let mut body = json!({
-        "name": name,
-        "spec": o.spec,
-        "time_zone": o.time_zone,
-        "overlap": o.overlap.as_str(),
-        "catch_up": o.catch_up.to_string(),
-        "jitter_ms": o.jitter_ms,
-        "paused": o.paused,
-        "note": o.note,
-        "start_at": time(o.start_at),
-        "end_at": time(o.end_at),
-        "remaining_actions": o.remaining_actions,
-    });
-    match &o.action {
-        ScheduleAction::Start { workflow, input } => {
-            body["workflow"] = json!(workflow);
-            body["input"] = input.clone();
-        }
-        ScheduleAction::Enqueue {
-            task,
-            input,
-            options,
-        } => {
-            body["task"] = json!(task);
-            body["input"] = input.clone();
-            body["options"] = json!({ "queue": options.queue });
-        }
-    }
-    body
-}
-
-fn view<T: serde::de::DeserializeOwned>(v: Value) -> anyhow::Result<T> {
-    serde_json::from_value(v).context("the server answered with an unexpected shape")
-}
-
-#[async_trait::async_trait]
-impl ScheduleOps for crate::ops::Remote {
-    async fn create(&self, name: &str, o: ScheduleOptions) -> anyhow::Result<ScheduleView> {
-        view(self.post("/v1/schedules", body(name, &o)).await?)
-    }
-    async fn update(&self, name: &str, o: ScheduleOptions) -> anyhow::Result<ScheduleView> {
-        let path = format!("/v1/schedules/{}", enc(name));
-        view(self.put(&path, body(name, &o)).await?)
-    }
-    async fn pause(&self, name: &str, note: &str) -> anyhow::Result<ScheduleView> {
-        let path = format!("/v1/schedules/{}/pause", enc(name));
-        view(self.post(&path, json!({ "note": note })).await?)
-    }
-    async fn resume(&self, name: &str) -> anyhow::Result<ScheduleView> {
-        let path = format!("/v1/schedules/{}/resume", enc(name));
-        view(self.post(&path, json!({})).await?)
-    }
-    async fn trigger(&self, name: &str) -> anyhow::Result<FireView> {
-        let path = format!("/v1/schedules/{}/trigger", enc(name));
-        view(self.post(&path, json!({})).await?)
-    }
-    async fn backfill(
-        &self,
-        name: &str,
-        from: Timestamp,
-        to: Timestamp,
-    ) -> anyhow::Result<Vec<FireView>> {
-        let path = format!("/v1/schedules/{}/backfill", enc(name));
-        view(
-            self.post(&path, json!({"from": rfc3339(from), "to": rfc3339(to)}))
-                .await?,
-        )
-    }
-    async fn delete(&self, name: &str) -> anyhow::Result<()> {
-        self.delete_at(&format!("/v1/schedules/{}", enc(name)))
-            .await?;
-        Ok(())
-    }
-    async fn list(&self) -> anyhow::Result<Vec<ScheduleView>> {
-        view(self.get("/v1/schedules").await?)
-    }
-    async fn describe(
-        &self,
-        name: &str,
-        upcoming: usize,
-        recent: u32,
-    ) -> anyhow::Result<DescriptionView> {
-        let path = format!(
-            "/v1/schedules/{}?upcoming={upcoming}&recent={recent}",
-            enc(name)
-        );
-        view(self.get(&path).await?)
+        Ok(ScheduleInput {
+            name: Some(self.name.clone()),
+            spec: self.spec.clone(),
+            time_zone: Some(self.zone.clone()),
+            workflow: self.workflow.clone(),
+            task: self.task.clone(),
+            input: crate::input::json(&self.input, "--input")?,
+            options: self.task.as_ref().map(|_| OptionsInput {
+                queue: self.queue.clone(),
+                ..OptionsInput::default()
+            }),
+            overlap: Some(self.overlap.as_str().to_string()),
+            catch_up: Some(self.catch_up.to_string()),
+            jitter_ms: self
+                .jitter
+                .map(|j| u64::try_from(j.as_millis()).unwrap_or(u64::MAX)),
+            paused: Some(self.paused.is_some()),
+            note: self.paused.clone(),
+            start_at: self.start_at.map(rfc3339),
+            end_at: self.end_at.map(rfc3339),
+            remaining_actions: self.remaining,
+        })
     }
 }
 
@@ -327,38 +161,44 @@ fn line(v: &impl serde::Serialize) -> anyhow::Result<String> {
     Ok(serde_json::to_string(v)?)
 }
 
-pub(crate) async fn run(ops: &dyn ScheduleOps, cmd: ScheduleCommand) -> anyhow::Result<()> {
+pub(crate) async fn run(api: &dyn Api, cmd: ScheduleCommand) -> anyhow::Result<()> {
     match cmd {
         ScheduleCommand::Create(define) => {
-            println!(
-                "{}",
-                line(&ops.create(&define.name, define.options()?).await?)?
-            );
+            println!("{}", line(&api.schedules_create(&define.input()?).await?)?);
         }
         ScheduleCommand::Update(define) => {
             println!(
                 "{}",
-                line(&ops.update(&define.name, define.options()?).await?)?
+                line(&api.schedules_update(&define.name, &define.input()?).await?)?
             );
         }
         ScheduleCommand::Pause { name, note } => {
-            println!("{}", line(&ops.pause(&name, &note).await?)?);
+            let pause = PauseInput { note };
+            println!("{}", line(&api.schedules_pause(&name, &pause).await?)?);
         }
-        ScheduleCommand::Resume { name } => println!("{}", line(&ops.resume(&name).await?)?),
-        ScheduleCommand::Trigger { name } => println!("{}", line(&ops.trigger(&name).await?)?),
+        ScheduleCommand::Resume { name } => {
+            println!("{}", line(&api.schedules_resume(&name).await?)?);
+        }
+        ScheduleCommand::Trigger { name } => {
+            println!("{}", line(&api.schedules_trigger(&name).await?)?);
+        }
         ScheduleCommand::Backfill { name, from, to } => {
-            let fires = ops.backfill(&name, from, to).await?;
+            let range = BackfillInput {
+                from: rfc3339(from),
+                to: rfc3339(to),
+            };
+            let fires = api.schedules_backfill(&name, &range).await?;
             for f in &fires {
                 println!("{}", line(f)?);
             }
             eprintln!("{} tick(s) fired", fires.len());
         }
         ScheduleCommand::Delete { name } => {
-            ops.delete(&name).await?;
+            api.schedules_delete(&name).await?;
             println!("deleted schedule {name}");
         }
         ScheduleCommand::List { json } => {
-            let all = ops.list().await?;
+            let all = api.schedules_list().await?;
             if json {
                 for s in &all {
                     println!("{}", line(s)?);
@@ -390,7 +230,11 @@ pub(crate) async fn run(ops: &dyn ScheduleOps, cmd: ScheduleCommand) -> anyhow::
             recent,
             json,
         } => {
-            let d = ops.describe(&name, upcoming, recent).await?;
+            let query = DescribeQuery {
+                upcoming: Some(upcoming),
+                recent: Some(recent),
+            };
+            let d = api.schedules_describe(&name, query).await?;
             if json {
                 println!("{}", line(&d)?);
             } else {
@@ -484,15 +328,20 @@ mod tests {
             end_at: None,
             remaining: Some(3),
         };
-        let o = define.options().unwrap();
-        assert_eq!(o.jitter_ms, 5_000);
-        assert_eq!(o.remaining_actions, Some(3));
+        let input = define.input().unwrap();
+        assert_eq!(input.jitter_ms, Some(5_000));
+        assert_eq!(input.remaining_actions, Some(3));
+        assert_eq!(input.overlap.as_deref(), Some("allow_all"));
+        assert_eq!(input.catch_up.as_deref(), Some("within 600s"));
+        // The API reads it back as the same schedule.
+        let o = input.into_options().unwrap();
         match o.action {
-            ScheduleAction::Enqueue { options, input, .. } => {
+            ratchet::ScheduleAction::Enqueue { options, input, .. } => {
                 assert_eq!(options.queue, "reports");
                 assert_eq!(input["a"], 1);
             }
             other => panic!("{other:?}"),
         }
+        assert_eq!(o.time_zone, "Europe/Paris");
     }
 }

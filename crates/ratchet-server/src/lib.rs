@@ -37,6 +37,6 @@ pub use auth::{hash as token_hash, issue as issue_token, Grant, IssuedToken, Sco
 pub use metrics::{install_recorder, MetricsError};
 pub use metrics_exporter_prometheus::PrometheusHandle;
 pub use problem::{Problem, ProblemBody};
-pub use routes::{openapi, router, DescriptionView, FireView, ScheduleView};
+pub use routes::{openapi, router};
 pub use serve::{serve, serve_tls, TlsConfig};
 pub use state::{ServerLimits, ServerState};

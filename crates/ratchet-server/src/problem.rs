@@ -72,15 +72,6 @@ impl Problem {
         self
     }
 
-    /// Puts the field at fault under `parent` (`queue` becomes `options.queue`).
-    pub(crate) fn prefix_field(mut self, parent: &str) -> Self {
-        self.0.body.field = Some(match self.0.body.field.take() {
-            Some(f) => format!("{parent}.{f}"),
-            None => parent.to_string(),
-        });
-        self
-    }
-
     /// Names the limit broken.
     pub fn limit(mut self, limit: u64) -> Self {
         self.0.body.limit = Some(limit);

@@ -20,8 +20,6 @@ use axum::Router;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
-pub use schedules::{DescriptionView, FireView, ScheduleView};
-
 pub(crate) use ratchet_api::comma_list;
 
 use crate::problem::Problem;

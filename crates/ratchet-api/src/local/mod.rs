@@ -23,11 +23,17 @@ use crate::instances::{
 };
 use crate::problem::{ApiError, ProblemBody};
 use crate::queues::{Done, Limits, QueueView};
+use crate::schedules::{
+    BackfillInput, DescribeQuery, DescriptionView, FireView, PauseInput, ScheduleInput,
+    ScheduleView,
+};
 use crate::tasks::{
     ActOutcome, Acted, ActedOn, EnqueueBatch, EnqueueRequest, Enqueued, ManyIds, TaskAct,
     TaskQuery, TaskView,
 };
 use crate::time::{parse_rfc3339, rfc3339};
+
+mod schedules;
 
 /// The most a page holds, as a server's default limit.
 pub const MAX_PAGE: u32 = 1000;
@@ -697,6 +703,106 @@ impl Api for LocalApi {
         Ok(Done {
             queue: name.to_string(),
         })
+    }
+
+    async fn schedules_list(&self) -> Result<Vec<ScheduleView>, ApiError> {
+        let all = self.client.schedules().await.map_err(problem)?;
+        Ok(all.iter().map(ScheduleView::from).collect())
+    }
+
+    async fn schedules_create(&self, input: &ScheduleInput) -> Result<ScheduleView, ApiError> {
+        let Some(name) = input.name.clone() else {
+            return Err(ProblemBody::invalid("a schedule needs a name")
+                .field("name")
+                .into());
+        };
+        let options = input.clone().into_options()?;
+        let created = self
+            .client
+            .schedule_create(&name, options)
+            .await
+            .map_err(problem)?;
+        Ok(ScheduleView::from(&created))
+    }
+
+    async fn schedules_describe(
+        &self,
+        name: &str,
+        query: DescribeQuery,
+    ) -> Result<DescriptionView, ApiError> {
+        let upcoming = query.upcoming.unwrap_or(5).min(1_000) as usize;
+        let recent = query.recent.unwrap_or(10).min(1_000);
+        let d = self
+            .client
+            .schedule_describe(name, upcoming, recent)
+            .await
+            .map_err(problem)?;
+        Ok(DescriptionView::from(&d))
+    }
+
+    async fn schedules_update(
+        &self,
+        name: &str,
+        input: &ScheduleInput,
+    ) -> Result<ScheduleView, ApiError> {
+        if input.name.as_ref().is_some_and(|n| n != name) {
+            return Err(ProblemBody::invalid("a schedule cannot be renamed")
+                .field("name")
+                .into());
+        }
+        let options = input.clone().into_options()?;
+        let updated = self
+            .client
+            .schedule_update(name, options)
+            .await
+            .map_err(problem)?;
+        Ok(ScheduleView::from(&updated))
+    }
+
+    async fn schedules_delete(&self, name: &str) -> Result<(), ApiError> {
+        self.client.schedule_delete(name).await.map_err(problem)
+    }
+
+    async fn schedules_pause(
+        &self,
+        name: &str,
+        input: &PauseInput,
+    ) -> Result<ScheduleView, ApiError> {
+        let paused = self
+            .client
+            .schedule_pause(name, &input.note)
+            .await
+            .map_err(problem)?;
+        Ok(ScheduleView::from(&paused))
+    }
+
+    async fn schedules_resume(&self, name: &str) -> Result<ScheduleView, ApiError> {
+        let resumed = self.client.schedule_resume(name).await.map_err(problem)?;
+        Ok(ScheduleView::from(&resumed))
+    }
+
+    async fn schedules_trigger(&self, name: &str) -> Result<FireView, ApiError> {
+        let fire = self
+            .client
+            .schedule_trigger_now(name)
+            .await
+            .map_err(problem)?;
+        Ok(FireView::of(&fire, None))
+    }
+
+    async fn schedules_backfill(
+        &self,
+        name: &str,
+        input: &BackfillInput,
+    ) -> Result<Vec<FireView>, ApiError> {
+        let from = invalid(parse_rfc3339(&input.from), "from")?;
+        let to = invalid(parse_rfc3339(&input.to), "to")?;
+        let fires = self
+            .client
+            .schedule_backfill(name, from, to)
+            .await
+            .map_err(problem)?;
+        Ok(fires.iter().map(|f| FireView::of(f, None)).collect())
     }
 
     async fn queues_limit(&self, name: &str, limits: &Limits) -> Result<Done, ApiError> {
