@@ -4,7 +4,12 @@
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use futures::stream::BoxStream;
 
+use crate::events::{
+    AppendInput, AppendedView, CloudEventsInput, EventPageView, EventView, QueryInput, ReadQuery,
+    StreamQuery,
+};
 use crate::instances::{
     BatchItem, HistoryItem, HistoryPage, HistoryQuery, InstancePage, InstanceQuery, InstanceView,
     PurgeRequest, Purged, Restarted, SignalRequest, Signalled, StartBatch, StartRequest, Started,
@@ -19,6 +24,7 @@ use crate::schedules::{
 use crate::tasks::{
     Acted, ActedOn, EnqueueBatch, EnqueueRequest, Enqueued, ManyIds, TaskAct, TaskQuery, TaskView,
 };
+use crate::workflows::{AppliedView, Definition, DeleteQuery, ShowQuery, Valid, WorkflowView};
 
 /// The operations of Ratchet's API. Each method is the OpenAPI operation of the same name
 /// ([`crate::routes`] says where it is on a server); the in-process implementation is
@@ -158,6 +164,57 @@ pub trait Api: Send + Sync {
         name: &str,
         input: &BackfillInput,
     ) -> Result<Vec<FireView>, ApiError>;
+
+    /// Appends events together, all or none; a failed condition is a 409 problem whose
+    /// `position` is the event that matched it.
+    async fn events_append(&self, append: &AppendInput) -> Result<AppendedView, ApiError>;
+
+    /// Appends CloudEvents (one or a batch) as events.
+    async fn events_append_cloudevents(
+        &self,
+        events: &CloudEventsInput,
+    ) -> Result<AppendedView, ApiError>;
+
+    /// A page of events of one query item, given in the query string.
+    async fn events_read(&self, query: &ReadQuery) -> Result<EventPageView, ApiError>;
+
+    /// A page of events of a query of many items.
+    async fn events_query(&self, query: &QueryInput) -> Result<EventPageView, ApiError>;
+
+    /// Every matching event after the start, then each new one as it is appended. A read
+    /// that fails (the database or the server out of reach) is an item of the stream, which
+    /// carries on after it, resuming after the last event it gave.
+    async fn events_stream(
+        &self,
+        query: &StreamQuery,
+    ) -> Result<BoxStream<'static, Result<EventView, ApiError>>, ApiError>;
+
+    /// Every stored version of every declarative workflow, by name and revision.
+    async fn workflows_list(&self) -> Result<Vec<WorkflowView>, ApiError>;
+
+    /// Stores a definition as a new revision (`created` is false when the same source was
+    /// stored already).
+    async fn workflows_apply(&self, definition: &Definition) -> Result<AppliedView, ApiError>;
+
+    /// Checks that a definition compiles; nothing is stored.
+    async fn workflows_validate(&self, definition: &Definition) -> Result<Valid, ApiError>;
+
+    /// A stored version with its source (default: the newest).
+    async fn workflows_show(
+        &self,
+        namespace: &str,
+        name: &str,
+        query: &ShowQuery,
+    ) -> Result<WorkflowView, ApiError>;
+
+    /// Deletes a workflow's versions (or one), never from under unfinished instances unless
+    /// forced: the versions deleted.
+    async fn workflows_delete(
+        &self,
+        namespace: &str,
+        name: &str,
+        query: &DeleteQuery,
+    ) -> Result<Vec<WorkflowView>, ApiError>;
 
     /// Waits up to `timeout` for an instance to finish, a long poll after another (a server
     /// holds one for a minute at most).

@@ -4,10 +4,16 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::stream::BoxStream;
+use futures::StreamExt as _;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::api::Api;
+use crate::events::{
+    AppendInput, AppendedView, CloudEventsInput, EventPageView, EventView, QueryInput, ReadQuery,
+    StreamQuery,
+};
 use crate::instances::{
     BatchItem, HistoryPage, HistoryQuery, InstancePage, InstanceQuery, InstanceView, PurgeRequest,
     Purged, Restarted, SignalRequest, Signalled, StartBatch, StartRequest, Started, StopRequest,
@@ -23,6 +29,7 @@ use crate::schedules::{
 use crate::tasks::{
     Acted, ActedOn, EnqueueBatch, EnqueueRequest, Enqueued, ManyIds, TaskAct, TaskQuery, TaskView,
 };
+use crate::workflows::{AppliedView, Definition, DeleteQuery, ShowQuery, Valid, WorkflowView};
 
 /// How long a request may take beyond what it asks the server to wait.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -278,6 +285,88 @@ impl Api for HttpApi {
         self.call(route, &[name], NONE, NONE, Duration::ZERO).await
     }
 
+    async fn events_append(&self, append: &AppendInput) -> Result<AppendedView, ApiError> {
+        let route = routes::EVENTS_APPEND;
+        self.call(route, &[], NONE, Some(append), Duration::ZERO)
+            .await
+    }
+
+    async fn events_append_cloudevents(
+        &self,
+        events: &CloudEventsInput,
+    ) -> Result<AppendedView, ApiError> {
+        let route = routes::EVENTS_APPEND_CLOUDEVENTS;
+        self.call(route, &[], NONE, Some(events), Duration::ZERO)
+            .await
+    }
+
+    async fn events_read(&self, query: &ReadQuery) -> Result<EventPageView, ApiError> {
+        let route = routes::EVENTS_READ;
+        self.call(route, &[], Some(query), NONE, Duration::ZERO)
+            .await
+    }
+
+    async fn events_query(&self, query: &QueryInput) -> Result<EventPageView, ApiError> {
+        let route = routes::EVENTS_QUERY;
+        self.call(route, &[], NONE, Some(query), Duration::ZERO)
+            .await
+    }
+
+    async fn events_stream(
+        &self,
+        query: &StreamQuery,
+    ) -> Result<BoxStream<'static, Result<EventView, ApiError>>, ApiError> {
+        let url = format!("{}{}", self.base, routes::EVENTS_STREAM.path);
+        let follow = Follow {
+            http: self.http.clone(),
+            token: self.token.clone(),
+            url,
+            query: query.clone(),
+        };
+        // The first connection answers now: a refused query is this call's error.
+        let response = follow.connect(None).await?;
+        Ok(follow.events(response))
+    }
+
+    async fn workflows_list(&self) -> Result<Vec<WorkflowView>, ApiError> {
+        let route = routes::WORKFLOWS_LIST;
+        self.call(route, &[], NONE, NONE, Duration::ZERO).await
+    }
+
+    async fn workflows_apply(&self, definition: &Definition) -> Result<AppliedView, ApiError> {
+        let route = routes::WORKFLOWS_APPLY;
+        self.call(route, &[], NONE, Some(definition), Duration::ZERO)
+            .await
+    }
+
+    async fn workflows_validate(&self, definition: &Definition) -> Result<Valid, ApiError> {
+        let route = routes::WORKFLOWS_VALIDATE;
+        self.call(route, &[], NONE, Some(definition), Duration::ZERO)
+            .await
+    }
+
+    async fn workflows_show(
+        &self,
+        namespace: &str,
+        name: &str,
+        query: &ShowQuery,
+    ) -> Result<WorkflowView, ApiError> {
+        let route = routes::WORKFLOWS_SHOW;
+        self.call(route, &[namespace, name], Some(query), NONE, Duration::ZERO)
+            .await
+    }
+
+    async fn workflows_delete(
+        &self,
+        namespace: &str,
+        name: &str,
+        query: &DeleteQuery,
+    ) -> Result<Vec<WorkflowView>, ApiError> {
+        let route = routes::WORKFLOWS_DELETE;
+        self.call(route, &[namespace, name], Some(query), NONE, Duration::ZERO)
+            .await
+    }
+
     async fn schedules_list(&self) -> Result<Vec<ScheduleView>, ApiError> {
         let route = routes::SCHEDULES_LIST;
         self.call(route, &[], NONE, NONE, Duration::ZERO).await
@@ -350,5 +439,116 @@ impl Api for HttpApi {
         let route = routes::QUEUES_LIMIT;
         self.call(route, &[name], NONE, Some(limits), Duration::ZERO)
             .await
+    }
+}
+
+/// A stream of events over Server-Sent Events, connecting again after a dropped connection
+/// and resuming after the last event seen (`Last-Event-ID`).
+struct Follow {
+    http: reqwest::Client,
+    token: Option<String>,
+    url: String,
+    query: StreamQuery,
+}
+
+/// What the stream holds between items: the open answer, the text read but not parsed, the
+/// events parsed but not given, and the last position given.
+struct Reading {
+    follow: Follow,
+    response: Option<reqwest::Response>,
+    buffer: String,
+    ready: std::collections::VecDeque<EventView>,
+    last: Option<u64>,
+}
+
+impl Follow {
+    /// One connection, after `last` when given.
+    async fn connect(&self, last: Option<u64>) -> Result<reqwest::Response, ApiError> {
+        let mut request = self.http.get(&self.url).query(&self.query);
+        if let Some(position) = last {
+            request = request.header("Last-Event-ID", position.to_string());
+        }
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.map_err(|e| ApiError::Transport {
+            url: self.url.clone(),
+            message: e.to_string(),
+        })?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let bytes = response.bytes().await.unwrap_or_default();
+        Err(serde_json::from_slice::<ProblemBody>(&bytes)
+            .unwrap_or_else(|_| {
+                ProblemBody::new(
+                    status.as_u16(),
+                    "http-error",
+                    "Request refused",
+                    status.to_string(),
+                )
+            })
+            .into())
+    }
+
+    fn events(
+        self,
+        response: reqwest::Response,
+    ) -> BoxStream<'static, Result<EventView, ApiError>> {
+        let start = Reading {
+            follow: self,
+            response: Some(response),
+            buffer: String::new(),
+            ready: std::collections::VecDeque::new(),
+            last: None,
+        };
+        futures::stream::unfold(start, |mut r| async move {
+            loop {
+                if let Some(event) = r.ready.pop_front() {
+                    r.last = Some(event.position);
+                    return Some((Ok(event), r));
+                }
+                let Some(open) = r.response.as_mut() else {
+                    match r.follow.connect(r.last).await {
+                        Ok(response) => r.response = Some(response),
+                        Err(e) => {
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                            return Some((Err(e), r));
+                        }
+                    }
+                    continue;
+                };
+                match open.chunk().await {
+                    Ok(Some(chunk)) => {
+                        r.buffer.push_str(&String::from_utf8_lossy(&chunk));
+                        while let Some(end) = r.buffer.find("\n\n") {
+                            let message: String = r.buffer.drain(..end + 2).collect();
+                            let Some(data) = message.lines().find_map(|l| l.strip_prefix("data: "))
+                            else {
+                                continue;
+                            };
+                            match serde_json::from_str::<EventView>(data) {
+                                Ok(event) => r.ready.push_back(event),
+                                Err(e) => {
+                                    let e = ApiError::Decode {
+                                        url: r.follow.url.clone(),
+                                        message: e.to_string(),
+                                    };
+                                    return Some((Err(e), r));
+                                }
+                            }
+                        }
+                    }
+                    // Dropped: connect again after the last event seen.
+                    Ok(None) | Err(_) => {
+                        r.response = None;
+                        r.buffer.clear();
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                }
+            }
+        })
+        .boxed()
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! Every operation of the HTTP API is a method of [`Api`], with the request and response
 //! types the server reads and answers ([`instances`], [`tasks`], [`queues`],
-//! [`schedules`]) and its errors
+//! [`schedules`], [`events`], [`workflows`]) and its errors
 //! as problems ([`ProblemBody`], [`ApiError`]). Two implementations answer it alike:
 //! `LocalApi` on a client in this process (feature `local`), and `HttpApi` on a
 //! `ratchet server` (feature `http`). The server is a thin HTTP layer over `LocalApi`; the
@@ -26,6 +26,7 @@
 #![deny(missing_docs)]
 
 mod api;
+pub mod events;
 #[cfg(feature = "http")]
 mod http;
 pub mod instances;
@@ -38,8 +39,13 @@ pub mod schedules;
 pub mod tasks;
 pub mod text;
 pub mod time;
+pub mod workflows;
 
 pub use api::Api;
+pub use events::{
+    AppendInput, AppendedView, CloudEventsInput, ConditionInput, DirectionParam, EventInput,
+    EventPageView, EventView, ItemInput, QueryInput, ReadQuery, StreamQuery,
+};
 #[cfg(feature = "http")]
 pub use http::{HttpApi, REQUEST_TIMEOUT};
 pub use instances::{
@@ -49,7 +55,8 @@ pub use instances::{
 };
 #[cfg(feature = "local")]
 pub use local::{
-    comma_list, decode_cursor, encode_cursor, parse_position, LocalApi, DEFAULT_WAIT, MAX_PAGE,
+    comma_list, decode_cursor, encode_cursor, one_item, parse_position, position, to_query,
+    workflow_apply, workflow_compile, workflow_validate, LocalApi, DEFAULT_WAIT, MAX_PAGE,
 };
 pub use problem::{ApiError, ProblemBody, SourceError, PROBLEM_JSON};
 pub use queues::{Done, Limits, QueueView};
@@ -61,3 +68,4 @@ pub use tasks::{
     ActOutcome, Acted, ActedOn, EnqueueBatch, EnqueueRequest, Enqueued, ManyIds, OptionsInput,
     RetryInput, TaskAct, TaskQuery, TaskView,
 };
+pub use workflows::{AppliedView, Definition, DeleteQuery, ShowQuery, Valid, WorkflowView};

@@ -137,6 +137,26 @@ routes! {
     QUEUES_RESUME = "queues_resume" Post "/v1/queues/{name}/resume";
     /// Replace its limits.
     QUEUES_LIMIT = "queues_limit" Put "/v1/queues/{name}/limits";
+    /// Append events.
+    EVENTS_APPEND = "events_append" Post "/v1/events";
+    /// Append CloudEvents.
+    EVENTS_APPEND_CLOUDEVENTS = "events_append_cloudevents" Post "/v1/events/cloudevents";
+    /// A page of events of one item.
+    EVENTS_READ = "events_read" Get "/v1/events";
+    /// A page of events of many items.
+    EVENTS_QUERY = "events_query" Post "/v1/events/query";
+    /// Follow events (Server-Sent Events).
+    EVENTS_STREAM = "events_stream" Get "/v1/events/stream";
+    /// Every stored workflow version.
+    WORKFLOWS_LIST = "workflows_list" Get "/v1/workflows";
+    /// Store a definition.
+    WORKFLOWS_APPLY = "workflows_apply" Post "/v1/workflows";
+    /// Check a definition.
+    WORKFLOWS_VALIDATE = "workflows_validate" Post "/v1/workflows/validate";
+    /// A stored version with its source.
+    WORKFLOWS_SHOW = "workflows_show" Get "/v1/workflows/{namespace}/{name}";
+    /// Delete versions.
+    WORKFLOWS_DELETE = "workflows_delete" Delete "/v1/workflows/{namespace}/{name}";
     /// Every schedule.
     SCHEDULES_LIST = "schedules_list" Get "/v1/schedules";
     /// Create one.
@@ -167,22 +187,12 @@ pub const NOT_YET_TYPED: &[&str] = &[
     "system_throughput",
     "system_whoami",
     "system_workers",
-    "events_read",
-    "events_append",
-    "events_append_cloudevents",
-    "events_query",
-    "events_stream",
     "instances_graph",
     "instances_stream",
     "workers_claim",
     "workers_complete",
     "workers_heartbeat",
     "workers_release",
-    "workflows_list",
-    "workflows_apply",
-    "workflows_validate",
-    "workflows_show",
-    "workflows_delete",
     "workflows_graph",
 ];
 

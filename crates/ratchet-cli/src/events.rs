@@ -4,9 +4,10 @@
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use futures::StreamExt as _;
-use ratchet::{
-    AppendCondition, AppendOutcome, Direction, EventAppend, EventQuery, EventRead, NewEvent,
-    Position, QueryItem, StoredEvent,
+use ratchet::{EventQuery, NewEvent, QueryItem};
+use ratchet_api::{
+    Api, AppendInput, ConditionInput, DirectionParam, EventView, ItemInput, QueryInput, ReadQuery,
+    StreamQuery,
 };
 use serde::Deserialize;
 
@@ -129,14 +130,27 @@ pub(crate) struct QueryArgs {
 }
 
 impl QueryArgs {
-    fn query(&self) -> anyhow::Result<EventQuery> {
-        let query = match &self.query {
+    /// The query's items, checked.
+    fn items(&self) -> anyhow::Result<Vec<ItemInput>> {
+        let items = match &self.query {
             Some(text) => parse_query(text, "--query")?,
             None => one_item(&self.types, &self.tags),
         };
-        query.validate()?;
-        Ok(query)
+        checked(&items)?;
+        Ok(items)
     }
+}
+
+/// Refuses a query the store would refuse, before anything is asked.
+fn checked(items: &[ItemInput]) -> anyhow::Result<()> {
+    EventQuery {
+        items: items
+            .iter()
+            .map(|i| QueryItem::new(&i.types, &i.tags))
+            .collect(),
+    }
+    .validate()?;
+    Ok(())
 }
 
 /// One event as given in `--json`: the fields of [`NewEvent`], and no others (a misspelt
@@ -160,41 +174,25 @@ impl From<EventInput> for NewEvent {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ItemInput {
-    #[serde(default)]
-    types: Vec<String>,
-    #[serde(default)]
-    tags: Vec<String>,
-}
-
 use crate::input::json;
 
-fn parse_query(text: &str, flag: &str) -> anyhow::Result<EventQuery> {
-    let items: Vec<ItemInput> = serde_json::from_str(text).with_context(|| {
+fn parse_query(text: &str, flag: &str) -> anyhow::Result<Vec<ItemInput>> {
+    serde_json::from_str(text).with_context(|| {
         format!("{flag} must be a JSON list of query items: [{{\"types\": [..], \"tags\": [..]}}]")
-    })?;
-    Ok(EventQuery {
-        items: items
-            .into_iter()
-            .map(|i| QueryItem::new(i.types, i.tags))
-            .collect(),
     })
 }
 
 /// The query of one item; no types and no tags is the query of every event.
-fn one_item(types: &[String], tags: &[String]) -> EventQuery {
-    if types.is_empty() && tags.is_empty() {
-        EventQuery::all()
-    } else {
-        EventQuery::item(QueryItem::new(types, tags))
-    }
+fn one_item(types: &[String], tags: &[String]) -> Vec<ItemInput> {
+    vec![ItemInput {
+        types: types.to_vec(),
+        tags: tags.to_vec(),
+    }]
 }
 
 /// Builds the append from the flags (stdin read for `--json -`) and checks it, so that bad
 /// input is refused before the database is opened.
-pub(crate) fn parse_append(args: &AppendArgs) -> anyhow::Result<EventAppend> {
+pub(crate) fn parse_append(args: &AppendArgs) -> anyhow::Result<AppendInput> {
     let events: Vec<NewEvent> = match (&args.json, &args.kind, &args.cloudevent) {
         (_, _, Some(text)) => {
             let text = crate::input::text(text, "--cloudevent")?;
@@ -249,42 +247,59 @@ pub(crate) fn parse_append(args: &AppendArgs) -> anyhow::Result<EventAppend> {
     if query.is_none() && args.after.is_some() {
         bail!("--after needs a condition: --fail-if, --fail-if-type or --fail-if-tag");
     }
-    let append = EventAppend {
-        events,
-        condition: query.map(|q| AppendCondition {
+    let append = AppendInput {
+        events: events
+            .into_iter()
+            .map(|e| ratchet_api::EventInput {
+                kind: e.kind,
+                tags: e.tags,
+                payload: e.payload,
+                metadata: e.metadata,
+            })
+            .collect(),
+        condition: query.map(|q| ConditionInput {
             fail_if_events_match: q,
-            after: args.after.map(Position),
+            after: args.after,
         }),
         idempotency_key: args.idempotency_key.clone(),
     };
-    append.validate()?;
+    append
+        .to_append()
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .validate()?;
     Ok(append)
 }
 
 /// Runs an events command; `append` is the parsed append of an `append` command.
 pub(crate) async fn run(
-    events: &dyn crate::ops::EventOps,
+    api: &dyn Api,
     cmd: EventCommand,
-    append: Option<EventAppend>,
+    append: Option<AppendInput>,
 ) -> anyhow::Result<()> {
     match cmd {
         EventCommand::Append(_) => {
             let append = append.context("the append was not parsed")?;
             let after = append.condition.as_ref().and_then(|c| c.after);
-            match events.submit(append).await? {
-                AppendOutcome::Appended { first, last } => out!("appended {}", span(first, last)),
-                AppendOutcome::Duplicate { first, last } => out!(
+            match api.events_append(&append).await {
+                Ok(a) if a.duplicate => out!(
                     "duplicate: the idempotency key was used by the append at {}; nothing appended",
-                    span(first, last)
+                    span(a.first, a.last)
                 ),
-                AppendOutcome::Conflict { position } => {
-                    let since = after.map_or_else(String::new, |a| format!(" after position {a}"));
-                    eprintln!(
-                        "conflict: event {position} matches the condition{since}; nothing appended"
-                    );
-                    std::process::exit(CONFLICT_EXIT);
-                }
-                other => bail!("unexpected append outcome {other:?}"),
+                Ok(a) => out!("appended {}", span(a.first, a.last)),
+                Err(e) => match e
+                    .problem()
+                    .and_then(|p| (p.kind_name() == "append-conflict").then_some(p.position)?)
+                {
+                    Some(position) => {
+                        let since =
+                            after.map_or_else(String::new, |a| format!(" after position {a}"));
+                        eprintln!(
+                            "conflict: event {position} matches the condition{since}; nothing appended"
+                        );
+                        std::process::exit(CONFLICT_EXIT);
+                    }
+                    None => return Err(e.into()),
+                },
             }
         }
         EventCommand::Read {
@@ -295,18 +310,18 @@ pub(crate) async fn run(
             backward,
             json,
         } => {
-            let read = EventRead {
-                query: query.query()?,
-                after: after.map(Position),
-                before: before.map(Position),
-                limit,
+            let read = QueryInput {
+                query: query.items()?,
+                after,
+                before,
+                limit: Some(limit),
                 direction: if backward {
-                    Direction::Backward
+                    DirectionParam::Backward
                 } else {
-                    Direction::Forward
+                    DirectionParam::Forward
                 },
             };
-            let page = events.read(read).await?;
+            let page = api.events_query(&read).await?.events;
             if !json {
                 out!("{}", header());
             }
@@ -329,16 +344,32 @@ pub(crate) async fn run(
             from_end,
             json,
         } => {
-            let query = query.query()?;
+            let items = query.items()?;
+            // The stream takes one item of types (any) and tags (all), as flags give it.
+            let [item] = &items[..] else {
+                bail!(
+                    "following a query of several items is not possible: give one --type/--tag set"
+                );
+            };
             let after = if from_end {
-                Some(events.head().await?)
+                let head = ReadQuery {
+                    limit: Some(1),
+                    direction: DirectionParam::Backward,
+                    ..ReadQuery::default()
+                };
+                Some(api.events_read(&head).await?.head)
             } else {
-                after.map(Position)
+                after
             };
             if !json {
                 out!("{}", header());
             }
-            let stream = events.follow(query, after)?;
+            let follow = StreamQuery {
+                types: (!item.types.is_empty()).then(|| item.types.join(",")),
+                tags: (!item.tags.is_empty()).then(|| item.tags.join(",")),
+                after,
+            };
+            let stream = api.events_stream(&follow).await?;
             futures::pin_mut!(stream);
             let stop = crate::worker::wait_for_stop();
             futures::pin_mut!(stop);
@@ -358,7 +389,7 @@ pub(crate) async fn run(
     Ok(())
 }
 
-fn span(first: Position, last: Position) -> String {
+fn span(first: u64, last: u64) -> String {
     if first == last {
         first.to_string()
     } else {
@@ -378,7 +409,7 @@ fn truncate(text: &str, max: usize) -> String {
     }
 }
 
-fn print_event(e: &StoredEvent, json: bool) -> anyhow::Result<()> {
+fn print_event(e: &EventView, json: bool) -> anyhow::Result<()> {
     if json {
         out!("{}", serde_json::to_string(e)?);
     } else {
@@ -404,7 +435,7 @@ mod tests {
         cmd: EventCommand,
     }
 
-    fn append(words: &[&str]) -> anyhow::Result<EventAppend> {
+    fn append(words: &[&str]) -> anyhow::Result<AppendInput> {
         let cli = Cli::try_parse_from(std::iter::once("events").chain(words.iter().copied()))?;
         match cli.cmd {
             EventCommand::Append(args) => parse_append(&args),
@@ -436,10 +467,13 @@ mod tests {
         assert_eq!(a.events[0].tags, ["course:c1", "student:s1"]);
         assert_eq!(a.events[0].payload["n"], 1);
         let c = a.condition.expect("a condition");
-        assert_eq!(c.after, Some(Position(7)));
+        assert_eq!(c.after, Some(7));
         assert_eq!(
             c.fail_if_events_match,
-            EventQuery::item(QueryItem::new(["StudentEnrolled"], ["course:c1"]))
+            [ItemInput {
+                types: vec!["StudentEnrolled".into()],
+                tags: vec!["course:c1".into()]
+            }]
         );
     }
 
@@ -458,7 +492,6 @@ mod tests {
             a.condition
                 .expect("condition")
                 .fail_if_events_match
-                .items
                 .len(),
             2
         );

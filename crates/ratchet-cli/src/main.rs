@@ -15,7 +15,6 @@ mod demo;
 mod events;
 mod input;
 mod logging;
-mod ops;
 mod otlp;
 mod schedules;
 mod server;
@@ -318,21 +317,20 @@ async fn run(matches: clap::ArgMatches) -> anyhow::Result<()> {
     };
     // On a server: the commands that have a remote form run over HTTP and open no database.
     if let Some(server) = cli.server.clone().filter(|s| !s.is_empty()) {
-        let remote = ops::Remote::new(&server, cli.token.clone())?;
         let api = HttpApi::new(&server, cli.token.clone())?;
         return match cli.command {
             Command::Instances(cmd) => instances(&api, cmd).await,
             Command::Tasks(cmd) => tasks::tasks(&api, cmd).await,
             Command::Queues(cmd) => tasks::queues(&api, cmd).await,
-            Command::Events(cmd) => events::run(&remote, cmd, append).await,
-            Command::Workflows(workflows::WorkflowCommand::Delete {
-                name,
-                version,
-                force,
-            }) => workflows::delete_remote(&remote, &name, version.as_deref(), force).await,
+            Command::Events(cmd) => events::run(&api, cmd, append).await,
+            Command::Workflows(
+                cmd @ (workflows::WorkflowCommand::List { .. }
+                | workflows::WorkflowCommand::Show { .. }
+                | workflows::WorkflowCommand::Delete { .. }),
+            ) => workflows::run_api(&api, cmd).await,
             Command::Schedules(cmd) => schedules::run(&api, cmd).await,
             other => bail!(
-                "--server runs the instances, tasks, queues, events and schedules commands and `workflows delete`; {} needs the database",
+                "--server runs the instances, tasks, queues, events and schedules commands and `workflows list`, `show` and `delete`; {} needs the database",
                 command_name(&other)
             ),
         };
@@ -372,9 +370,7 @@ async fn run(matches: clap::ArgMatches) -> anyhow::Result<()> {
         Command::Tokens(cmd) => tokens::run(store.into_dyn(), cmd).await,
         Command::Workflows(cmd) => workflows::run(store.into_dyn(), cmd).await,
         Command::Schedules(cmd) => schedules::run(&local_api(store), cmd).await,
-        Command::Events(cmd) => {
-            events::run(&Client::new(store.into_dyn()).events(), cmd, append).await
-        }
+        Command::Events(cmd) => events::run(&local_api(store), cmd, append).await,
         Command::Bench { .. } => Ok(()),
     }
 }

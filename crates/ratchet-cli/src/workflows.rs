@@ -9,7 +9,7 @@ use clap::Subcommand;
 use ratchet::workflow::{self, Known, Workflow};
 use ratchet::{Store, Timestamp};
 
-use crate::input::rfc3339;
+use ratchet_api::{Api, DeleteQuery, ShowQuery};
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum WorkflowCommand {
@@ -88,28 +88,84 @@ fn deleted(name: &str, version: &str, revision: u64) {
 }
 
 /// `workflows delete` on a `ratchet server`, over its HTTP API.
-pub(crate) async fn delete_remote(
-    remote: &crate::ops::Remote,
-    name: &str,
-    version: Option<&str>,
-    force: bool,
-) -> anyhow::Result<()> {
-    let (namespace, short) = split_name(name)?;
-    for w in remote
-        .workflow_delete(namespace, short, version, force)
-        .await?
-    {
-        deleted(
-            w["name"].as_str().unwrap_or(name),
-            w["version"].as_str().unwrap_or("?"),
-            w["revision"].as_u64().unwrap_or(0),
-        );
+/// The commands that go through the API: the same on the database and on a server.
+pub(crate) async fn run_api(api: &dyn Api, cmd: WorkflowCommand) -> anyhow::Result<()> {
+    match cmd {
+        WorkflowCommand::List { json } => {
+            let stored = api.workflows_list().await?;
+            if !json {
+                out!(
+                    "{:<32} {:<12} {:>8}  {:<12}  created",
+                    "workflow",
+                    "version",
+                    "revision",
+                    "hash"
+                );
+            }
+            for w in stored {
+                if json {
+                    out!("{}", serde_json::to_string(&w)?);
+                } else {
+                    out!(
+                        "{:<32} {:<12} {:>8}  {:<12}  {}",
+                        w.name,
+                        w.version,
+                        w.revision,
+                        w.hash.get(..12).unwrap_or(&w.hash),
+                        w.created_at
+                    );
+                }
+            }
+            Ok(())
+        }
+        WorkflowCommand::Show {
+            name,
+            version,
+            canonical,
+        } => {
+            let (namespace, short) = split_name(&name)?;
+            let w = api
+                .workflows_show(namespace, short, &ShowQuery { version })
+                .await?;
+            let source = w.source.unwrap_or_default();
+            let text = if canonical {
+                Workflow::compile(&source)
+                    .map_err(|e| anyhow::anyhow!("the stored definition no longer compiles: {e}"))?
+                    .decompile()
+            } else {
+                source
+            };
+            print!("{text}");
+            if !text.ends_with('\n') {
+                out!();
+            }
+            Ok(())
+        }
+        WorkflowCommand::Delete {
+            name,
+            version,
+            force,
+        } => {
+            let (namespace, short) = split_name(&name)?;
+            let query = DeleteQuery { version, force };
+            let gone = match api.workflows_delete(namespace, short, &query).await {
+                Ok(gone) => gone,
+                Err(e) if e.problem().is_some_and(|p| p.kind_name() == "workflow-in-use") => bail!(
+                    "{e}\n  `ratchet instances list --name {name} --status Pending,Running,ContinuedAsNew` lists them; --force deletes anyway"
+                ),
+                Err(e) => return Err(e.into()),
+            };
+            for w in gone {
+                deleted(&name, &w.version, u64::from(w.revision));
+            }
+            Ok(())
+        }
+        other => {
+            bail!("{other:?} reads files or the database itself: it has no form through the API")
+        }
     }
-    Ok(())
 }
 
-/// The definition files `paths` name: files as given, directories' .yaml, .yml and .json
-/// files in name order.
 fn files(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for path in paths {
@@ -268,69 +324,6 @@ pub(crate) async fn run(store: Arc<dyn Store>, cmd: WorkflowCommand) -> anyhow::
             }
             Ok(())
         }
-        WorkflowCommand::List { json } => {
-            let stored = store.workflow_list(None, None).await?;
-            if !json {
-                out!(
-                    "{:<32} {:<12} {:>8}  {:<12}  created",
-                    "workflow",
-                    "version",
-                    "revision",
-                    "hash"
-                );
-            }
-            for w in stored {
-                let name = workflow::orchestration_name(&w.namespace, &w.name);
-                if json {
-                    out!(
-                        "{}",
-                        serde_json::json!({"name": name, "namespace": w.namespace,
-                            "workflow": w.name, "version": w.version, "revision": w.revision,
-                            "hash": w.hash, "created_at": rfc3339(w.created_at)})
-                    );
-                } else {
-                    out!(
-                        "{:<32} {:<12} {:>8}  {:<12}  {}",
-                        name,
-                        w.version,
-                        w.revision,
-                        w.hash.get(..12).unwrap_or(&w.hash),
-                        rfc3339(w.created_at)
-                    );
-                }
-            }
-            Ok(())
-        }
-        WorkflowCommand::Show {
-            name,
-            version,
-            canonical,
-        } => {
-            let (namespace, short) = split_name(&name)?;
-            let stored = store.workflow_list(Some(namespace), Some(short)).await?;
-            let found = match &version {
-                Some(v) => stored.into_iter().find(|w| &w.version == v),
-                None => stored.into_iter().last(),
-            };
-            let Some(w) = found else {
-                bail!(
-                    "no workflow {name}{} is stored",
-                    version.map(|v| format!(" version {v}")).unwrap_or_default()
-                );
-            };
-            let text = if canonical {
-                Workflow::compile(&w.source)
-                    .map_err(|e| anyhow::anyhow!("the stored definition no longer compiles: {e}"))?
-                    .decompile()
-            } else {
-                w.source
-            };
-            print!("{text}");
-            if !text.ends_with('\n') {
-                out!();
-            }
-            Ok(())
-        }
         WorkflowCommand::Render {
             file,
             instance,
@@ -345,26 +338,14 @@ pub(crate) async fn run(store: Arc<dyn Store>, cmd: WorkflowCommand) -> anyhow::
             }
             (None, None) => bail!("render what? Give a definition file or --instance ID"),
         },
-        WorkflowCommand::Delete {
-            name,
-            version,
-            force,
-        } => {
-            let (namespace, short) = split_name(&name)?;
-            let gone = match store
-                .workflow_delete(namespace, short, version.as_deref(), force)
-                .await
-            {
-                Ok(gone) => gone,
-                Err(e @ ratchet::StoreError::InUse { .. }) => bail!(
-                    "{e}\n  `ratchet instances list --name {name} --status Pending,Running,ContinuedAsNew` lists them; --force deletes anyway"
-                ),
-                Err(e) => return Err(e.into()),
-            };
-            for w in gone {
-                deleted(&name, &w.version, u64::from(w.revision));
-            }
-            Ok(())
+        WorkflowCommand::List { .. }
+        | WorkflowCommand::Show { .. }
+        | WorkflowCommand::Delete { .. } => {
+            run_api(
+                &ratchet_api::LocalApi::new(ratchet::Client::new(store)),
+                cmd,
+            )
+            .await
         }
     }
 }

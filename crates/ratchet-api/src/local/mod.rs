@@ -16,6 +16,10 @@ use ratchet_store::{
 use serde_json::Value;
 
 use crate::api::Api;
+use crate::events::{
+    AppendInput, AppendedView, CloudEventsInput, EventPageView, EventView, QueryInput, ReadQuery,
+    StreamQuery,
+};
 use crate::instances::{
     BatchItem, HistoryItem, HistoryPage, HistoryQuery, IfExistsParam, InstancePage, InstanceQuery,
     InstanceView, ParentView, PurgeRequest, Purged, Restarted, SignalRequest, Signalled,
@@ -32,8 +36,16 @@ use crate::tasks::{
     TaskQuery, TaskView,
 };
 use crate::time::{parse_rfc3339, rfc3339};
+use crate::workflows::{AppliedView, Definition, DeleteQuery, ShowQuery, Valid, WorkflowView};
 
+mod events;
 mod schedules;
+mod workflows;
+
+pub use events::{one_item, position, to_query};
+pub use workflows::{
+    apply as workflow_apply, compile as workflow_compile, validate as workflow_validate,
+};
 
 /// The most a page holds, as a server's default limit.
 pub const MAX_PAGE: u32 = 1000;
@@ -703,6 +715,114 @@ impl Api for LocalApi {
         Ok(Done {
             queue: name.to_string(),
         })
+    }
+
+    async fn events_append(&self, append: &AppendInput) -> Result<AppendedView, ApiError> {
+        events::submit(&self.client, append.to_append()?).await
+    }
+
+    async fn events_append_cloudevents(
+        &self,
+        events: &CloudEventsInput,
+    ) -> Result<AppendedView, ApiError> {
+        let append = ratchet_store::EventAppend {
+            events: events.to_events()?,
+            condition: None,
+            idempotency_key: None,
+        };
+        events::submit(&self.client, append).await
+    }
+
+    async fn events_read(&self, query: &ReadQuery) -> Result<EventPageView, ApiError> {
+        let limit = page_size(query.limit, 100)?;
+        let items = one_item(query.types.as_deref(), query.tags.as_deref())?;
+        events::page(
+            &self.client,
+            items,
+            query.after,
+            query.before,
+            limit,
+            query.direction,
+        )
+        .await
+    }
+
+    async fn events_query(&self, query: &QueryInput) -> Result<EventPageView, ApiError> {
+        let limit = page_size(query.limit, 100)?;
+        let items = to_query(&query.query, "query")?;
+        events::page(
+            &self.client,
+            items,
+            query.after,
+            query.before,
+            limit,
+            query.direction,
+        )
+        .await
+    }
+
+    async fn events_stream(
+        &self,
+        query: &StreamQuery,
+    ) -> Result<futures::stream::BoxStream<'static, Result<EventView, ApiError>>, ApiError> {
+        let items = one_item(query.types.as_deref(), query.tags.as_deref())?;
+        let after = position(query.after, "after")?;
+        Ok(events::follow(&self.client, items, after))
+    }
+
+    async fn workflows_list(&self) -> Result<Vec<WorkflowView>, ApiError> {
+        let stored = self
+            .client
+            .store()
+            .workflow_list(None, None)
+            .await
+            .map_err(|e| ApiError::from(ProblemBody::from(e)))?;
+        Ok(stored
+            .into_iter()
+            .map(|w| WorkflowView::of(w, false))
+            .collect())
+    }
+
+    async fn workflows_apply(&self, definition: &Definition) -> Result<AppliedView, ApiError> {
+        workflows::apply(&self.client, definition, workflows::known(&self.client)).await
+    }
+
+    async fn workflows_validate(&self, definition: &Definition) -> Result<Valid, ApiError> {
+        workflows::validate(definition, workflows::known(&self.client)).await
+    }
+
+    async fn workflows_show(
+        &self,
+        namespace: &str,
+        name: &str,
+        query: &ShowQuery,
+    ) -> Result<WorkflowView, ApiError> {
+        let stored = workflows::versions(&self.client, namespace, name).await?;
+        let found = match &query.version {
+            Some(v) => stored.into_iter().find(|w| &w.version == v),
+            None => stored.into_iter().last(),
+        };
+        found
+            .map(|w| WorkflowView::of(w, true))
+            .ok_or_else(|| workflows::missing(namespace, name, query.version.as_deref()))
+    }
+
+    async fn workflows_delete(
+        &self,
+        namespace: &str,
+        name: &str,
+        query: &DeleteQuery,
+    ) -> Result<Vec<WorkflowView>, ApiError> {
+        let deleted = self
+            .client
+            .store()
+            .workflow_delete(namespace, name, query.version.as_deref(), query.force)
+            .await
+            .map_err(|e| ApiError::from(ProblemBody::from(e)))?;
+        Ok(deleted
+            .into_iter()
+            .map(|w| WorkflowView::of(w, false))
+            .collect())
     }
 
     async fn schedules_list(&self) -> Result<Vec<ScheduleView>, ApiError> {

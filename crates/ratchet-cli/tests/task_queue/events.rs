@@ -87,7 +87,12 @@ pub(crate) async fn events_are_appended_read_conditioned_and_refused_from_the_cl
     assert_eq!(lines[0]["type"], "CourseDefined");
     assert_eq!(lines[0]["payload"]["capacity"], 2);
     assert_eq!(lines[0]["metadata"]["by"], "test");
-    assert!(lines[0]["recorded_at"].as_i64().unwrap() > 0);
+    // Times as the API gives them everywhere: RFC 3339 in UTC, to the millisecond.
+    let recorded = lines[0]["recorded_at"].as_str().unwrap();
+    assert!(
+        recorded.len() == 24 && recorded.ends_with('Z') && recorded.as_bytes()[10] == b'T',
+        "{recorded}"
+    );
     assert_eq!(
         lines[1]["tags"],
         serde_json::json!(["course:c1", "student:s1"])

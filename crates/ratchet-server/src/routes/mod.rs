@@ -20,8 +20,6 @@ use axum::Router;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
-pub(crate) use ratchet_api::comma_list;
-
 use crate::problem::Problem;
 use crate::state::ServerState;
 
@@ -181,18 +179,4 @@ pub(crate) fn wait_time(
         return Err(Problem::invalid(format!("{ms} is past 2^63 - 1")).field("timeout_ms"));
     }
     Ok(std::time::Duration::from_millis(ms).min(state.limits.max_wait))
-}
-
-/// An event position a caller gives: at most 2^63 - 1, as positions are stored.
-pub(crate) fn position(
-    given: Option<u64>,
-    field: &str,
-) -> Result<Option<ratchet::Position>, Problem> {
-    match given {
-        Some(p) if i64::try_from(p).is_err() => Err(Problem::invalid(format!(
-            "{p} is past the last position there can be (2^63 - 1)"
-        ))
-        .field(field)),
-        other => Ok(other.map(ratchet::Position)),
-    }
 }

@@ -6,17 +6,14 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use ratchet::workflow::{self, ApplyError, CompileErrors, Known, Workflow};
-use ratchet::{Timestamp, WorkflowRecord};
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use ratchet::workflow::Known;
+use ratchet_api::{Api as _, AppliedView, Definition, DeleteQuery, ShowQuery, Valid, WorkflowView};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::extract::{JsonBody, PathParam, QueryParams};
-use crate::problem::{Problem, ProblemBody, SourceError};
+use crate::problem::{Problem, ProblemBody};
 use crate::state::ServerState;
-use crate::time::rfc3339;
 
 pub(crate) fn routes() -> OpenApiRouter<ServerState> {
     OpenApiRouter::new()
@@ -24,97 +21,6 @@ pub(crate) fn routes() -> OpenApiRouter<ServerState> {
         .routes(routes!(validate))
         .routes(routes!(show, delete))
         .routes(routes!(graph))
-}
-
-/// A definition to apply or check.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-struct Definition {
-    /// The definition, YAML or JSON, as text.
-    source: String,
-}
-
-/// A stored version.
-#[derive(Debug, Serialize, ToSchema)]
-struct WorkflowView {
-    /// `namespace/name`: the orchestration it runs as.
-    name: String,
-    namespace: String,
-    workflow: String,
-    version: String,
-    /// The engine's version number of the orchestration.
-    revision: u32,
-    hash: String,
-    created_at: String,
-    /// The definition as applied (only when one is read).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    source: Option<String>,
-}
-
-impl WorkflowView {
-    fn of(w: WorkflowRecord, with_source: bool) -> Self {
-        Self {
-            name: workflow::orchestration_name(&w.namespace, &w.name),
-            created_at: rfc3339(w.created_at),
-            source: with_source.then_some(w.source),
-            namespace: w.namespace,
-            workflow: w.name,
-            version: w.version,
-            revision: w.revision,
-            hash: w.hash,
-        }
-    }
-}
-
-/// What applying did.
-#[derive(Debug, Serialize, ToSchema)]
-struct AppliedView {
-    name: String,
-    version: String,
-    revision: u32,
-    /// False when the same source was stored already.
-    created: bool,
-    /// The schedule the definition's own `schedule` created or updated (named after it).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    schedule: Option<String>,
-}
-
-fn invalid(errors: &CompileErrors) -> Problem {
-    Problem::new(
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "invalid-workflow",
-        "Invalid workflow definition",
-        errors.to_string(),
-    )
-    .field("source")
-    .errors(
-        errors
-            .0
-            .iter()
-            .map(|e| SourceError {
-                line: e.line,
-                column: e.column,
-                message: e.message.clone(),
-            })
-            .collect(),
-    )
-}
-
-/// The names this server's runtime registers, when it runs one: a definition calling
-/// anything else is refused.
-/// Compiles on a blocking thread: compiling runs each expression once on its budget, which
-/// may take a core for tens of milliseconds, and the request's thread serves others.
-async fn compile(source: String, known: Known) -> Result<Result<Workflow, CompileErrors>, Problem> {
-    tokio::task::spawn_blocking(move || Workflow::compile_with(&source, &known))
-        .await
-        .map_err(|e| {
-            Problem::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
-                "Internal error",
-                format!("compiling stopped: {e}"),
-            )
-        })
 }
 
 /// What a definition may call here: what this server's runtime registers, and, since it
@@ -146,13 +52,7 @@ async fn known(state: &ServerState) -> Result<Known, Problem> {
     )
 )]
 async fn list(State(state): State<ServerState>) -> Result<Json<Vec<WorkflowView>>, Problem> {
-    let stored = state.client.store().workflow_list(None, None).await?;
-    Ok(Json(
-        stored
-            .into_iter()
-            .map(|w| WorkflowView::of(w, false))
-            .collect(),
-    ))
+    Ok(Json(state.api.workflows_list().await?))
 }
 
 #[utoipa::path(
@@ -174,63 +74,14 @@ async fn apply(
     State(state): State<ServerState>,
     JsonBody(def): JsonBody<Definition>,
 ) -> Result<Response, Problem> {
-    let applied = workflow::apply(
-        state.client.store().as_ref(),
-        &def.source,
-        &known(&state).await?,
-        Timestamp::now(),
-    )
-    .await
-    .map_err(|e| match e {
-        ApplyError::Compile(errors) => invalid(&errors),
-        ApplyError::Changed { .. } => Problem::new(
-            StatusCode::CONFLICT,
-            "version-changed",
-            "Version stored with other content",
-            e.to_string(),
-        )
-        .field("source"),
-        ApplyError::Store(e) => Problem::from(e),
-        other => Problem::invalid(other.to_string()),
-    })?;
-    // A server that runs a worker runs the new revision from now on; other workers pick it
-    // up within seconds.
-    if let Some(registry) = state.client.registry() {
-        applied
-            .workflow
-            .clone()
-            .register(registry, applied.revision);
-    }
-    let schedule = workflow::sync_schedule(&state.client, &applied.workflow).await?;
-    let schedule = match schedule {
-        workflow::ScheduleSync::Created(s)
-        | workflow::ScheduleSync::Updated(s)
-        | workflow::ScheduleSync::Unchanged(s) => Some(s.name),
-        _ => None,
-    };
+    let known = known(&state).await?;
+    let applied = ratchet_api::workflow_apply(&state.client, &def, known).await?;
     let status = if applied.created {
         StatusCode::CREATED
     } else {
         StatusCode::OK
     };
-    Ok((
-        status,
-        Json(AppliedView {
-            name: applied.workflow.orchestration_name(),
-            version: applied.workflow.version().to_string(),
-            revision: applied.revision,
-            created: applied.created,
-            schedule,
-        }),
-    )
-        .into_response())
-}
-
-/// A definition that compiles.
-#[derive(Debug, Serialize, ToSchema)]
-struct Valid {
-    name: String,
-    version: String,
+    Ok((status, Json(applied)).into_response())
 }
 
 #[utoipa::path(
@@ -249,21 +100,8 @@ async fn validate(
     State(state): State<ServerState>,
     JsonBody(def): JsonBody<Definition>,
 ) -> Result<Json<Valid>, Problem> {
-    let w = compile(def.source, known(&state).await?)
-        .await?
-        .map_err(|e| invalid(&e))?;
-    Ok(Json(Valid {
-        name: w.orchestration_name(),
-        version: w.version().to_string(),
-    }))
-}
-
-#[derive(Debug, Default, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-struct ShowParams {
-    /// This `document.version` (default: the newest).
-    version: Option<String>,
+    let known = known(&state).await?;
+    Ok(Json(ratchet_api::workflow_validate(&def, known).await?))
 }
 
 #[utoipa::path(
@@ -274,7 +112,7 @@ struct ShowParams {
     params(
         ("namespace" = String, Path, description = "`document.namespace`"),
         ("name" = String, Path, description = "`document.name`"),
-        ShowParams
+        ShowQuery
     ),
     responses(
         (status = 200, description = "The stored version with its source", body = WorkflowView),
@@ -285,28 +123,11 @@ struct ShowParams {
 async fn show(
     State(state): State<ServerState>,
     PathParam((namespace, name)): PathParam<(String, String)>,
-    QueryParams(params): QueryParams<ShowParams>,
+    QueryParams(query): QueryParams<ShowQuery>,
 ) -> Result<Json<WorkflowView>, Problem> {
-    let stored = state
-        .client
-        .store()
-        .workflow_list(Some(&namespace), Some(&name))
-        .await?;
-    let found = match &params.version {
-        Some(v) => stored.into_iter().find(|w| &w.version == v),
-        None => stored.into_iter().last(),
-    };
-    found
-        .map(|w| Json(WorkflowView::of(w, true)))
-        .ok_or_else(|| {
-            Problem::not_found(format!(
-                "no workflow {namespace}/{name}{} is stored",
-                params
-                    .version
-                    .map(|v| format!(" version {v}"))
-                    .unwrap_or_default()
-            ))
-        })
+    Ok(Json(
+        state.api.workflows_show(&namespace, &name, &query).await?,
+    ))
 }
 
 #[utoipa::path(
@@ -329,24 +150,21 @@ async fn graph(
     State(state): State<ServerState>,
     PathParam((namespace, name, version)): PathParam<(String, String, String)>,
 ) -> Result<Response, Problem> {
-    let stored = state
-        .client
-        .store()
-        .workflow_list(Some(&namespace), Some(&name))
-        .await?;
-    let Some(w) = stored.into_iter().find(|w| w.version == version) else {
-        return Err(Problem::not_found(format!(
-            "no workflow {namespace}/{name} version {version} is stored"
-        )));
+    let query = ShowQuery {
+        version: Some(version),
     };
-    let compiled = compile(w.source, Known::default()).await?.map_err(|e| {
-        Problem::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "stored-definition-invalid",
-            "Stored definition invalid",
-            format!("the stored definition no longer compiles: {e}"),
-        )
-    })?;
+    let stored = state.api.workflows_show(&namespace, &name, &query).await?;
+    let source = stored.source.unwrap_or_default();
+    let compiled = ratchet_api::workflow_compile(source, Known::default())
+        .await
+        .map_err(|e| {
+            Problem::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "stored-definition-invalid",
+                "Stored definition invalid",
+                format!("the stored definition no longer compiles: {e}"),
+            )
+        })?;
     Ok(svg(compiled.render()))
 }
 
@@ -362,18 +180,6 @@ pub(crate) fn svg(body: String) -> Response {
         .into_response()
 }
 
-#[derive(Debug, Default, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-struct DeleteParams {
-    /// Only this `document.version` (default: every version).
-    version: Option<String>,
-    /// Delete even while unfinished instances run on it: then only a worker that loaded the
-    /// revision before it was deleted runs them on; no other worker claims them.
-    #[serde(default)]
-    force: bool,
-}
-
 #[utoipa::path(
     delete,
     path = "/v1/workflows/{namespace}/{name}",
@@ -382,7 +188,7 @@ struct DeleteParams {
     params(
         ("namespace" = String, Path, description = "`document.namespace`"),
         ("name" = String, Path, description = "`document.name`"),
-        DeleteParams
+        DeleteQuery
     ),
     responses(
         (status = 200, description = "The versions deleted, by revision (without their source)", body = [WorkflowView]),
@@ -394,17 +200,12 @@ struct DeleteParams {
 async fn delete(
     State(state): State<ServerState>,
     PathParam((namespace, name)): PathParam<(String, String)>,
-    QueryParams(params): QueryParams<DeleteParams>,
+    QueryParams(query): QueryParams<DeleteQuery>,
 ) -> Result<Json<Vec<WorkflowView>>, Problem> {
-    let deleted = state
-        .client
-        .store()
-        .workflow_delete(&namespace, &name, params.version.as_deref(), params.force)
-        .await?;
     Ok(Json(
-        deleted
-            .into_iter()
-            .map(|w| WorkflowView::of(w, false))
-            .collect(),
+        state
+            .api
+            .workflows_delete(&namespace, &name, &query)
+            .await?,
     ))
 }
