@@ -21,6 +21,7 @@ use crate::schedules::{
     BackfillInput, DescribeQuery, DescriptionView, FireView, PauseInput, ScheduleInput,
     ScheduleView,
 };
+use crate::system::{Registry, Throughput, ThroughputParams, WhoAmI, WorkerView};
 use crate::tasks::{
     Acted, ActedOn, EnqueueBatch, EnqueueRequest, Enqueued, ManyIds, TaskAct, TaskQuery, TaskView,
 };
@@ -215,6 +216,35 @@ pub trait Api: Send + Sync {
         name: &str,
         query: &DeleteQuery,
     ) -> Result<Vec<WorkflowView>, ApiError>;
+
+    /// Alive: the process answers (`ok`).
+    async fn system_health(&self) -> Result<String, ApiError>;
+
+    /// Ready: the database answers (`ready`), or a 503 problem.
+    async fn system_ready(&self) -> Result<String, ApiError>;
+
+    /// What the answering process's runtime runs.
+    async fn system_registry(&self) -> Result<Registry, ApiError>;
+
+    /// Who asks, and what they may do.
+    async fn system_whoami(&self) -> Result<WhoAmI, ApiError>;
+
+    /// Every process that said it is alive, most recently seen first.
+    async fn system_workers(&self) -> Result<Vec<WorkerView>, ApiError>;
+
+    /// Instances and tasks started, completed and failed per bucket of time.
+    async fn system_throughput(&self, params: ThroughputParams) -> Result<Throughput, ApiError>;
+
+    /// The graph of an instance's current execution, drawn from its history: an SVG.
+    async fn instances_graph(&self, id: &str) -> Result<String, ApiError>;
+
+    /// The graph of a stored workflow version: an SVG.
+    async fn workflows_graph(
+        &self,
+        namespace: &str,
+        name: &str,
+        version: &str,
+    ) -> Result<String, ApiError>;
 
     /// Waits up to `timeout` for an instance to finish, a long poll after another (a server
     /// holds one for a minute at most).

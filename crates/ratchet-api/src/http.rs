@@ -26,6 +26,7 @@ use crate::schedules::{
     BackfillInput, DescribeQuery, DescriptionView, FireView, PauseInput, ScheduleInput,
     ScheduleView,
 };
+use crate::system::{Registry, Throughput, ThroughputParams, WhoAmI, WorkerView};
 use crate::tasks::{
     Acted, ActedOn, EnqueueBatch, EnqueueRequest, Enqueued, ManyIds, TaskAct, TaskQuery, TaskView,
 };
@@ -104,6 +105,18 @@ impl HttpApi {
         let response = request.send().await.map_err(transport)?;
         let status = response.status();
         let bytes = response.bytes().await.map_err(transport)?;
+        if route.answers_text() {
+            // A text answer (a probe's word, a drawing) read as a JSON string.
+            if status.is_success() {
+                let text = String::from_utf8_lossy(&bytes).into_owned();
+                return serde_json::from_value(serde_json::Value::String(text)).map_err(|e| {
+                    ApiError::Decode {
+                        url,
+                        message: e.to_string(),
+                    }
+                });
+            }
+        }
         if !status.is_success() {
             let problem = serde_json::from_slice::<ProblemBody>(&bytes).unwrap_or_else(|_| {
                 ProblemBody::new(
@@ -326,6 +339,59 @@ impl Api for HttpApi {
         // The first connection answers now: a refused query is this call's error.
         let response = follow.connect(None).await?;
         Ok(follow.events(response))
+    }
+
+    async fn system_health(&self) -> Result<String, ApiError> {
+        let route = routes::SYSTEM_HEALTH;
+        self.call(route, &[], NONE, NONE, Duration::ZERO).await
+    }
+
+    async fn system_ready(&self) -> Result<String, ApiError> {
+        let route = routes::SYSTEM_READY;
+        self.call(route, &[], NONE, NONE, Duration::ZERO).await
+    }
+
+    async fn system_registry(&self) -> Result<Registry, ApiError> {
+        let route = routes::SYSTEM_REGISTRY;
+        self.call(route, &[], NONE, NONE, Duration::ZERO).await
+    }
+
+    async fn system_whoami(&self) -> Result<WhoAmI, ApiError> {
+        let route = routes::SYSTEM_WHOAMI;
+        self.call(route, &[], NONE, NONE, Duration::ZERO).await
+    }
+
+    async fn system_workers(&self) -> Result<Vec<WorkerView>, ApiError> {
+        let route = routes::SYSTEM_WORKERS;
+        self.call(route, &[], NONE, NONE, Duration::ZERO).await
+    }
+
+    async fn system_throughput(&self, params: ThroughputParams) -> Result<Throughput, ApiError> {
+        let route = routes::SYSTEM_THROUGHPUT;
+        self.call(route, &[], Some(&params), NONE, Duration::ZERO)
+            .await
+    }
+
+    async fn instances_graph(&self, id: &str) -> Result<String, ApiError> {
+        let route = routes::INSTANCES_GRAPH;
+        self.call(route, &[id], NONE, NONE, Duration::ZERO).await
+    }
+
+    async fn workflows_graph(
+        &self,
+        namespace: &str,
+        name: &str,
+        version: &str,
+    ) -> Result<String, ApiError> {
+        let route = routes::WORKFLOWS_GRAPH;
+        self.call(
+            route,
+            &[namespace, name, version],
+            NONE,
+            NONE,
+            Duration::ZERO,
+        )
+        .await
     }
 
     async fn workflows_list(&self) -> Result<Vec<WorkflowView>, ApiError> {

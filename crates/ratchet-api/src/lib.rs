@@ -2,7 +2,8 @@
 //!
 //! Every operation of the HTTP API is a method of [`Api`], with the request and response
 //! types the server reads and answers ([`instances`], [`tasks`], [`queues`],
-//! [`schedules`], [`events`], [`workflows`]) and its errors
+//! [`schedules`], [`events`], [`workflows`],
+//! [`system`]) and its errors
 //! as problems ([`ProblemBody`], [`ApiError`]). Two implementations answer it alike:
 //! `LocalApi` on a client in this process (feature `local`), and `HttpApi` on a
 //! `ratchet server` (feature `http`). The server is a thin HTTP layer over `LocalApi`; the
@@ -36,6 +37,7 @@ mod problem;
 pub mod queues;
 pub mod routes;
 pub mod schedules;
+pub mod system;
 pub mod tasks;
 pub mod text;
 pub mod time;
@@ -63,6 +65,10 @@ pub use queues::{Done, Limits, QueueView};
 pub use schedules::{
     BackfillInput, DescribeQuery, DescriptionView, FireView, PauseInput, ScheduleInput,
     ScheduleView,
+};
+pub use system::{
+    OrchestrationName, Registry, Throughput, ThroughputBucketView, ThroughputParams, WhoAmI,
+    WorkerView,
 };
 pub use tasks::{
     ActOutcome, Acted, ActedOn, EnqueueBatch, EnqueueRequest, Enqueued, ManyIds, OptionsInput,

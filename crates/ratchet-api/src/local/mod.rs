@@ -31,6 +31,7 @@ use crate::schedules::{
     BackfillInput, DescribeQuery, DescriptionView, FireView, PauseInput, ScheduleInput,
     ScheduleView,
 };
+use crate::system::{Registry, Throughput, ThroughputParams, WhoAmI, WorkerView};
 use crate::tasks::{
     ActOutcome, Acted, ActedOn, EnqueueBatch, EnqueueRequest, Enqueued, ManyIds, TaskAct,
     TaskQuery, TaskView,
@@ -40,6 +41,7 @@ use crate::workflows::{AppliedView, Definition, DeleteQuery, ShowQuery, Valid, W
 
 mod events;
 mod schedules;
+mod system;
 mod workflows;
 
 pub use events::{one_item, position, to_query};
@@ -768,6 +770,85 @@ impl Api for LocalApi {
         let items = one_item(query.types.as_deref(), query.tags.as_deref())?;
         let after = position(query.after, "after")?;
         Ok(events::follow(&self.client, items, after))
+    }
+
+    async fn system_health(&self) -> Result<String, ApiError> {
+        Ok("ok".into())
+    }
+
+    async fn system_ready(&self) -> Result<String, ApiError> {
+        self.client.store().clock().await.map_err(|e| {
+            ApiError::from(ProblemBody::unavailable(format!(
+                "the database does not answer: {e}"
+            )))
+        })?;
+        Ok("ready".into())
+    }
+
+    async fn system_registry(&self) -> Result<Registry, ApiError> {
+        Ok(system::registry(&self.client))
+    }
+
+    async fn system_whoami(&self) -> Result<WhoAmI, ApiError> {
+        // In process there is no token to ask for: every scope.
+        Ok(WhoAmI {
+            auth: false,
+            scopes: ["read", "write", "admin"].map(String::from).to_vec(),
+            token: None,
+            name: None,
+        })
+    }
+
+    async fn system_workers(&self) -> Result<Vec<WorkerView>, ApiError> {
+        let now = Timestamp::now();
+        let workers = self
+            .client
+            .store()
+            .worker_list()
+            .await
+            .map_err(|e| ApiError::from(ProblemBody::from(e)))?;
+        Ok(workers
+            .into_iter()
+            .map(|w| WorkerView::of(w, now))
+            .collect())
+    }
+
+    async fn system_throughput(&self, params: ThroughputParams) -> Result<Throughput, ApiError> {
+        system::throughput(&self.client, params).await
+    }
+
+    async fn instances_graph(&self, id: &str) -> Result<String, ApiError> {
+        let drawn =
+            ratchet::graph::instance(self.client.store().as_ref(), id, Some("/v1/instances/"))
+                .await
+                .map_err(|e| ApiError::from(ProblemBody::from(e)))?
+                .ok_or_else(|| {
+                    ApiError::from(ProblemBody::not_found(format!("no instance {id}")))
+                })?;
+        Ok(ratchet::graph::render(&drawn))
+    }
+
+    async fn workflows_graph(
+        &self,
+        namespace: &str,
+        name: &str,
+        version: &str,
+    ) -> Result<String, ApiError> {
+        let stored = workflows::versions(&self.client, namespace, name).await?;
+        let Some(w) = stored.into_iter().find(|w| w.version == version) else {
+            return Err(workflows::missing(namespace, name, Some(version)));
+        };
+        let compiled = workflows::compile(w.source, ratchet_workflow::Known::default())
+            .await
+            .map_err(|e| {
+                ApiError::from(ProblemBody::new(
+                    500,
+                    "stored-definition-invalid",
+                    "Stored definition invalid",
+                    format!("the stored definition no longer compiles: {e}"),
+                ))
+            })?;
+        Ok(compiled.render())
     }
 
     async fn workflows_list(&self) -> Result<Vec<WorkflowView>, ApiError> {

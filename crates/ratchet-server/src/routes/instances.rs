@@ -195,11 +195,7 @@ async fn graph(
     State(state): State<ServerState>,
     PathParam(id): PathParam<String>,
 ) -> Result<axum::response::Response, Problem> {
-    let drawn =
-        ratchet::graph::instance(state.client.store().as_ref(), &id, Some("/v1/instances/"))
-            .await?
-            .ok_or_else(|| Problem::not_found(format!("no instance {id}")))?;
-    Ok(super::workflows::svg(ratchet::graph::render(&drawn)))
+    Ok(super::workflows::svg(state.api.instances_graph(&id).await?))
 }
 
 #[utoipa::path(

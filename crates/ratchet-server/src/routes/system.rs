@@ -1,10 +1,8 @@
 //! `/healthz`, `/readyz`, and `/v1/registry`: what this server's runtime runs.
 
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::Json;
-use serde::Serialize;
-use utoipa::ToSchema;
+use ratchet_api::{Api as _, Registry};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -35,31 +33,8 @@ async fn health() -> &'static str {
         (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
     )
 )]
-async fn ready(State(state): State<ServerState>) -> Result<&'static str, Problem> {
-    state.client.store().clock().await.map_err(|e| {
-        Problem::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
-            "Service unavailable",
-            format!("the database does not answer: {e}"),
-        )
-    })?;
-    Ok("ready")
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-struct Orchestration {
-    name: String,
-    versions: Vec<u32>,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-struct Registry {
-    /// False when this server runs no worker (`--no-worker`): then names are not checked here.
-    worker: bool,
-    orchestrations: Vec<Orchestration>,
-    activities: Vec<String>,
-    tasks: Vec<String>,
+async fn ready(State(state): State<ServerState>) -> Result<String, Problem> {
+    Ok(state.api.system_ready().await?)
 }
 
 #[utoipa::path(
@@ -72,20 +47,6 @@ struct Registry {
         (status = 503, description = "The database is out of reach", body = ProblemBody, content_type = "application/problem+json")
     )
 )]
-async fn registry(State(state): State<ServerState>) -> Json<Registry> {
-    let names = state
-        .client
-        .registry()
-        .map(|r| r.names())
-        .unwrap_or_default();
-    Json(Registry {
-        worker: state.client.registry().is_some(),
-        orchestrations: names
-            .orchestrations
-            .into_iter()
-            .map(|(name, versions)| Orchestration { name, versions })
-            .collect(),
-        activities: names.activities,
-        tasks: names.tasks,
-    })
+async fn registry(State(state): State<ServerState>) -> Result<Json<Registry>, Problem> {
+    Ok(Json(state.api.system_registry().await?))
 }

@@ -150,22 +150,11 @@ async fn graph(
     State(state): State<ServerState>,
     PathParam((namespace, name, version)): PathParam<(String, String, String)>,
 ) -> Result<Response, Problem> {
-    let query = ShowQuery {
-        version: Some(version),
-    };
-    let stored = state.api.workflows_show(&namespace, &name, &query).await?;
-    let source = stored.source.unwrap_or_default();
-    let compiled = ratchet_api::workflow_compile(source, Known::default())
-        .await
-        .map_err(|e| {
-            Problem::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "stored-definition-invalid",
-                "Stored definition invalid",
-                format!("the stored definition no longer compiles: {e}"),
-            )
-        })?;
-    Ok(svg(compiled.render()))
+    let drawn = state
+        .api
+        .workflows_graph(&namespace, &name, &version)
+        .await?;
+    Ok(svg(drawn))
 }
 
 /// A drawing, as `image/svg+xml`.
