@@ -11,9 +11,10 @@ use crate::events::{
     StreamQuery,
 };
 use crate::instances::{
-    BatchItem, HistoryItem, HistoryPage, HistoryQuery, InstancePage, InstanceQuery, InstanceView,
-    PurgeRequest, Purged, Restarted, SignalRequest, Signalled, StartBatch, StartRequest, Started,
-    StopRequest, WaitOutcome, WaitQuery, WriteParams,
+    BatchItem, HistoryItem, HistoryPage, HistoryQuery, InstanceMessage, InstancePage,
+    InstanceQuery, InstanceStreamQuery, InstanceView, PurgeRequest, Purged, Restarted,
+    SignalRequest, Signalled, StartBatch, StartRequest, Started, StopRequest, WaitOutcome,
+    WaitQuery, WriteParams,
 };
 use crate::problem::ApiError;
 use crate::queues::{Done, Limits, QueueView};
@@ -216,6 +217,15 @@ pub trait Api: Send + Sync {
         name: &str,
         query: &DeleteQuery,
     ) -> Result<Vec<WorkflowView>, ApiError>;
+
+    /// An instance live: the instance (again whenever it changes), each history event after
+    /// the start, and an end once it finished and its whole history was given. A look that
+    /// fails is an item of the stream, which carries on after it.
+    async fn instances_stream(
+        &self,
+        id: &str,
+        query: &InstanceStreamQuery,
+    ) -> Result<BoxStream<'static, Result<InstanceMessage, ApiError>>, ApiError>;
 
     /// Alive: the process answers (`ok`).
     async fn system_health(&self) -> Result<String, ApiError>;

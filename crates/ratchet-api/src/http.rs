@@ -15,9 +15,9 @@ use crate::events::{
     StreamQuery,
 };
 use crate::instances::{
-    BatchItem, HistoryPage, HistoryQuery, InstancePage, InstanceQuery, InstanceView, PurgeRequest,
-    Purged, Restarted, SignalRequest, Signalled, StartBatch, StartRequest, Started, StopRequest,
-    WaitOutcome, WaitQuery, WriteParams,
+    BatchItem, HistoryPage, HistoryQuery, InstanceMessage, InstancePage, InstanceQuery,
+    InstanceStreamQuery, InstanceView, PurgeRequest, Purged, Restarted, SignalRequest, Signalled,
+    StartBatch, StartRequest, Started, StopRequest, WaitOutcome, WaitQuery, WriteParams,
 };
 use crate::problem::{ApiError, ProblemBody};
 use crate::queues::{Done, Limits, QueueView};
@@ -329,16 +329,20 @@ impl Api for HttpApi {
         &self,
         query: &StreamQuery,
     ) -> Result<BoxStream<'static, Result<EventView, ApiError>>, ApiError> {
-        let url = format!("{}{}", self.base, routes::EVENTS_STREAM.path);
-        let follow = Follow {
-            http: self.http.clone(),
-            token: self.token.clone(),
-            url,
-            query: query.clone(),
-        };
-        // The first connection answers now: a refused query is this call's error.
-        let response = follow.connect(None).await?;
-        Ok(follow.events(response))
+        let route = routes::EVENTS_STREAM;
+        self.follow(route, &[], query, None, event_message, |_| false)
+            .await
+    }
+
+    async fn instances_stream(
+        &self,
+        id: &str,
+        query: &InstanceStreamQuery,
+    ) -> Result<BoxStream<'static, Result<InstanceMessage, ApiError>>, ApiError> {
+        let route = routes::INSTANCES_STREAM;
+        let ends = |m: &InstanceMessage| matches!(m, InstanceMessage::End);
+        self.follow(route, &[id], query, None, instance_message, ends)
+            .await
     }
 
     async fn system_health(&self) -> Result<String, ApiError> {
@@ -508,37 +512,110 @@ impl Api for HttpApi {
     }
 }
 
-/// A stream of events over Server-Sent Events, connecting again after a dropped connection
-/// and resuming after the last event seen (`Last-Event-ID`).
-struct Follow {
+/// One Server-Sent Events message.
+struct Message {
+    /// Its `event:` name, if any.
+    name: Option<String>,
+    /// Its `id:`, if any.
+    id: Option<String>,
+    /// Its `data:`, lines joined.
+    data: String,
+}
+
+impl Message {
+    fn parse(text: &str) -> Self {
+        let mut m = Message {
+            name: None,
+            id: None,
+            data: String::new(),
+        };
+        for line in text.lines() {
+            let (field, value) = line.split_once(':').unwrap_or((line, ""));
+            let value = value.strip_prefix(' ').unwrap_or(value);
+            match field {
+                "event" => m.name = Some(value.to_string()),
+                "id" => m.id = Some(value.to_string()),
+                "data" => {
+                    if !m.data.is_empty() {
+                        m.data.push('\n');
+                    }
+                    m.data.push_str(value);
+                }
+                _ => {}
+            }
+        }
+        m
+    }
+}
+
+/// A stream of Server-Sent Events, connecting again after a dropped connection and resuming
+/// after the last message with an id (`Last-Event-ID`).
+struct Follow<T> {
     http: reqwest::Client,
     token: Option<String>,
-    url: String,
-    query: StreamQuery,
+    url: reqwest::Url,
+    /// A message as the stream's item: none for one to skip (a keep-alive).
+    decode: fn(&Message) -> Result<Option<T>, String>,
+    /// Whether an item is the stream's last.
+    ends: fn(&T) -> bool,
 }
 
 /// What the stream holds between items: the open answer, the text read but not parsed, the
-/// events parsed but not given, and the last position given.
-struct Reading {
-    follow: Follow,
+/// items parsed but not given, and the last id seen.
+struct Reading<T> {
+    follow: Follow<T>,
     response: Option<reqwest::Response>,
     buffer: String,
-    ready: std::collections::VecDeque<EventView>,
-    last: Option<u64>,
+    ready: std::collections::VecDeque<T>,
+    last: Option<String>,
+    ended: bool,
 }
 
-impl Follow {
+impl HttpApi {
+    /// The stream of `route`, its first connection made now (so a refusal is this call's
+    /// error).
+    async fn follow<T: Send + 'static>(
+        &self,
+        route: Route,
+        segments: &[&str],
+        query: &(impl Serialize + Sync + ?Sized),
+        last: Option<String>,
+        decode: fn(&Message) -> Result<Option<T>, String>,
+        ends: fn(&T) -> bool,
+    ) -> Result<BoxStream<'static, Result<T, ApiError>>, ApiError> {
+        let address = format!("{}{}", self.base, route.fill(segments));
+        let url = self
+            .http
+            .get(&address)
+            .query(query)
+            .build()
+            .map_err(|e| ApiError::Usage(format!("{address}: {e}")))?
+            .url()
+            .clone();
+        let follow = Follow {
+            http: self.http.clone(),
+            token: self.token.clone(),
+            url,
+            decode,
+            ends,
+        };
+        let response = follow.connect(last.as_deref()).await?;
+        Ok(follow.items(response, last))
+    }
+}
+
+impl<T: Send + 'static> Follow<T> {
     /// One connection, after `last` when given.
-    async fn connect(&self, last: Option<u64>) -> Result<reqwest::Response, ApiError> {
-        let mut request = self.http.get(&self.url).query(&self.query);
-        if let Some(position) = last {
-            request = request.header("Last-Event-ID", position.to_string());
+    async fn connect(&self, last: Option<&str>) -> Result<reqwest::Response, ApiError> {
+        let mut request = self.http.get(self.url.clone());
+        if let Some(id) = last {
+            request = request.header("Last-Event-ID", id);
         }
         if let Some(token) = &self.token {
             request = request.bearer_auth(token);
         }
         let response = request.send().await.map_err(|e| ApiError::Transport {
-            url: self.url.clone(),
+            url: self.url.to_string(),
             message: e.to_string(),
         })?;
         let status = response.status();
@@ -558,25 +635,33 @@ impl Follow {
             .into())
     }
 
-    fn events(
+    fn items(
         self,
         response: reqwest::Response,
-    ) -> BoxStream<'static, Result<EventView, ApiError>> {
+        last: Option<String>,
+    ) -> BoxStream<'static, Result<T, ApiError>> {
         let start = Reading {
             follow: self,
             response: Some(response),
             buffer: String::new(),
             ready: std::collections::VecDeque::new(),
-            last: None,
+            last,
+            ended: false,
         };
         futures::stream::unfold(start, |mut r| async move {
             loop {
-                if let Some(event) = r.ready.pop_front() {
-                    r.last = Some(event.position);
-                    return Some((Ok(event), r));
+                if let Some(item) = r.ready.pop_front() {
+                    if (r.follow.ends)(&item) {
+                        r.ended = true;
+                        r.ready.clear();
+                    }
+                    return Some((Ok(item), r));
+                }
+                if r.ended {
+                    return None;
                 }
                 let Some(open) = r.response.as_mut() else {
-                    match r.follow.connect(r.last).await {
+                    match r.follow.connect(r.last.as_deref()).await {
                         Ok(response) => r.response = Some(response),
                         Err(e) => {
                             tokio::time::sleep(Duration::from_secs(1)).await;
@@ -589,24 +674,27 @@ impl Follow {
                     Ok(Some(chunk)) => {
                         r.buffer.push_str(&String::from_utf8_lossy(&chunk));
                         while let Some(end) = r.buffer.find("\n\n") {
-                            let message: String = r.buffer.drain(..end + 2).collect();
-                            let Some(data) = message.lines().find_map(|l| l.strip_prefix("data: "))
-                            else {
-                                continue;
-                            };
-                            match serde_json::from_str::<EventView>(data) {
-                                Ok(event) => r.ready.push_back(event),
+                            let text: String = r.buffer.drain(..end + 2).collect();
+                            let message = Message::parse(&text);
+                            match (r.follow.decode)(&message) {
+                                Ok(Some(item)) => {
+                                    if message.id.is_some() {
+                                        r.last = message.id;
+                                    }
+                                    r.ready.push_back(item);
+                                }
+                                Ok(None) => {}
                                 Err(e) => {
                                     let e = ApiError::Decode {
-                                        url: r.follow.url.clone(),
-                                        message: e.to_string(),
+                                        url: r.follow.url.to_string(),
+                                        message: e,
                                     };
                                     return Some((Err(e), r));
                                 }
                             }
                         }
                     }
-                    // Dropped: connect again after the last event seen.
+                    // Dropped: connect again after the last message seen.
                     Ok(None) | Err(_) => {
                         r.response = None;
                         r.buffer.clear();
@@ -617,4 +705,29 @@ impl Follow {
         })
         .boxed()
     }
+}
+
+/// An event of the event stream.
+fn event_message(m: &Message) -> Result<Option<EventView>, String> {
+    if m.data.is_empty() {
+        return Ok(None);
+    }
+    serde_json::from_str(&m.data)
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
+/// A message of an instance's stream.
+fn instance_message(m: &Message) -> Result<Option<InstanceMessage>, String> {
+    let read = |e: serde_json::Error| e.to_string();
+    Ok(match m.name.as_deref() {
+        Some("instance") => Some(InstanceMessage::Instance(Box::new(
+            serde_json::from_str(&m.data).map_err(read)?,
+        ))),
+        Some("history") => Some(InstanceMessage::History(Box::new(
+            serde_json::from_str(&m.data).map_err(read)?,
+        ))),
+        Some("end") => Some(InstanceMessage::End),
+        _ => None,
+    })
 }

@@ -304,3 +304,37 @@ pub struct WriteParams {
     #[serde(default)]
     pub allow_unknown: bool,
 }
+
+/// What an instance's stream follows from.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct InstanceStreamQuery {
+    /// Start after this history position, `execution.seq` (default: from the first event);
+    /// a `Last-Event-ID` header, which browsers send when they reconnect, wins over it.
+    #[param(value_type = Option<HistoryPosition>)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+}
+
+/// One message of an instance's stream.
+#[derive(Clone, Debug, PartialEq)]
+pub enum InstanceMessage {
+    /// The instance, first and again whenever it changes (an `instance` message).
+    Instance(Box<InstanceView>),
+    /// An event of its history, in order (a `history` message whose id is `execution.seq`).
+    History(Box<HistoryItem>),
+    /// Finished, its whole history sent, or gone: nothing more comes (an `end` message).
+    End,
+}
+
+impl InstanceMessage {
+    /// The name of its Server-Sent Events message.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Instance(_) => "instance",
+            Self::History(_) => "history",
+            Self::End => "end",
+        }
+    }
+}

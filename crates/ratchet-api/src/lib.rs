@@ -51,9 +51,10 @@ pub use events::{
 #[cfg(feature = "http")]
 pub use http::{HttpApi, REQUEST_TIMEOUT};
 pub use instances::{
-    BatchItem, HistoryItem, HistoryPage, HistoryQuery, IfExistsParam, InstancePage, InstanceQuery,
-    InstanceView, ParentView, PurgeRequest, Purged, Restarted, SignalRequest, Signalled,
-    StartBatch, StartRequest, Started, StopRequest, WaitOutcome, WaitQuery, WriteParams,
+    BatchItem, HistoryItem, HistoryPage, HistoryQuery, IfExistsParam, InstanceMessage,
+    InstancePage, InstanceQuery, InstanceStreamQuery, InstanceView, ParentView, PurgeRequest,
+    Purged, Restarted, SignalRequest, Signalled, StartBatch, StartRequest, Started, StopRequest,
+    WaitOutcome, WaitQuery, WriteParams,
 };
 #[cfg(feature = "local")]
 pub use local::{

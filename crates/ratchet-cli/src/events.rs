@@ -489,10 +489,7 @@ mod tests {
         .expect("parsed");
         assert_eq!(a.events.len(), 2);
         assert_eq!(
-            a.condition
-                .expect("condition")
-                .fail_if_events_match
-                .len(),
+            a.condition.expect("condition").fail_if_events_match.len(),
             2
         );
         let one = append(&["append", "--json", r#"{"type": "A"}"#]).expect("one object");

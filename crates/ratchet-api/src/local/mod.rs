@@ -21,9 +21,10 @@ use crate::events::{
     StreamQuery,
 };
 use crate::instances::{
-    BatchItem, HistoryItem, HistoryPage, HistoryQuery, IfExistsParam, InstancePage, InstanceQuery,
-    InstanceView, ParentView, PurgeRequest, Purged, Restarted, SignalRequest, Signalled,
-    StartBatch, StartRequest, Started, StopRequest, WaitOutcome, WaitQuery, WriteParams,
+    BatchItem, HistoryItem, HistoryPage, HistoryQuery, IfExistsParam, InstanceMessage,
+    InstancePage, InstanceQuery, InstanceStreamQuery, InstanceView, ParentView, PurgeRequest,
+    Purged, Restarted, SignalRequest, Signalled, StartBatch, StartRequest, Started, StopRequest,
+    WaitOutcome, WaitQuery, WriteParams,
 };
 use crate::problem::{ApiError, ProblemBody};
 use crate::queues::{Done, Limits, QueueView};
@@ -40,6 +41,7 @@ use crate::time::{parse_rfc3339, rfc3339};
 use crate::workflows::{AppliedView, Definition, DeleteQuery, ShowQuery, Valid, WorkflowView};
 
 mod events;
+mod instance_stream;
 mod schedules;
 mod system;
 mod workflows;
@@ -770,6 +772,16 @@ impl Api for LocalApi {
         let items = one_item(query.types.as_deref(), query.tags.as_deref())?;
         let after = position(query.after, "after")?;
         Ok(events::follow(&self.client, items, after))
+    }
+
+    async fn instances_stream(
+        &self,
+        id: &str,
+        query: &InstanceStreamQuery,
+    ) -> Result<futures::stream::BoxStream<'static, Result<InstanceMessage, ApiError>>, ApiError>
+    {
+        let after = query.after.as_deref().map(parse_position).transpose()?;
+        instance_stream::follow(&self.client, id, after).await
     }
 
     async fn system_health(&self) -> Result<String, ApiError> {
