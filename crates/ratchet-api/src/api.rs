@@ -26,6 +26,9 @@ use crate::system::{Registry, Throughput, ThroughputParams, WhoAmI, WorkerView};
 use crate::tasks::{
     Acted, ActedOn, EnqueueBatch, EnqueueRequest, Enqueued, ManyIds, TaskAct, TaskQuery, TaskView,
 };
+use crate::work::{
+    ClaimBody, Claimed, CompleteBody, HeartbeatBody, Leases, ReleaseBody, Released, ReportedAll,
+};
 use crate::workflows::{AppliedView, Definition, DeleteQuery, ShowQuery, Valid, WorkflowView};
 
 /// The operations of Ratchet's API. Each method is the OpenAPI operation of the same name
@@ -226,6 +229,31 @@ pub trait Api: Send + Sync {
         id: &str,
         query: &InstanceStreamQuery,
     ) -> Result<BoxStream<'static, Result<InstanceMessage, ApiError>>, ApiError>;
+
+    /// Claims attempts for `worker`: ready ones at once, else the first that become ready
+    /// within `wait_ms`.
+    async fn workers_claim(&self, worker: &str, body: &ClaimBody) -> Result<Claimed, ApiError>;
+
+    /// Renews the leases of attempts `worker` runs; says of each whether it holds, was lost,
+    /// or should stop because a client cancelled its task.
+    async fn workers_heartbeat(
+        &self,
+        worker: &str,
+        body: &HeartbeatBody,
+    ) -> Result<Leases, ApiError>;
+
+    /// Reports how attempts ended, in one commit: each applied, or refused when its lease was
+    /// lost.
+    async fn workers_complete(
+        &self,
+        worker: &str,
+        body: &CompleteBody,
+    ) -> Result<ReportedAll, ApiError>;
+
+    /// Gives attempts `worker` will not run back to their queues at once; they count no
+    /// attempt.
+    async fn workers_release(&self, worker: &str, body: &ReleaseBody)
+        -> Result<Released, ApiError>;
 
     /// Alive: the process answers (`ok`).
     async fn system_health(&self) -> Result<String, ApiError>;

@@ -30,6 +30,9 @@ use crate::system::{Registry, Throughput, ThroughputParams, WhoAmI, WorkerView};
 use crate::tasks::{
     Acted, ActedOn, EnqueueBatch, EnqueueRequest, Enqueued, ManyIds, TaskAct, TaskQuery, TaskView,
 };
+use crate::work::{
+    ClaimBody, Claimed, CompleteBody, HeartbeatBody, Leases, ReleaseBody, Released, ReportedAll,
+};
 use crate::workflows::{AppliedView, Definition, DeleteQuery, ShowQuery, Valid, WorkflowView};
 
 /// How long a request may take beyond what it asks the server to wait.
@@ -342,6 +345,42 @@ impl Api for HttpApi {
         let route = routes::INSTANCES_STREAM;
         let ends = |m: &InstanceMessage| matches!(m, InstanceMessage::End);
         self.follow(route, &[id], query, None, instance_message, ends)
+            .await
+    }
+
+    async fn workers_claim(&self, worker: &str, body: &ClaimBody) -> Result<Claimed, ApiError> {
+        let route = routes::WORKERS_CLAIM;
+        let waits = Duration::from_millis(body.wait_ms.unwrap_or(0));
+        self.call(route, &[worker], NONE, Some(body), waits).await
+    }
+
+    async fn workers_heartbeat(
+        &self,
+        worker: &str,
+        body: &HeartbeatBody,
+    ) -> Result<Leases, ApiError> {
+        let route = routes::WORKERS_HEARTBEAT;
+        self.call(route, &[worker], NONE, Some(body), Duration::ZERO)
+            .await
+    }
+
+    async fn workers_complete(
+        &self,
+        worker: &str,
+        body: &CompleteBody,
+    ) -> Result<ReportedAll, ApiError> {
+        let route = routes::WORKERS_COMPLETE;
+        self.call(route, &[worker], NONE, Some(body), Duration::ZERO)
+            .await
+    }
+
+    async fn workers_release(
+        &self,
+        worker: &str,
+        body: &ReleaseBody,
+    ) -> Result<Released, ApiError> {
+        let route = routes::WORKERS_RELEASE;
+        self.call(route, &[worker], NONE, Some(body), Duration::ZERO)
             .await
     }
 

@@ -3,7 +3,7 @@
 //! Every operation of the HTTP API is a method of [`Api`], with the request and response
 //! types the server reads and answers ([`instances`], [`tasks`], [`queues`],
 //! [`schedules`], [`events`], [`workflows`],
-//! [`system`]) and its errors
+//! [`system`], [`work`]) and its errors
 //! as problems ([`ProblemBody`], [`ApiError`]). Two implementations answer it alike:
 //! `LocalApi` on a client in this process (feature `local`), and `HttpApi` on a
 //! `ratchet server` (feature `http`). The server is a thin HTTP layer over `LocalApi`; the
@@ -41,6 +41,7 @@ pub mod system;
 pub mod tasks;
 pub mod text;
 pub mod time;
+pub mod work;
 pub mod workflows;
 
 pub use api::Api;
@@ -58,8 +59,9 @@ pub use instances::{
 };
 #[cfg(feature = "local")]
 pub use local::{
-    comma_list, decode_cursor, encode_cursor, one_item, parse_position, position, to_query,
-    workflow_apply, workflow_compile, workflow_validate, LocalApi, DEFAULT_WAIT, MAX_PAGE,
+    comma_list, decode_cursor, encode_cursor, lease_keys, one_item, parse_position, position,
+    to_query, worker_claim, worker_complete, workflow_apply, workflow_compile, workflow_validate,
+    LocalApi, DEFAULT_WAIT, MAX_CLAIM_WAIT, MAX_PAGE,
 };
 pub use problem::{ApiError, ProblemBody, SourceError, PROBLEM_JSON};
 pub use queues::{Done, Limits, QueueView};
@@ -74,5 +76,10 @@ pub use system::{
 pub use tasks::{
     ActOutcome, Acted, ActedOn, EnqueueBatch, EnqueueRequest, Enqueued, ManyIds, OptionsInput,
     RetryInput, TaskAct, TaskQuery, TaskView,
+};
+pub use work::{
+    AttemptView, ClaimBody, Claimed, CompleteBody, ErrorBody, HeartbeatBody, LeaseHeld,
+    LeaseStatus, LeaseView, Leases, QueueLimit, ReleaseBody, Released, ReportStatus, Reported,
+    ReportedAll, ResultBody, StepView,
 };
 pub use workflows::{AppliedView, Definition, DeleteQuery, ShowQuery, Valid, WorkflowView};

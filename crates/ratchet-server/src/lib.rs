@@ -30,7 +30,6 @@ mod problem;
 mod routes;
 mod serve;
 mod state;
-use ratchet_api::time;
 mod trace;
 
 pub use auth::{hash as token_hash, issue as issue_token, Grant, IssuedToken, Scope, TokenError};

@@ -38,15 +38,22 @@ use crate::tasks::{
     TaskQuery, TaskView,
 };
 use crate::time::{parse_rfc3339, rfc3339};
+use crate::work::{
+    ClaimBody, Claimed, CompleteBody, HeartbeatBody, Leases, ReleaseBody, Released, ReportedAll,
+};
 use crate::workflows::{AppliedView, Definition, DeleteQuery, ShowQuery, Valid, WorkflowView};
 
 mod events;
 mod instance_stream;
 mod schedules;
 mod system;
+mod work;
 mod workflows;
 
 pub use events::{one_item, position, to_query};
+pub use work::{
+    claim as worker_claim, complete as worker_complete, keys as lease_keys, MAX_CLAIM_WAIT,
+};
 pub use workflows::{
     apply as workflow_apply, compile as workflow_compile, validate as workflow_validate,
 };
@@ -782,6 +789,34 @@ impl Api for LocalApi {
     {
         let after = query.after.as_deref().map(parse_position).transpose()?;
         instance_stream::follow(&self.client, id, after).await
+    }
+
+    async fn workers_claim(&self, worker: &str, body: &ClaimBody) -> Result<Claimed, ApiError> {
+        work::claim(&self.client, worker, body, std::future::pending()).await
+    }
+
+    async fn workers_heartbeat(
+        &self,
+        worker: &str,
+        body: &HeartbeatBody,
+    ) -> Result<Leases, ApiError> {
+        work::heartbeat(&self.client, worker, &body.tasks, body.lease_ms).await
+    }
+
+    async fn workers_complete(
+        &self,
+        _worker: &str,
+        body: &CompleteBody,
+    ) -> Result<ReportedAll, ApiError> {
+        work::complete(&self.client, body.to_results()?).await
+    }
+
+    async fn workers_release(
+        &self,
+        worker: &str,
+        body: &ReleaseBody,
+    ) -> Result<Released, ApiError> {
+        work::release(&self.client, worker, &body.tasks).await
     }
 
     async fn system_health(&self) -> Result<String, ApiError> {
