@@ -27,6 +27,7 @@
 #![deny(missing_docs)]
 
 mod api;
+mod dispatch;
 pub mod events;
 #[cfg(feature = "http")]
 mod http;
@@ -45,6 +46,7 @@ pub mod work;
 pub mod workflows;
 
 pub use api::Api;
+pub use dispatch::{dispatch, Call};
 pub use events::{
     AppendInput, AppendedView, CloudEventsInput, ConditionInput, DirectionParam, EventInput,
     EventPageView, EventView, ItemInput, QueryInput, ReadQuery, StreamQuery,

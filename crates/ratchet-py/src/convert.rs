@@ -1,15 +1,15 @@
 //! Payloads in and out: JSON text both ways (the Python side encodes and decodes it, with
-//! orjson when installed), task options from their keyword arguments, records as JSON.
+//! orjson when installed), and the checks of the seconds and times a caller gives.
 
 use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::PyErr;
-use ratchet::{RetryPolicy, TaskOptions, TaskRecord, Timestamp};
+use ratchet::Timestamp;
 use ratchet_core::limits::{
     check_duration, check_json_depth, check_time, MAX_DURATION, MAX_TIME_MS, MIN_TIME_MS,
 };
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 
 use crate::error::invalid;
 
@@ -26,55 +26,6 @@ pub(crate) fn parse(text: &str, what: &str) -> Result<Value, PyErr> {
 pub(crate) fn text(value: &impl serde::Serialize) -> String {
     // Ratchet's own records always serialize.
     serde_json::to_string(value).unwrap_or_else(|_| "null".to_string())
-}
-
-/// Task options from a JSON object of the keyword arguments `enqueue` takes. An unknown key
-/// or a value of the wrong type is refused, naming it: nothing is enqueued.
-pub(crate) fn task_options(options: &Value) -> Result<TaskOptions, PyErr> {
-    let mut out = TaskOptions::default();
-    let Some(fields) = options.as_object() else {
-        return Err(invalid("task options must be a mapping"));
-    };
-    for (key, value) in fields {
-        if value.is_null() {
-            continue;
-        }
-        let field = format!("task option {key}");
-        let bad = |expected: &str| invalid(format!("{field}: expected {expected}, got {value}"));
-        let number = || value.as_f64().ok_or_else(|| bad("a number"));
-        match key.as_str() {
-            "queue" => out.queue = value.as_str().ok_or_else(|| bad("a string"))?.to_string(),
-            "priority" => {
-                out.priority = value
-                    .as_i64()
-                    .and_then(|p| i16::try_from(p).ok())
-                    .ok_or_else(|| bad("an integer from -32768 to 32767"))?;
-            }
-            "delay" => out = out.delay(seconds(number()?, &field)?),
-            "run_at" => out = out.run_at(unix_time(number()?, &field)?),
-            "max_attempts" => {
-                let n = value
-                    .as_u64()
-                    .and_then(|n| u32::try_from(n).ok())
-                    .filter(|n| *n >= 1);
-                out = out.max_attempts(n.ok_or_else(|| bad("an integer of at least 1"))?);
-            }
-            "retry_delay" => {
-                out.retry =
-                    RetryPolicy { ..out.retry }.initial_interval(seconds(number()?, &field)?);
-            }
-            "timeout" => out = out.timeout(seconds(number()?, &field)?),
-            "unique_key" => out = out.unique_key(value.as_str().ok_or_else(|| bad("a string"))?),
-            "metadata" => out = out.metadata(value.clone()),
-            other => {
-                return Err(invalid(format!(
-                    "unknown task option {other:?} (known: queue, priority, delay, run_at, \
-                     max_attempts, retry_delay, timeout, unique_key, metadata)"
-                )))
-            }
-        }
-    }
-    Ok(out)
 }
 
 /// `value` seconds as a duration a caller may give: 0 or more, at most `MAX_DURATION` (100
@@ -112,7 +63,7 @@ pub(crate) fn unix_time(value: f64, field: &str) -> Result<Timestamp, PyErr> {
 }
 
 /// Checks `value`, seconds a caller gave for `field`, as [`seconds`] does; answers it. For
-/// the HTTP client, which converts options itself before it sends them.
+/// the client, which converts options to the API's before it sends them.
 ///
 /// # Errors
 ///
@@ -127,7 +78,7 @@ pub(crate) fn check_seconds(field: &str, value: &Bound<'_, PyAny>) -> PyResult<f
 }
 
 /// Checks `value`, a Unix time in seconds a caller gave for `field`, as [`unix_time`] does;
-/// answers it. For the HTTP client.
+/// answers it. For the client.
 ///
 /// # Errors
 ///
@@ -141,94 +92,4 @@ pub(crate) fn check_unix_time(field: &str, value: &Bound<'_, PyAny>) -> PyResult
     })?;
     unix_time(secs, field)?;
     Ok(secs)
-}
-
-/// A task as Python sees it (times in milliseconds since the Unix epoch).
-pub(crate) fn task(record: &TaskRecord) -> Value {
-    let mut out = Map::new();
-    out.insert("id".into(), json!(record.id.0));
-    out.insert("queue".into(), json!(record.queue));
-    out.insert("name".into(), json!(record.name));
-    out.insert("state".into(), json!(record.state.as_str()));
-    out.insert("priority".into(), json!(record.priority));
-    out.insert("attempt".into(), json!(record.attempt));
-    out.insert("max_attempts".into(), json!(record.max_attempts));
-    out.insert("input".into(), record.input.clone());
-    out.insert(
-        "output".into(),
-        record.output.clone().unwrap_or(Value::Null),
-    );
-    out.insert("error".into(), json!(record.error));
-    out.insert("unique_key".into(), json!(record.unique_key));
-    out.insert(
-        "metadata".into(),
-        record.metadata.clone().unwrap_or(Value::Null),
-    );
-    out.insert("created_at".into(), json!(record.created_at.as_millis()));
-    out.insert("run_at".into(), json!(record.visible_at.as_millis()));
-    out.insert(
-        "finished_at".into(),
-        json!(record.finished_at.map(Timestamp::as_millis)),
-    );
-    Value::Object(out)
-}
-
-/// A schedule from the JSON object `schedule_create` and `schedule_update` build: `spec`,
-/// `time_zone`, `workflow` or `task` (with `options` as `enqueue` takes them), `input`,
-/// `overlap`, `catch_up`, `jitter` (seconds), `paused` (a note), `start_at` and `end_at`
-/// (Unix times in seconds), `remaining_actions`. A bad field is refused, naming it.
-pub(crate) fn schedule_options(body: &Value) -> Result<ratchet::ScheduleOptions, PyErr> {
-    let text = |key: &str| body.get(key).and_then(Value::as_str).map(str::to_string);
-    let spec = text("spec").ok_or_else(|| invalid("schedule: spec must be a string"))?;
-    let input = body.get("input").cloned().unwrap_or(Value::Null);
-    let mut options = match (text("workflow"), text("task")) {
-        (Some(workflow), None) => ratchet::ScheduleOptions::start(&spec, &workflow, input),
-        (None, Some(task)) => {
-            let task_options = task_options(body.get("options").unwrap_or(&json!({})))?;
-            ratchet::ScheduleOptions::enqueue(&spec, &task, input, task_options)
-        }
-        _ => return Err(invalid("schedule: give either workflow or task")),
-    }
-    .map_err(crate::error::to_py)?;
-    let policy = |e: ratchet::Error| crate::error::to_py(e);
-    if let Some(zone) = text("time_zone") {
-        options = options.time_zone(&zone);
-    }
-    if let Some(o) = text("overlap") {
-        options = options.overlap(o.parse().map_err(|e| policy(ratchet::Error::from(e)))?);
-    }
-    if let Some(c) = text("catch_up") {
-        options = options.catch_up(c.parse().map_err(|e| policy(ratchet::Error::from(e)))?);
-    }
-    if let Some(j) = body.get("jitter").filter(|v| !v.is_null()) {
-        let j = j
-            .as_f64()
-            .ok_or_else(|| invalid("schedule jitter: expected seconds"))?;
-        options = options.jitter(seconds(j, "schedule jitter")?);
-    }
-    if let Some(note) = text("paused") {
-        options = options.paused(&note);
-    }
-    let time = |key: &str| -> Result<Option<Timestamp>, PyErr> {
-        match body.get(key).filter(|v| !v.is_null()) {
-            None => Ok(None),
-            Some(v) => {
-                let field = format!("schedule {key}");
-                let t = v
-                    .as_f64()
-                    .ok_or_else(|| invalid(format!("{field}: expected a Unix time in seconds")))?;
-                unix_time(t, &field).map(Some)
-            }
-        }
-    };
-    options.start_at = time("start_at")?;
-    options.end_at = time("end_at")?;
-    options.remaining_actions = match body.get("remaining_actions").filter(|v| !v.is_null()) {
-        None => None,
-        Some(v) => Some(
-            v.as_u64()
-                .ok_or_else(|| invalid("schedule remaining_actions: an integer, 0 or more"))?,
-        ),
-    };
-    Ok(options)
 }

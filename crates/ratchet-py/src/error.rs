@@ -137,3 +137,53 @@ pub(crate) fn to_py(e: ratchet::Error) -> PyErr {
 pub(crate) fn invalid(message: impl Into<String>) -> PyErr {
     InvalidInput::new_err(message.into())
 }
+
+/// The Python exception for an API error: by its problem's kind, with its detail (after the
+/// field at fault, when it names one), as the HTTP client raises it too.
+pub(crate) fn api_to_py(e: ratchet_api::ApiError) -> PyErr {
+    match e.problem() {
+        Some(p) => problem_to_py(p),
+        None => match e {
+            ratchet_api::ApiError::Timeout(_) => Timeout::new_err(e.to_string()),
+            ratchet_api::ApiError::Usage(_) => InvalidInput::new_err(e.to_string()),
+            _ => StoreError::new_err(e.to_string()),
+        },
+    }
+}
+
+/// The Python exception for a problem.
+pub(crate) fn problem_to_py(p: &ratchet_api::ProblemBody) -> PyErr {
+    let message = match &p.field {
+        Some(field) => format!("{field}: {}", p.detail),
+        None => p.detail.clone(),
+    };
+    match p.kind_name() {
+        "not-found" => NotFound::new_err(message),
+        "already-exists" | "schedule-exists" => AlreadyExists::new_err(message),
+        "invalid-input" | "bad-request" | "too-large" | "invalid-workflow" => {
+            InvalidInput::new_err(message)
+        }
+        "unknown-name" => UnknownName::new_err(message),
+        "append-conflict" => AppendConflict::new_err(message),
+        "finished" | "task-state" | "version-changed" | "workflow-in-use" | "running" => {
+            Refused::new_err(message)
+        }
+        "timeout" => Timeout::new_err(message),
+        "unavailable" => StoreError::new_err(message),
+        _ => RatchetError::new_err(message),
+    }
+}
+
+/// Raises the exception for a problem the server answered (its JSON body, or the status
+/// and text of an answer that was not one): the HTTP client's errors are the native
+/// client's.
+#[pyfunction]
+pub(crate) fn raise_problem(status: u16, body: &str) -> PyResult<()> {
+    let problem = serde_json::from_str::<ratchet_api::ProblemBody>(body).unwrap_or_else(|_| {
+        ratchet_api::ProblemBody::new(status, "http-error", "Request refused", format!(
+            "HTTP {status}: {}",
+            body.chars().take(500).collect::<String>()
+        ))
+    });
+    Err(problem_to_py(&problem))
+}

@@ -18,12 +18,24 @@ fn quiesce(py: Python<'_>) {
     py.detach(|| std::thread::sleep(std::time::Duration::from_millis(50)));
 }
 
+/// Every operation of the API: `(operationId, method, path)`, the path with `{name}` for
+/// each segment a call fills in. The HTTP client sends each call by it.
+#[pyfunction]
+fn routes() -> Vec<(&'static str, &'static str, &'static str)> {
+    ratchet_api::routes::ROUTES
+        .iter()
+        .map(|r| (r.operation, r.method.as_str(), r.path))
+        .collect()
+}
+
 /// The module Python imports as `ratchet._ratchet`.
 #[pymodule]
 fn _ratchet(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(client::connect, m)?)?;
     m.add_function(wrap_pyfunction!(worker::start_worker, m)?)?;
     m.add_function(wrap_pyfunction!(quiesce, m)?)?;
+    m.add_function(wrap_pyfunction!(routes, m)?)?;
+    m.add_function(wrap_pyfunction!(error::raise_problem, m)?)?;
     m.add_function(wrap_pyfunction!(convert::check_seconds, m)?)?;
     m.add_function(wrap_pyfunction!(convert::check_unix_time, m)?)?;
     m.add("MAX_PER_WORKER", worker::MAX_PER_WORKER)?;

@@ -305,9 +305,7 @@ impl NativeWorker {
     /// A client on this worker's runtime: what it starts runs here first, handed over in
     /// memory, and its waits are woken in memory.
     fn client(&self) -> crate::client::NativeClient {
-        crate::client::NativeClient {
-            client: Arc::new(self.ratchet.client().clone()),
-        }
+        crate::client::NativeClient::new(self.ratchet.client().clone())
     }
 
     /// Stops claiming, finishes or gives back what runs, and stops: an awaitable.

@@ -2,6 +2,7 @@
 build of `ratchet`, which `cargo test` makes)."""
 
 import asyncio
+import datetime
 
 import pytest
 
@@ -28,7 +29,7 @@ def test_instances_tasks_and_events_over_http(server):
         output = await client.result(id, timeout=30)
         assert output["delivered"] == "porch"
         status = await client.status(id)
-        assert status["status"] == "Completed" and isinstance(status["created_at"], int)
+        assert status["status"] == "Completed" and isinstance(status["created_at"], datetime.datetime)
         assert [i["id"] for i in await client.list(id_prefix="o-")] == ["o-1"]
         assert (await client.history(id))[0]["event"]["type"] in ("TurnStarted", "ExecutionStarted")
 
@@ -39,7 +40,7 @@ def test_instances_tasks_and_events_over_http(server):
 
         await client.append([{"type": "Enrolled", "tags": ["course:c1"]}])
         events, condition = await client.project(["Enrolled"], ["course:c1"])
-        assert len(events) == 1 and isinstance(events[0]["recorded_at"], int)
+        assert len(events) == 1 and isinstance(events[0]["recorded_at"], datetime.datetime)
         await client.append([{"type": "Enrolled", "tags": ["course:c1"]}])
         with pytest.raises(ratchet.AppendConflict):
             await client.append([{"type": "Enrolled", "tags": ["course:c1"]}], condition=condition)
@@ -64,7 +65,7 @@ def test_schedules_over_http(server):
         created = await client.schedule_create("nightly", "30 2 * * *", workflow="fanout",
                                                input={"activities": 1},
                                                time_zone="Europe/Paris", paused="not yet")
-        assert created["paused"] is True and isinstance(created["created_at"], int)
+        assert created["paused"] is True and isinstance(created["created_at"], datetime.datetime)
         with pytest.raises(ratchet.InvalidInput, match="time_zone"):
             await client.schedule_create("bad", "every 1m", workflow="fanout",
                                          time_zone="Mars/Base")
@@ -76,7 +77,7 @@ def test_schedules_over_http(server):
         described = await client.schedule("nightly", recent=5)
         assert described["recent"][0]["status"] == "Completed"
         resumed = await client.schedule_resume("nightly")
-        assert resumed["paused"] is False and isinstance(resumed["next_fire_at"], int)
+        assert resumed["paused"] is False and isinstance(resumed["next_fire_at"], datetime.datetime)
         await client.schedule_delete("nightly")
         assert await client.schedules() == []
 

@@ -11,7 +11,6 @@ import asyncio
 import logging
 import os
 import socket
-import urllib.parse
 import uuid
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -44,7 +43,6 @@ class RemoteWorker:
         self._lease_ms = int(lease * 1000)
         name = f"{label or 'python'}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.name = name
-        self._path = "/v1/workers/" + urllib.parse.quote(name, safe="")
         self._run_one = run_one
         # Attempts running: id -> (fence, queue, asyncio task).
         self._running: Dict[int, Tuple[int, str, "asyncio.Task[tuple]"]] = {}
@@ -62,9 +60,8 @@ class RemoteWorker:
     def client(self) -> HttpClient:
         return self._http
 
-    async def _post(self, path: str, body: Any, timeout: float = 60.0) -> Any:
-        return await asyncio.to_thread(self._http._call, "POST", self._path + path, body, None,
-                                       timeout)
+    async def _post(self, operation: str, body: Any, timeout: float = 60.0) -> Any:
+        return await self._http._op(operation, self.name, body=body, timeout=timeout, raw=True)
 
     def _room(self) -> Tuple[list, int]:
         busy: Dict[str, int] = {}
@@ -92,7 +89,7 @@ class RemoteWorker:
             body = {"queues": queues, "activities": activities, "names": self._names,
                     "lease_ms": self._lease_ms, "wait_ms": _CLAIM_WAIT_MS}
             try:
-                claimed = await self._post("/claim", body, timeout=_CLAIM_WAIT_MS / 1000 + 30)
+                claimed = await self._post("workers_claim", body, timeout=_CLAIM_WAIT_MS / 1000 + 30)
             except _ratchet.InvalidInput:
                 raise
             except Exception as e:  # the server out of reach: try again, backing off
@@ -104,7 +101,7 @@ class RemoteWorker:
             for item in claimed["tasks"]:
                 if self._stopping:
                     # Claimed as the stop began: given back, no attempt spent.
-                    await self._post("/release", {"tasks": [
+                    await self._post("workers_release", {"tasks": [
                         {"id": item["id"], "fence": item["fence"]}]})
                     continue
                 running = asyncio.ensure_future(self._one(item))
@@ -143,7 +140,7 @@ class RemoteWorker:
             results, self._results = self._results[:1000], self._results[1000:]
             for attempt in range(5):
                 try:
-                    await self._post("/complete", {"results": results})
+                    await self._post("workers_complete", {"results": results})
                     self.completed += len(results)
                     break
                 except _ratchet.InvalidInput:
@@ -161,7 +158,7 @@ class RemoteWorker:
                 continue
             held = [{"id": id, "fence": fence} for id, (fence, _, _) in self._running.items()]
             try:
-                leases = await self._post("/heartbeat",
+                leases = await self._post("workers_heartbeat",
                                           {"tasks": held, "lease_ms": self._lease_ms})
             except Exception as e:
                 log.warning("heartbeat failed: %s", e)
