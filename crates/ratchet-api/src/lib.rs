@@ -32,6 +32,7 @@ pub mod events;
 #[cfg(feature = "http")]
 mod http;
 pub mod instances;
+pub mod json;
 #[cfg(feature = "local")]
 mod local;
 mod problem;

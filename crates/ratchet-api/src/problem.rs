@@ -184,6 +184,14 @@ impl ApiError {
         }
     }
 
+    /// The problem the API answered, taken out.
+    pub fn into_problem(self) -> Option<ProblemBody> {
+        match self {
+            Self::Problem(p) => Some(*p),
+            _ => None,
+        }
+    }
+
     /// The HTTP status the API answered (or would have, in process).
     pub fn status(&self) -> Option<u16> {
         self.problem().map(|p| p.status)

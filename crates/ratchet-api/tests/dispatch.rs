@@ -49,6 +49,11 @@ async fn every_operation_is_dispatched_by_its_name() {
     )
     .await
     .expect("shown");
-    assert_eq!((shown["status"].as_str(), shown["input"].as_str()), (Some("Pending"), Some("Ada")));
-    assert!(shown["created_at"].as_str().is_some_and(|t| t.ends_with('Z')));
+    assert_eq!(
+        (shown["status"].as_str(), shown["input"].as_str()),
+        (Some("Pending"), Some("Ada"))
+    );
+    assert!(shown["created_at"]
+        .as_str()
+        .is_some_and(|t| t.ends_with('Z')));
 }

@@ -16,8 +16,7 @@ use crate::error::{invalid, to_py};
 /// A client on one store.
 #[pyclass(module = "ratchet._ratchet", frozen)]
 pub(crate) struct NativeClient {
-    pub(crate) client: Arc<Client>,
-    /// The API on that client: what `call` answers through.
+    /// The API on a client: what `call` answers through.
     pub(crate) api: ratchet_api::LocalApi,
 }
 
@@ -25,8 +24,7 @@ impl NativeClient {
     /// The native client on `client`.
     pub(crate) fn new(client: Client) -> Self {
         Self {
-            api: ratchet_api::LocalApi::new(client.clone()),
-            client: Arc::new(client),
+            api: ratchet_api::LocalApi::new(client),
         }
     }
 }

@@ -180,10 +180,15 @@ pub(crate) fn problem_to_py(p: &ratchet_api::ProblemBody) -> PyErr {
 #[pyfunction]
 pub(crate) fn raise_problem(status: u16, body: &str) -> PyResult<()> {
     let problem = serde_json::from_str::<ratchet_api::ProblemBody>(body).unwrap_or_else(|_| {
-        ratchet_api::ProblemBody::new(status, "http-error", "Request refused", format!(
-            "HTTP {status}: {}",
-            body.chars().take(500).collect::<String>()
-        ))
+        ratchet_api::ProblemBody::new(
+            status,
+            "http-error",
+            "Request refused",
+            format!(
+                "HTTP {status}: {}",
+                body.chars().take(500).collect::<String>()
+            ),
+        )
     });
     Err(problem_to_py(&problem))
 }

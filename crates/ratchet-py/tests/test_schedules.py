@@ -75,7 +75,7 @@ def test_bad_schedules_are_refused_naming_the_field(url, schema):
         ]:
             with pytest.raises(ratchet.InvalidInput, match=field):
                 await client.schedule_create("bad", spec, **extra)
-        with pytest.raises(ratchet.InvalidInput, match="workflow or task"):
+        with pytest.raises(ratchet.InvalidInput, match="either `workflow` or `task`"):
             await client.schedule_create("bad", "every 1m")
         with pytest.raises(ratchet.InvalidInput, match="colour"):
             await client.schedule_create("bad", "every 1m", workflow="w", colour="red")

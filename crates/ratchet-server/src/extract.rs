@@ -34,7 +34,9 @@ impl<T: DeserializeOwned> FromRequest<ServerState> for JsonBody<T> {
             ));
         }
         let bytes = body(req, state).await?;
-        crate::json::parse_json(&bytes).map(JsonBody)
+        ratchet_api::json::parse_json(&bytes)
+            .map(JsonBody)
+            .map_err(Problem::from)
     }
 }
 
@@ -50,7 +52,9 @@ impl<T: DeserializeOwned> FromRequest<ServerState> for OptionalJsonBody<T> {
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(Self(None));
         }
-        crate::json::parse_json::<Option<T>>(&bytes).map(OptionalJsonBody)
+        ratchet_api::json::parse_json::<Option<T>>(&bytes)
+            .map(OptionalJsonBody)
+            .map_err(Problem::from)
     }
 }
 

@@ -23,7 +23,6 @@ mod console;
 mod extract;
 mod fleet;
 mod held;
-mod json;
 mod local;
 mod metrics;
 mod problem;

@@ -12,24 +12,26 @@ use serde::de::{self, DeserializeOwned, IntoDeserializer, Unexpected, Visitor};
 use serde::forward_to_deserialize_any;
 use serde_json::{Map, Number, Value};
 
-use crate::problem::Problem;
+use crate::problem::{ApiError, ProblemBody};
 
 /// Reads `bytes` as one JSON value of type `T`: malformed JSON is a 400, a well-formed body
 /// with a wrong or unknown field a 422 naming it.
-pub(crate) fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
-    let value: Value = serde_json::from_slice(bytes).map_err(|e| {
-        if e.is_syntax() || e.is_eof() {
-            Problem::bad_request(format!("the body is not valid JSON: {e}"))
-        } else {
-            Problem::bad_request(format!("the body is not one JSON value: {e}"))
-        }
-    })?;
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let value: Value = serde_json::from_slice(bytes)
+        .map_err(|e| {
+            if e.is_syntax() || e.is_eof() {
+                ProblemBody::bad_request(format!("the body is not valid JSON: {e}"))
+            } else {
+                ProblemBody::bad_request(format!("the body is not one JSON value: {e}"))
+            }
+        })
+        .map_err(ApiError::from)?;
     from_value(&value)
 }
 
 /// Reads `value` as type `T`, strictly (see the module's doc); a 422 names the field at
 /// fault.
-pub(crate) fn from_value<T: DeserializeOwned>(value: &Value) -> Result<T, Problem> {
+pub fn from_value<T: DeserializeOwned>(value: &Value) -> Result<T, ApiError> {
     serde_path_to_error::deserialize(Strict(value)).map_err(|e| {
         let path = e.path().to_string();
         let message = e.into_inner().to_string();
@@ -39,7 +41,7 @@ pub(crate) fn from_value<T: DeserializeOwned>(value: &Value) -> Result<T, Proble
             Some(name) if !path.ends_with(name) => format!("{path}.{name}"),
             _ => path,
         };
-        Problem::invalid(message).field(field.trim_start_matches('.'))
+        ApiError::from(ProblemBody::invalid(message).field(field.trim_start_matches('.')))
     })
 }
 
@@ -272,32 +274,55 @@ mod tests {
 
     #[test]
     fn bad_bodies_name_the_field_at_fault() {
-        let p =
-            parse_json::<Outer>(br#"{"items":[{"priority":1},{"priority":"high"}]}"#).unwrap_err();
+        let p = parse_json::<Outer>(br#"{"items":[{"priority":1},{"priority":"high"}]}"#)
+            .unwrap_err()
+            .into_problem()
+            .unwrap();
         assert_eq!(
             (p.status, p.field.as_deref()),
             (422, Some("items[1].priority"))
         );
-        let p = parse_json::<Outer>(br#"{"items":[{"priority":1,"colour":2}]}"#).unwrap_err();
+        let p = parse_json::<Outer>(br#"{"items":[{"priority":1,"colour":2}]}"#)
+            .unwrap_err()
+            .into_problem()
+            .unwrap();
         assert_eq!(p.field.as_deref(), Some("items[0].colour"));
-        let p = parse_json::<Outer>(br#"{"itemz":[]}"#).unwrap_err();
+        let p = parse_json::<Outer>(br#"{"itemz":[]}"#)
+            .unwrap_err()
+            .into_problem()
+            .unwrap();
         assert_eq!(p.field.as_deref(), Some("itemz"));
-        let p = parse_json::<Outer>(br#"{"items":["#).unwrap_err();
+        let p = parse_json::<Outer>(br#"{"items":["#)
+            .unwrap_err()
+            .into_problem()
+            .unwrap();
         assert_eq!(p.status, 400);
-        let p = parse_json::<Outer>(br#"{"items":[]} {}"#).unwrap_err();
+        let p = parse_json::<Outer>(br#"{"items":[]} {}"#)
+            .unwrap_err()
+            .into_problem()
+            .unwrap();
         assert_eq!(p.status, 400);
         assert!(parse_json::<Outer>(br#"{"items":[{"priority":-3}]}"#).is_ok());
-        let p = parse_json::<Outer>(br#"{"items":[{"priority":1,"mode":"odd"}]}"#).unwrap_err();
+        let p = parse_json::<Outer>(br#"{"items":[{"priority":1,"mode":"odd"}]}"#)
+            .unwrap_err()
+            .into_problem()
+            .unwrap();
         assert_eq!((p.status, p.field.as_deref()), (422, Some("items[0].mode")));
     }
 
     #[test]
     fn objects_are_objects_not_positional_arrays() {
         for body in [&br#"[[]]"#[..], br#"{"items":[[1]]}"#, br#"[null, null]"#] {
-            let p = parse_json::<Outer>(body).unwrap_err();
+            let p = parse_json::<Outer>(body)
+                .unwrap_err()
+                .into_problem()
+                .unwrap();
             assert_eq!(p.status, 422, "{}", String::from_utf8_lossy(body));
         }
-        let p = parse_json::<Outer>(br#"{"items":[[1]]}"#).unwrap_err();
+        let p = parse_json::<Outer>(br#"{"items":[[1]]}"#)
+            .unwrap_err()
+            .into_problem()
+            .unwrap();
         assert_eq!(p.field.as_deref(), Some("items[0]"));
         // Values of any shape stay values.
         let ok = parse_json::<Outer>(br#"{"items":[],"input":[1,{"a":[null]}]}"#).unwrap();
@@ -321,7 +346,10 @@ mod tests {
             // Integers are 64-bit signed, as the document says (`int64`).
             br#"{"items":[],"position":9223372036854775808}"#,
         ] {
-            let p = parse_json::<Outer>(bad).unwrap_err();
+            let p = parse_json::<Outer>(bad)
+                .unwrap_err()
+                .into_problem()
+                .unwrap();
             assert_eq!(p.status, 422, "{}", String::from_utf8_lossy(bad));
         }
         let ok = parse_json::<Outer>(br#"{"items":[],"position":9223372036854775807}"#).unwrap();
