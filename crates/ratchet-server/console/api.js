@@ -1,6 +1,8 @@
 // The public HTTP API (/v1/...) with the session's bearer token; every error becomes an
 // ApiError carrying the problem+json body, so pages can show its title and detail.
 
+import { ROUTES } from './routes.js';
+
 const TOKEN_KEY = 'ratchet.console.token';
 
 /** What the console knows of who is signed in. */
@@ -143,9 +145,27 @@ function parseProblem(status, raw) {
   return { title: `HTTP ${status}`, detail: (raw || '').replace(/<[^>]+>/g, ' ').trim().slice(0, 300) };
 }
 
-export const get = (path, opts) => request('GET', path, opts).then((r) => r.data);
-export const post = (path, body, opts = {}) => request('POST', path, { ...opts, body });
-export const put = (path, body, opts = {}) => request('PUT', path, { ...opts, body });
+/**
+ * The path of an API operation (its OpenAPI `operationId`), its `{…}` segments filled in
+ * order. The routes are the server's own table (`routes.js`, written from `ratchet-api`), so
+ * the console spells no path itself.
+ */
+export function pathOf(operation, ...segments) {
+  const found = ROUTES[operation];
+  if (!found) throw new Error(`the API has no operation ${operation}`);
+  let i = 0;
+  return found[1].replace(/\{[^}]+\}/g, () => encodeURIComponent(String(segments[i++] ?? '')));
+}
+
+/** Calls an API operation by name, as `request` does (`{status, data, call}`). */
+export function call(operation, segments = [], opts = {}) {
+  const found = ROUTES[operation];
+  if (!found) throw new Error(`the API has no operation ${operation}`);
+  return request(found[0], pathOf(operation, ...segments), opts);
+}
+
+/** Calls an API operation by name; answers its data. */
+export const read = (operation, segments, opts) => call(operation, segments, opts).then((r) => r.data);
 
 /**
  * What the server says of the session (`GET /v1/whoami`, open to requests without a token).
@@ -154,7 +174,7 @@ export const put = (path, body, opts = {}) => request('PUT', path, { ...opts, bo
  */
 export async function whoami() {
   try {
-    const { data } = await request('GET', '/v1/whoami', { quiet401: true });
+    const { data } = await call('system_whoami', [], { quiet401: true });
     session.auth = Boolean(data.auth);
     session.scopes = Array.isArray(data.scopes) ? data.scopes : [];
     return session.auth && !token() ? 'login' : 'ok';

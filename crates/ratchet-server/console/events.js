@@ -3,7 +3,7 @@
 // (newer, `after`); followed live from /v1/events/stream; one event opened as JSON.
 
 import { h, replace } from './dom.js';
-import { can, get, post } from './api.js';
+import { call, can, pathOf, read } from './api.js';
 import { follow } from './sse.js';
 import { problemBox } from './problem.js';
 import { timeEl } from './time.js';
@@ -103,7 +103,7 @@ export async function render(root, route) {
     if (after) Object.assign(query, { after, direction: 'forward' });
     else if (before) Object.assign(query, { before, direction: 'backward' });
     else query.direction = 'backward';
-    const page = await get('/v1/events', { query, signal: route.signal });
+    const page = await read('events_read', [], { query, signal: route.signal });
     head = page.head;
     events = (page.events || []).slice().sort((a, b) => b.position - a.position);
   }
@@ -124,7 +124,7 @@ export async function render(root, route) {
       return;
     }
     const start = events.length ? Math.max(...events.map((e) => e.position)) : head ?? 0;
-    stream = follow('/v1/events/stream', {
+    stream = follow(pathOf('events_stream'), {
       query: { types: filters.types, tags: filters.tags, after: start },
       signal: route.signal,
       onState(s) {
@@ -200,7 +200,7 @@ export async function render(root, route) {
       send.disabled = true;
       const event = { type: type.value.trim(), tags: tags.value.split(',').map((t) => t.trim()).filter(Boolean), payload: editor.value() };
       try {
-        const r = await post('/v1/events', { events: [event] });
+        const r = await call('events_append', [], { body: { events: [event] } });
         d.close();
         replace(actionArea, apiCallPanel([r.call], {
           summary: `Appended at position ${r.data.first}${r.data.duplicate ? ' (a duplicate: nothing new)' : ''}.`,
@@ -231,7 +231,7 @@ export async function render(root, route) {
     let e = events.find((x) => x.position === pos);
     if (!e) {
       try {
-        const page = await get('/v1/events', { query: { after: pos - 1, limit: 1 }, signal: route.signal });
+        const page = await read('events_read', [], { query: { after: pos - 1, limit: 1 }, signal: route.signal });
         e = (page.events || []).find((x) => x.position === pos);
       } catch (err) {
         replace(actionArea, problemBox(err));

@@ -4,14 +4,14 @@
 // children (/v1/instances/<child>) become console routes.
 
 import { h, replace } from './dom.js';
-import { request } from './api.js';
+import { call } from './api.js';
 import { instanceRoute } from './url.js';
 
 let counter = 0;
 
 /** Fetches and inlines the graph of instance `id`. Answers the element to show. */
 export async function loadGraph(id, signal) {
-  const { data } = await request('GET', `/v1/instances/${encodeURIComponent(id)}/graph.svg`, { text: true, signal });
+  const { data } = await call('instances_graph', [id], { text: true, signal });
   return { svg: inline(data), text: data };
 }
 

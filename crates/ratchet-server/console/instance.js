@@ -4,7 +4,7 @@
 // instance runs the page follows /v1/instances/<id>/stream, or polls every 2 s without it.
 
 import { h, replace } from './dom.js';
-import { ApiError, can, get, post, request } from './api.js';
+import { ApiError, call, can, pathOf, read } from './api.js';
 import { follow } from './sse.js';
 import { problemBox } from './problem.js';
 import { timeEl, duration, toDate } from './time.js';
@@ -21,7 +21,6 @@ const POLL_MS = 2000;
 
 export async function render(root, route) {
   const id = route.id;
-  const path = `/v1/instances/${encodeURIComponent(id)}`;
   route.title(id);
   const signal = route.signal;
   const state = {
@@ -80,7 +79,7 @@ export async function render(root, route) {
   // Loading ----------------------------------------------------------------------------
 
   try {
-    state.inst = await get(path, { signal });
+    state.inst = await read('instances_show', [id], { signal });
   } catch (e) {
     if (e instanceof ApiError && e.status === 404) {
       replace(summary, problemBox(e), h('p', {}, 'No instance has this id (it may have been purged). ', h('a', { href: '#/instances' }, 'Back to the instances'), '.'));
@@ -122,7 +121,7 @@ export async function render(root, route) {
   async function catchUp() {
     let after = state.records.length ? `${state.records[state.records.length - 1].execution}.${state.records[state.records.length - 1].seq}` : undefined;
     for (;;) {
-      const page = await get(`${path}/history`, { query: { after, limit: 1000 }, signal });
+      const page = await read('instances_history', [id], { query: { after, limit: 1000 }, signal });
       addRecords(page.items || []);
       if (!page.next) return;
       after = page.next;
@@ -132,7 +131,7 @@ export async function render(root, route) {
   async function reloadAll() {
     state.records = [];
     state.keys = new Set();
-    state.inst = await get(path, { signal });
+    state.inst = await read('instances_show', [id], { signal });
     await catchUp();
     state.graphStale = true;
     draw();
@@ -156,7 +155,7 @@ export async function render(root, route) {
 
   function startLive() {
     setLive('reconnecting');
-    state.stream = follow(`${path}/stream`, {
+    state.stream = follow(pathOf('instances_stream', id), {
       signal,
       onOpen() {
         setLive('live');
@@ -218,7 +217,7 @@ export async function render(root, route) {
 
   /** Reads the instance and any new history; reloads all of it after a restart. */
   async function refresh() {
-    const fresh = await get(path, { signal });
+    const fresh = await read('instances_show', [id], { signal });
     // history_len counts the current execution's events; the records hold every execution.
     const known = state.records.filter((r) => r.execution === fresh.execution).length;
     const restarted = fresh.created_at !== state.inst.created_at || fresh.execution < state.inst.execution || fresh.history_len < known;
@@ -402,7 +401,7 @@ export async function render(root, route) {
       const body = { name: name.value.trim(), payload: editor.value() };
       if (dedup.value.trim()) body.dedup_id = dedup.value.trim();
       try {
-        const r = await post(`${path}/signals`, body);
+        const r = await call('instances_signal', [id], { body });
         d.close();
         showCalls([r.call], r.data && r.data.raised === false
           ? 'Not raised: a signal with this dedup id was raised before.'
@@ -431,7 +430,7 @@ export async function render(root, route) {
     if (!ok) return;
     const body = ok.reason ? { reason: ok.reason } : {};
     try {
-      const r = await post(`${path}/${action}`, body);
+      const r = await call(`instances_${action}`, [id], { body });
       showCalls([r.call], action === 'cancel' ? 'Cancellation requested.' : 'Terminated.');
     } catch (e) {
       showCalls(e.call ? [e.call] : [], null, e);
@@ -448,7 +447,7 @@ export async function render(root, route) {
     });
     if (!ok) return;
     try {
-      const r = await request('POST', `${path}/restart`, {});
+      const r = await call('instances_restart', [id]);
       showCalls([r.call], 'Restarted.');
       await reloadAll();
       if (!finished() && !state.stream && !state.polling) startLive();

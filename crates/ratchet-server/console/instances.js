@@ -4,7 +4,7 @@
 // or terminate, each confirmed.
 
 import { h, replace } from './dom.js';
-import { can, eachLimited, get, post } from './api.js';
+import { call, can, eachLimited, read } from './api.js';
 import { problemBox, problemText, note } from './problem.js';
 import { timeEl, duration, toDate, RANGES, fromLocalInput, toLocalInput } from './time.js';
 import { badge, INSTANCE_STATUSES, FINISHED } from './status.js';
@@ -88,7 +88,7 @@ function apiQuery(filters, cursor) {
 
 async function load(filters, cursor, signal) {
   const query = { ...apiQuery(filters, cursor), id_prefix: filters.id_prefix };
-  const page = await get('/v1/instances', { query, signal });
+  const page = await read('instances_list', [], { query, signal });
   return { items: page.items || [], next: page.next || null };
 }
 
@@ -154,7 +154,7 @@ function filterForm(filters) {
 async function loadNames(datalist) {
   if (!knownNames) {
     try {
-      const r = await get('/v1/registry');
+      const r = await read('system_registry', []);
       knownNames = (r.orchestrations || []).map((o) => o.name);
     } catch {
       knownNames = [];
@@ -239,7 +239,7 @@ function table(items, filters, cursor, next, route) {
     if (!ok) return;
     bulkCancel.disabled = bulkTerminate.disabled = true;
     const body = ok.reason ? { reason: ok.reason } : {};
-    const results = await eachLimited(ids, 4, (id) => post(`/v1/instances/${encodeURIComponent(id)}/${action}`, body));
+    const results = await eachLimited(ids, 4, (id) => call(`instances_${action}`, [id], { body }));
     const calls = results.map((r) => (r.ok ? r.value.call : r.error.call));
     const failed = results.map((r, i) => (r.ok ? null : `${ids[i]}: ${problemText(r.error)}`)).filter(Boolean);
     const done = results.length - failed.length;

@@ -2,7 +2,7 @@
 // failures. Refreshed every 10 seconds while shown.
 
 import { h, replace } from './dom.js';
-import { get } from './api.js';
+import { read } from './api.js';
 import { problemBox, note } from './problem.js';
 import { timeEl, ago } from './time.js';
 import { badge } from './status.js';
@@ -87,7 +87,7 @@ async function loadThroughput(now, signal, numbers, width) {
   const from = new Date(Math.floor((now.getTime() - 3600e3) / 60e3) * 60e3);
   const to = new Date(Math.ceil(now.getTime() / 60e3) * 60e3);
   // The server's buckets end at the end of the current minute, as the chart's axis does.
-  const data = await get('/v1/stats/throughput', { query: { minutes: 60 }, signal });
+  const data = await read('system_throughput', [], { query: { minutes: 60 }, signal });
   const buckets = data.buckets || [];
   const sum = (k) => buckets.reduce((a, b) => a + (b[k] || 0), 0);
   numbers.started = sum('started');
@@ -103,7 +103,7 @@ async function loadThroughput(now, signal, numbers, width) {
 }
 
 async function loadQueues(signal, numbers) {
-  const list = await get('/v1/queues', { signal });
+  const list = await read('queues_list', [], { signal });
   numbers.depth = list.reduce((a, q) => a + (q.depth || 0), 0);
   numbers.dead = list.reduce((a, q) => a + ((q.counts && q.counts.dead) || 0), 0);
   if (!list.length) {
@@ -113,7 +113,7 @@ async function loadQueues(signal, numbers) {
 }
 
 async function loadWorkers(signal, numbers) {
-  const list = await get('/v1/workers', { signal });
+  const list = await read('system_workers', [], { signal });
   const alive = list.filter((w) => w.alive);
   numbers.workers = alive.length;
   if (!list.length) {
@@ -148,7 +148,7 @@ function names(w) {
 }
 
 async function loadFailures(signal) {
-  const page = await get('/v1/instances', { query: { status: 'Failed', limit: 10 }, signal });
+  const page = await read('instances_list', [], { query: { status: 'Failed', limit: 10 }, signal });
   const items = page.items || [];
   if (!items.length) {
     return h('p', { class: 'empty-inline', 'data-testid': 'no-failures' }, 'No failed instances.');

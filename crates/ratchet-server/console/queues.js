@@ -2,7 +2,7 @@
 // scope, pause/resume and limits edited in a dialog.
 
 import { h } from './dom.js';
-import { ApiError, can, post, put } from './api.js';
+import { ApiError, call, can } from './api.js';
 import { confirmAction } from './dialog.js';
 import { duration, toDate, utcText } from './time.js';
 import { withQuery } from './url.js';
@@ -81,7 +81,7 @@ async function pauseResume(q, what, onAction) {
   });
   if (!ok) return;
   try {
-    const r = await post(`/v1/queues/${encodeURIComponent(q.name)}/${what}`, undefined);
+    const r = await call(`queues_${what}`, [q.name]);
     onAction && onAction({ calls: [r.call], summary: `Queue ${q.name} ${what === 'pause' ? 'paused' : 'resumed'}.` });
   } catch (e) {
     onAction && onAction({ error: e, calls: e instanceof ApiError ? [e.call] : [] });
@@ -118,7 +118,7 @@ async function editLimits(q, onAction) {
   });
   if (!values) return;
   try {
-    const r = await put(`/v1/queues/${encodeURIComponent(q.name)}/limits`, values);
+    const r = await call('queues_limit', [q.name], { body: values });
     onAction && onAction({ calls: [r.call], summary: `Limits of ${q.name} saved.` });
   } catch (e) {
     onAction && onAction({ error: e, calls: e instanceof ApiError ? [e.call] : [] });

@@ -3,7 +3,7 @@
 // and delete, each confirmed and followed by the API call it made. Read again every 2 seconds.
 
 import { h, replace } from './dom.js';
-import { ApiError, can, get, post, request } from './api.js';
+import { ApiError, call, can, read } from './api.js';
 import { problemBox } from './problem.js';
 import { timeEl, duration, fromLocalInput, toLocalInput } from './time.js';
 import { badge } from './status.js';
@@ -20,7 +20,6 @@ const RECENT = 10;
 
 export async function render(root, route) {
   const name = route.id;
-  const path = `/v1/schedules/${encodeURIComponent(name)}`;
   route.title(`Schedule ${name}`);
   const head = h('header', { class: 'page-head' });
   const actionArea = h('div', { class: 'action-area', 'data-testid': 'action-result' });
@@ -32,7 +31,7 @@ export async function render(root, route) {
   let described = null;
   let shown = '';
   let gone = false;
-  const load = () => get(path, { query: { upcoming: UPCOMING, recent: RECENT }, signal: route.signal });
+  const load = () => read('schedules_describe', [name], { query: { upcoming: UPCOMING, recent: RECENT }, signal: route.signal });
   try {
     described = await load();
   } catch (e) {
@@ -184,7 +183,7 @@ export async function render(root, route) {
       testid: 'confirm-pause',
     });
     if (!ok) return;
-    await act(() => post(`${path}/pause`, { note: ok.note }), `Schedule ${name} paused.`);
+    await act(() => call('schedules_pause', [name], { body: { note: ok.note } }), `Schedule ${name} paused.`);
   }
 
   async function resume() {
@@ -195,7 +194,7 @@ export async function render(root, route) {
       testid: 'confirm-resume',
     });
     if (!ok) return;
-    await act(() => post(`${path}/resume`, undefined), `Schedule ${name} resumed.`);
+    await act(() => call('schedules_resume', [name]), `Schedule ${name} resumed.`);
   }
 
   async function trigger() {
@@ -206,7 +205,7 @@ export async function render(root, route) {
       testid: 'confirm-trigger',
     });
     if (!ok) return;
-    await act(() => post(`${path}/trigger`, undefined), (fire) => fire && fire.run
+    await act(() => call('schedules_trigger', [name]), (fire) => fire && fire.run
       ? h('span', {}, 'Fired: it started ', h('a', { href: '#' + runRoute(described.schedule.action, fire.run) }, fire.run), '.')
       : `Fired${fire && fire.skipped ? `, starting nothing: ${fire.skipped}` : ''}.`);
   }
@@ -230,7 +229,7 @@ export async function render(root, route) {
       testid: 'confirm-backfill',
     });
     if (!ok) return;
-    await act(() => post(`${path}/backfill`, ok), (fires) => {
+    await act(() => call('schedules_backfill', [name], { body: ok }), (fires) => {
       const n = Array.isArray(fires) ? fires.length : 0;
       return n ? `${n} tick${n === 1 ? '' : 's'} fired.` : 'No tick of this range was left to fire.';
     });
@@ -246,7 +245,7 @@ export async function render(root, route) {
     });
     if (!ok) return;
     try {
-      const r = await request('DELETE', path);
+      const r = await call('schedules_delete', [name]);
       gone = true;
       rememberAction({ calls: [r.call], summary: `Schedule ${name} deleted.` });
       navigate('/schedules');

@@ -3,7 +3,7 @@
 // fault). A schedule's own page is schedule.js.
 
 import { h, replace } from './dom.js';
-import { can, get, post, session } from './api.js';
+import { call, can, read, session } from './api.js';
 import { problemBox } from './problem.js';
 import { timeEl } from './time.js';
 import { jsonEditor } from './json.js';
@@ -95,7 +95,7 @@ export async function render(root, route) {
 
   let schedules;
   try {
-    schedules = await get('/v1/schedules', { signal: route.signal });
+    schedules = await read('schedules_list', [], { signal: route.signal });
   } catch (e) {
     replace(card, h('h2', { id: 's-title' }, 'Schedules'), problemBox(e));
     return;
@@ -228,7 +228,7 @@ function createDialog(reload) {
     if (task && queue.value.trim()) body.options = { queue: queue.value.trim() };
     if (paused.checked) body.paused = true;
     try {
-      const r = await post('/v1/schedules', body);
+      const r = await call('schedules_create', [], { body });
       d.close();
       const s = r.data;
       rememberAction({

@@ -3,7 +3,7 @@
 // unfinished task is read again every 2 seconds.
 
 import { h, replace } from './dom.js';
-import { ApiError, can, get, post } from './api.js';
+import { ApiError, call, can, read } from './api.js';
 import { problemBox } from './problem.js';
 import { timeEl, duration, toDate } from './time.js';
 import { badge } from './status.js';
@@ -19,7 +19,6 @@ const UNFINISHED = new Set(['Scheduled', 'Available', 'Running', 'Retrying']);
 
 export async function render(root, route) {
   const id = route.id;
-  const path = `/v1/tasks/${encodeURIComponent(id)}`;
   route.title(`Task ${id}`);
   const head = h('header', { class: 'page-head' });
   const actionArea = h('div', { 'data-testid': 'action-result' });
@@ -32,7 +31,7 @@ export async function render(root, route) {
   let gone = false;
   let polling = false;
   try {
-    task = await get(path, { signal: route.signal });
+    task = await read('tasks_show', [id], { signal: route.signal });
   } catch (e) {
     replace(body, problemBox(e), e instanceof ApiError && e.status === 404 ? h('p', {}, 'No task has this id: it may have been discarded. ', h('a', { href: '#/tasks' }, 'Back to the tasks'), '.') : null);
     return;
@@ -47,7 +46,7 @@ export async function render(root, route) {
       polling = false;
       if (route.signal.aborted) return;
       try {
-        const fresh = await get(path, { signal: route.signal });
+        const fresh = await read('tasks_show', [id], { signal: route.signal });
         if (JSON.stringify(fresh) !== JSON.stringify(task)) {
           task = fresh;
           draw();
@@ -155,7 +154,7 @@ export async function render(root, route) {
     });
     if (!ok) return;
     try {
-      const r = await post(`${path}/${action}`, undefined);
+      const r = await call(`tasks_${action}`, [id]);
       const outcome = r.data && r.data.outcome;
       replace(actionArea, apiCallPanel([r.call], {
         summary: `${verb}: ${outcome === 'requested' ? 'requested (the worker stops it when it next hears from the store)' : 'done'}.`,
@@ -167,7 +166,7 @@ export async function render(root, route) {
         replace(body, h('p', { class: 'empty-inline', 'data-testid': 'task-discarded' }, 'The task was discarded. ', h('a', { href: '#/tasks' }, 'Back to the tasks'), '.'));
         return;
       }
-      task = await get(path, { signal: route.signal });
+      task = await read('tasks_show', [id], { signal: route.signal });
       draw();
       poll();
     } catch (e) {

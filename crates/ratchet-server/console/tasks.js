@@ -3,7 +3,7 @@
 // letters with their last error; retry, cancel or discard one or a selection.
 
 import { h, replace } from './dom.js';
-import { can, get, post } from './api.js';
+import { call, can, read } from './api.js';
 import { problemBox, problemText, note } from './problem.js';
 import { timeEl } from './time.js';
 import { badge, TASK_STATES } from './status.js';
@@ -57,7 +57,7 @@ export async function render(root, route) {
   let queues = [];
   async function loadQueues() {
     try {
-      queues = await get('/v1/queues', { signal: route.signal });
+      queues = await read('queues_list', [], { signal: route.signal });
       replace(queuesCard, h('header', { class: 'card-head' }, h('h2', { id: 'q-title' }, 'Queues'),
         can('admin') ? null : h('span', { class: 'muted small' }, 'Pausing and limits need the admin scope')),
       queues.length
@@ -102,7 +102,7 @@ async function listTasks(filters, cursor, signal) {
   const limit = Number(filters.limit || 100);
   const query = { queue: filters.queue, state: filters.state, name: filters.name, limit: limit + 1 };
   if (cursor) query.before = cursor;
-  const data = await get('/v1/tasks', { query, signal });
+  const data = await read('tasks_list', [], { query, signal });
   const items = Array.isArray(data) ? data.slice(0, limit) : [];
   const next = data.length > limit && items.length ? String(items[items.length - 1].id) : null;
   return { items, next, notice: null };
@@ -215,7 +215,7 @@ function taskTable(items, filters, cursor, next, route, reload) {
     });
     if (!ok) return;
     try {
-      const r = await post(`/v1/tasks/${action}`, { ids: ids.map(Number) });
+      const r = await call(`tasks_act_many_${action}`, [], { body: { ids: ids.map(Number) } });
       const outcomes = Array.isArray(r.data) ? r.data : [];
       const failed = outcomes.filter((o) => o.problem);
       lastAction = {
