@@ -92,38 +92,22 @@ impl Problem {
 
     /// 400: the request is not what the API reads (malformed JSON, a bad query string).
     pub(crate) fn bad_request(detail: impl Into<String>) -> Self {
-        Self::new(
-            StatusCode::BAD_REQUEST,
-            "bad-request",
-            "Malformed request",
-            detail,
-        )
+        Self::from(ProblemBody::bad_request(detail))
     }
 
     /// 422: well-formed, but a value is not acceptable.
     pub(crate) fn invalid(detail: impl Into<String>) -> Self {
-        Self::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid-input",
-            "Invalid input",
-            detail,
-        )
+        Self::from(ProblemBody::invalid(detail))
     }
 
     /// 404.
     pub(crate) fn not_found(detail: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not-found", "Not found", detail)
+        Self::from(ProblemBody::not_found(detail))
     }
 
     /// 413: a body or a batch over its limit.
     pub(crate) fn too_large(detail: impl Into<String>, limit: u64) -> Self {
-        Self::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "too-large",
-            "Request too large",
-            detail,
-        )
-        .limit(limit)
+        Self::from(ProblemBody::too_large(detail, limit))
     }
 
     fn status_code(&self) -> StatusCode {

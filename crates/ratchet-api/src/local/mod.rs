@@ -163,7 +163,7 @@ impl LocalApi {
                 Self::start_options(start, trace.clone()),
             )
         });
-        futures_join(starts)
+        futures::future::join_all(starts)
             .await
             .into_iter()
             .map(|o| match o {
@@ -194,11 +194,6 @@ impl LocalApi {
             id: handle.id().to_string(),
         })
     }
-}
-
-/// Runs futures concurrently, each to its end, in order.
-async fn futures_join<F: std::future::Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output> {
-    futures::future::join_all(futures).await
 }
 
 /// A value refused, naming its field.
