@@ -2,7 +2,8 @@
 //!
 //! The file is opened in WAL mode; every [`Store`](ratchet_store::Store) call runs as one
 //! transaction on a blocking thread, which is this backend's "round trip". Several processes
-//! may share one file (writes take SQLite's write lock with `BEGIN IMMEDIATE`).
+//! may share one file (writes take SQLite's write lock with `BEGIN IMMEDIATE`). A thread of
+//! each store checkpoints the log, so that commits do not wait for its copies and `fsync`s.
 //!
 //! # Tasks and queues
 //!
@@ -27,6 +28,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod checkpoint;
 mod commit;
 mod convert;
 mod event;

@@ -19,8 +19,8 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use crate::convert::db_err;
 use crate::{
-    commit, event, instance, list, migrate, queue, schedule, task, throughput, token, wake, worker,
-    workflow,
+    checkpoint, commit, event, instance, list, migrate, queue, schedule, task, throughput, token,
+    wake, worker, workflow,
 };
 
 /// The named statements of this backend, from `sql/*.sql`.
@@ -62,6 +62,8 @@ pub struct SqliteStore {
     counters: Arc<Counters>,
     /// Shared with this process's other stores on the same file.
     wakeups: WakeupSender,
+    /// Checkpoints the file's log while any clone of this store lives.
+    _checkpointer: Option<Arc<checkpoint::Checkpointer>>,
 }
 
 impl SqliteStore {
@@ -112,6 +114,10 @@ impl SqliteStore {
             conn.pragma_update(None, "cache_size", -65_536)
                 .map_err(db_err)?;
             conn.set_prepared_statement_cache_capacity(64);
+            // Checkpoints run on a thread of their own (checkpoint.rs); this connection's
+            // commits checkpoint only as a backstop.
+            conn.pragma_update(None, "wal_autocheckpoint", checkpoint::BACKSTOP_PAGES)
+                .map_err(db_err)?;
             if migrate {
                 migrate::migrate(&mut conn)?;
             } else {
@@ -125,6 +131,7 @@ impl SqliteStore {
             conn: Arc::new(Mutex::new(conn)),
             counters: Arc::default(),
             wakeups: wake::sender_for(&at),
+            _checkpointer: checkpoint::Checkpointer::start(&at).map(Arc::new),
         })
     }
 

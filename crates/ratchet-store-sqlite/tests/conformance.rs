@@ -269,3 +269,48 @@ async fn a_wide_id_prefix_lists_what_a_narrow_one_would() {
     let ids: Vec<&str> = at_boundary.iter().map(|(_, id)| id.as_str()).collect();
     assert_eq!(ids, ["w-09999", "w-09998", "w-09997"]);
 }
+
+/// The log is copied into the file by the store's own checkpointing thread, not by the
+/// commits: with nobody else checkpointing (the writer's backstop is far above what this
+/// writes), the file grows by what was committed, and the data reads back.
+#[tokio::test]
+async fn the_log_is_checkpointed_in_the_background() {
+    use std::time::{Duration, Instant};
+
+    use ratchet_core::Timestamp;
+    use ratchet_store::{IfExists, NewInstance, Store};
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("c.db");
+    let store = SqliteStore::open(&path).await.expect("open");
+    let size = || std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    // The migration's own pages are checkpointed first.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = size();
+    let padding = "x".repeat(10_000);
+    let instances = (0..200)
+        .map(|i| NewInstance {
+            id: format!("i{i}"),
+            name: "o".into(),
+            input: serde_json::json!({ "padding": padding }),
+            parent: None,
+            if_exists: IfExists::Fail,
+            trace: None,
+        })
+        .collect();
+    store
+        .instance_create(instances, None, Timestamp(1_000_000))
+        .await
+        .expect("create");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while size() < before + 1_500_000 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        size() >= before + 1_500_000,
+        "the file grew from {before} to {} bytes: the log was not checkpointed",
+        size()
+    );
+    let read = store.instance_get("i199").await.expect("read");
+    assert!(read.is_some(), "the last instance reads back");
+}

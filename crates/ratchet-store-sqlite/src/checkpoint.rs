@@ -1,0 +1,88 @@
+//! Checkpoints of the write-ahead log on a thread and a connection of their own.
+//!
+//! SQLite checkpoints the log from inside the commit that crosses `wal_autocheckpoint`
+//! pages: that commit copies pages into the file and waits for two `fsync`s while it holds
+//! this store's only connection, and every claim and commit queued behind it waits too
+//! (tens of milliseconds on a busy disk, one commit in ten under load). Here a thread copies
+//! what the log holds every [`INTERVAL`] with a `PASSIVE` checkpoint, which takes no lock a
+//! writer or a reader needs. A passive checkpoint never lets the log start over, though:
+//! under steady writes new frames arrive while it copies, and the log would only grow. So
+//! once the log passes [`RESTART_PAGES`] the thread asks for a `RESTART`, which waits for the
+//! writer of the moment, copies the little the passive ones left, and lets the next commit
+//! write the log from its start: one short pause instead of a long one per thousand pages.
+//! The connection keeps a far larger automatic checkpoint, [`BACKSTOP_PAGES`], should this
+//! thread stop.
+
+use std::path::Path;
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::time::Duration;
+
+use rusqlite::Connection;
+
+/// How often the thread checkpoints.
+pub(crate) const INTERVAL: Duration = Duration::from_millis(100);
+
+/// The log's length, in pages (4 KiB each), past which the thread restarts it.
+const RESTART_PAGES: i64 = 4_000;
+
+/// How long a restart waits for the writer of the moment before trying again later.
+const RESTART_WAIT: Duration = Duration::from_secs(1);
+
+/// The writer's own automatic checkpoint, in pages (40 MiB of log).
+pub(crate) const BACKSTOP_PAGES: i64 = 10_000;
+
+/// Owns the checkpointing thread: dropping it stops the thread within [`INTERVAL`].
+pub(crate) struct Checkpointer {
+    _stop: Sender<()>,
+}
+
+impl Checkpointer {
+    /// Starts checkpointing the file at `path` (already in WAL mode). `None` when the thread
+    /// or its connection cannot start: the backstop then checkpoints, as SQLite always did.
+    pub(crate) fn start(path: &Path) -> Option<Checkpointer> {
+        let conn = match Connection::open(path).and_then(|c| {
+            c.busy_timeout(RESTART_WAIT)?;
+            Ok(c)
+        }) {
+            Ok(conn) => conn,
+            Err(e) => {
+                tracing::warn!(error = %e, "no background checkpoints for this SQLite file; its commits checkpoint instead");
+                return None;
+            }
+        };
+        let (stop, stopped) = mpsc::channel::<()>();
+        let spawned = std::thread::Builder::new()
+            .name("ratchet-sqlite-checkpoint".into())
+            .spawn(move || {
+                // Until the store is dropped (the sender goes) or asks to stop.
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(INTERVAL) {
+                    checkpoint(&conn);
+                }
+            });
+        match spawned {
+            Ok(_) => Some(Checkpointer { _stop: stop }),
+            Err(e) => {
+                tracing::warn!(error = %e, "no background checkpoints for this SQLite file; its commits checkpoint instead");
+                None
+            }
+        }
+    }
+}
+
+/// One passive checkpoint, and a restart of the log when it grew long.
+fn checkpoint(conn: &Connection) {
+    let run = |mode: &str| {
+        conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |row| {
+            row.get::<_, i64>(1)
+        })
+    };
+    let result = run("PASSIVE").and_then(|log_pages| {
+        if log_pages >= RESTART_PAGES {
+            run("RESTART")?;
+        }
+        Ok(())
+    });
+    if let Err(e) = result {
+        tracing::debug!(error = %e, "a background checkpoint failed; the next one tries again");
+    }
+}
