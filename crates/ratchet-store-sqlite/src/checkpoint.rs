@@ -25,8 +25,10 @@ pub(crate) const INTERVAL: Duration = Duration::from_millis(100);
 /// The log's length, in pages (4 KiB each), past which the thread restarts it.
 const RESTART_PAGES: i64 = 4_000;
 
-/// How long a restart waits for the writer of the moment before trying again later.
-const RESTART_WAIT: Duration = Duration::from_secs(1);
+/// How long a restart waits for the writer of the moment, and then for readers still on the
+/// log, before giving up until the next round: while it waits for readers it holds writers
+/// back, so not long (another process's long read must not stall this one's commits).
+const RESTART_WAIT: Duration = Duration::from_millis(100);
 
 /// The writer's own automatic checkpoint, in pages (40 MiB of log).
 pub(crate) const BACKSTOP_PAGES: i64 = 10_000;
