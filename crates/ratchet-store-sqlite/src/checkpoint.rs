@@ -20,7 +20,7 @@ use std::time::Duration;
 use rusqlite::Connection;
 
 /// How often the thread checkpoints.
-pub(crate) const INTERVAL: Duration = Duration::from_millis(100);
+const INTERVAL: Duration = Duration::from_millis(100);
 
 /// The log's length, in pages (4 KiB each), past which the thread restarts it.
 const RESTART_PAGES: i64 = 4_000;
@@ -33,7 +33,9 @@ const RESTART_WAIT: Duration = Duration::from_millis(100);
 /// The writer's own automatic checkpoint, in pages (40 MiB of log).
 pub(crate) const BACKSTOP_PAGES: i64 = 10_000;
 
-/// Owns the checkpointing thread: dropping it stops the thread within [`INTERVAL`].
+/// Owns the checkpointing thread: once every clone is dropped, the thread stops within
+/// [`INTERVAL`].
+#[derive(Clone)]
 pub(crate) struct Checkpointer {
     _stop: Sender<()>,
 }
@@ -42,45 +44,35 @@ impl Checkpointer {
     /// Starts checkpointing the file at `path` (already in WAL mode). `None` when the thread
     /// or its connection cannot start: the backstop then checkpoints, as SQLite always did.
     pub(crate) fn start(path: &Path) -> Option<Checkpointer> {
-        let conn = match Connection::open(path).and_then(|c| {
-            c.busy_timeout(RESTART_WAIT)?;
-            Ok(c)
-        }) {
-            Ok(conn) => conn,
-            Err(e) => {
+        Self::spawn(path)
+            .inspect_err(|e| {
                 tracing::warn!(error = %e, "no background checkpoints for this SQLite file; its commits checkpoint instead");
-                return None;
-            }
-        };
+            })
+            .ok()
+    }
+
+    fn spawn(path: &Path) -> Result<Checkpointer, Box<dyn std::error::Error>> {
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(RESTART_WAIT)?;
         let (stop, stopped) = mpsc::channel::<()>();
-        let spawned = std::thread::Builder::new()
+        std::thread::Builder::new()
             .name("ratchet-sqlite-checkpoint".into())
             .spawn(move || {
-                // Until the store is dropped (the sender goes) or asks to stop.
+                // Until every sender is dropped with the store's last clone.
                 while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(INTERVAL) {
                     checkpoint(&conn);
                 }
-            });
-        match spawned {
-            Ok(_) => Some(Checkpointer { _stop: stop }),
-            Err(e) => {
-                tracing::warn!(error = %e, "no background checkpoints for this SQLite file; its commits checkpoint instead");
-                None
-            }
-        }
+            })?;
+        Ok(Checkpointer { _stop: stop })
     }
 }
 
 /// One passive checkpoint, and a restart of the log when it grew long.
 fn checkpoint(conn: &Connection) {
-    let run = |mode: &str| {
-        conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |row| {
-            row.get::<_, i64>(1)
-        })
-    };
-    let result = run("PASSIVE").and_then(|log_pages| {
+    let run = |statement: &str| conn.query_row(statement, [], |row| row.get::<_, i64>(1));
+    let result = run("PRAGMA wal_checkpoint(PASSIVE)").and_then(|log_pages| {
         if log_pages >= RESTART_PAGES {
-            run("RESTART")?;
+            run("PRAGMA wal_checkpoint(RESTART)")?;
         }
         Ok(())
     });

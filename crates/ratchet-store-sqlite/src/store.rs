@@ -63,7 +63,7 @@ pub struct SqliteStore {
     /// Shared with this process's other stores on the same file.
     wakeups: WakeupSender,
     /// Checkpoints the file's log while any clone of this store lives.
-    _checkpointer: Option<Arc<checkpoint::Checkpointer>>,
+    _checkpointer: Option<checkpoint::Checkpointer>,
 }
 
 impl SqliteStore {
@@ -131,7 +131,7 @@ impl SqliteStore {
             conn: Arc::new(Mutex::new(conn)),
             counters: Arc::default(),
             wakeups: wake::sender_for(&at),
-            _checkpointer: checkpoint::Checkpointer::start(&at).map(Arc::new),
+            _checkpointer: checkpoint::Checkpointer::start(&at),
         })
     }
 
