@@ -16,14 +16,17 @@ pub(crate) fn check(template: &str) -> Result<(), String> {
 
 /// Expands `template` with the top-level fields of `input` as its variables (strings and
 /// numbers as written, lists as lists, objects as key/value pairs; null as undefined).
+/// Only the fields the template names are converted: a call's cost does not grow with the
+/// rest of its input.
 pub(crate) fn expand(template: &str, input: &Value) -> Result<String, String> {
     let parsed = UriTemplateStr::new(template)
         .map_err(|e| format!("`{template}` is not a URI template: {e}"))?;
     let mut context = SimpleContext::new();
     if let Value::Object(fields) = input {
-        for (name, value) in fields {
-            if let Some(var) = variable(value) {
-                context.insert(name.as_str(), var);
+        for name in parsed.variables() {
+            let name = name.as_str();
+            if let Some(var) = fields.get(name).and_then(variable) {
+                context.insert(name, var);
             }
         }
     }
@@ -77,6 +80,23 @@ mod tests {
         assert_eq!(
             expand("https://x.test/{missing}", &input).unwrap(),
             "https://x.test/"
+        );
+    }
+
+    #[test]
+    fn a_variable_named_twice_and_an_object_expand_as_the_rfc_says() {
+        let input = json!({
+            "id": 7,
+            "keys": {"a": "1", "b": "x y"},
+            "idle": "not named",
+        });
+        assert_eq!(
+            expand("https://x.test/{id}/{id}{?keys*}", &input).unwrap(),
+            "https://x.test/7/7?a=1&b=x%20y"
+        );
+        assert_eq!(
+            expand("https://x.test/{keys}", &input).unwrap(),
+            "https://x.test/a,1,b,x%20y"
         );
     }
 
