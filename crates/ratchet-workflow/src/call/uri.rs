@@ -7,6 +7,12 @@ use iri_string::template::simple_context::{SimpleContext, Value as Var};
 use iri_string::template::UriTemplateStr;
 use serde_json::Value;
 
+use crate::expr::Capped;
+
+/// The longest URI a template may expand to (servers accept far less; a call's whole input
+/// is held to the runtime's payload limit, 1 MiB by default, too).
+pub(crate) const MAX_URI_BYTES: usize = 1 << 20;
+
 /// Checks a URI template: `Err` says what is wrong.
 pub(crate) fn check(template: &str) -> Result<(), String> {
     UriTemplateStr::new(template)
@@ -19,21 +25,37 @@ pub(crate) fn check(template: &str) -> Result<(), String> {
 /// Only the fields the template names are converted: a call's cost does not grow with the
 /// rest of its input.
 pub(crate) fn expand(template: &str, input: &Value) -> Result<String, String> {
+    use std::fmt::Write as _;
+
     let parsed = UriTemplateStr::new(template)
         .map_err(|e| format!("`{template}` is not a URI template: {e}"))?;
     let mut context = SimpleContext::new();
     if let Value::Object(fields) = input {
-        for name in parsed.variables() {
-            let name = name.as_str();
-            if let Some(var) = fields.get(name).and_then(variable) {
-                context.insert(name, var);
+        for var in parsed.variables() {
+            // A name the template repeats is converted once.
+            if context.get(var).is_some() {
+                continue;
+            }
+            let name = var.as_str();
+            if let Some(value) = fields.get(name).and_then(variable) {
+                context.insert(name, value);
             }
         }
     }
-    parsed
+    let expanded = parsed
         .expand::<UriSpec, _>(&context)
-        .map(|e| e.to_string())
-        .map_err(|e| format!("expanding `{template}`: {e}"))
+        .map_err(|e| format!("expanding `{template}`: {e}"))?;
+    // Written through a cap: a template repeating a large variable would otherwise build a
+    // URI of gigabytes before anything could refuse it.
+    let mut uri = Capped::new(MAX_URI_BYTES);
+    if write!(uri, "{expanded}").is_err() {
+        return Err(if uri.cut {
+            format!("expanding `{template}` gives a URI longer than {MAX_URI_BYTES} bytes")
+        } else {
+            format!("expanding `{template}` failed")
+        });
+    }
+    Ok(uri.text)
 }
 
 fn scalar(v: &Value) -> Option<String> {
@@ -98,6 +120,20 @@ mod tests {
             expand("https://x.test/{keys}", &input).unwrap(),
             "https://x.test/a,1,b,x%20y"
         );
+    }
+
+    #[test]
+    fn a_uri_past_the_limit_is_refused_not_built() {
+        let input = json!({"a": "a".repeat(100_000)});
+        let template = format!("https://x.test/{}", "{a}".repeat(20_000));
+        let refused = expand(&template, &input).unwrap_err();
+        assert!(
+            refused.contains(&format!("longer than {MAX_URI_BYTES} bytes")),
+            "{refused}"
+        );
+        // Just under the limit, it is built whole.
+        let fits = format!("https://x.test/{}", "{a}".repeat(10));
+        assert_eq!(expand(&fits, &input).unwrap().len(), 15 + 1_000_000);
     }
 
     #[test]

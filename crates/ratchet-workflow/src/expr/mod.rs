@@ -33,6 +33,7 @@ use jaq_core::{Compiler, Ctx, DataT, Lut, Vars};
 use serde_json::Value;
 
 pub use meter::EVAL_FUEL;
+pub(crate) use value::Capped;
 use value::V;
 
 /// The longest expression, in bytes.

@@ -263,14 +263,14 @@ fn num_to_json(n: &Num) -> Value {
 }
 
 /// A writer that keeps at most `limit` bytes and remembers that it cut.
-pub(super) struct Capped {
-    pub(super) text: String,
+pub(crate) struct Capped {
+    pub(crate) text: String,
     limit: usize,
-    pub(super) cut: bool,
+    pub(crate) cut: bool,
 }
 
 impl Capped {
-    pub(super) fn new(limit: usize) -> Capped {
+    pub(crate) fn new(limit: usize) -> Capped {
         Capped {
             text: String::new(),
             limit,
