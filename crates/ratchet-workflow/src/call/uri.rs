@@ -7,7 +7,7 @@ use iri_string::template::simple_context::{SimpleContext, Value as Var};
 use iri_string::template::UriTemplateStr;
 use serde_json::Value;
 
-use crate::expr::Capped;
+use crate::expr::{short_code, Capped};
 
 /// The longest URI a template may expand to (servers accept far less; a call's whole input
 /// is held to the runtime's payload limit, 1 MiB by default, too).
@@ -17,7 +17,13 @@ pub(crate) const MAX_URI_BYTES: usize = 1 << 20;
 pub(crate) fn check(template: &str) -> Result<(), String> {
     UriTemplateStr::new(template)
         .map(|_| ())
-        .map_err(|e| format!("`{template}` is not a URI template: {e}"))
+        .map_err(|e| not_a_template(template, e))
+}
+
+/// Errors name a template by its first characters: one of a definition's limit's length
+/// would otherwise be written out whole in the message, the detail and the log.
+fn not_a_template(template: &str, e: impl std::fmt::Display) -> String {
+    format!("`{}` is not a URI template: {e}", short_code(template))
 }
 
 /// Expands `template` with the top-level fields of `input` as its variables (strings and
@@ -27,8 +33,7 @@ pub(crate) fn check(template: &str) -> Result<(), String> {
 pub(crate) fn expand(template: &str, input: &Value) -> Result<String, String> {
     use std::fmt::Write as _;
 
-    let parsed = UriTemplateStr::new(template)
-        .map_err(|e| format!("`{template}` is not a URI template: {e}"))?;
+    let parsed = UriTemplateStr::new(template).map_err(|e| not_a_template(template, e))?;
     let mut context = SimpleContext::new();
     if let Value::Object(fields) = input {
         for var in parsed.variables() {
@@ -44,15 +49,18 @@ pub(crate) fn expand(template: &str, input: &Value) -> Result<String, String> {
     }
     let expanded = parsed
         .expand::<UriSpec, _>(&context)
-        .map_err(|e| format!("expanding `{template}`: {e}"))?;
+        .map_err(|e| format!("expanding `{}`: {e}", short_code(template)))?;
     // Written through a cap: a template repeating a large variable would otherwise build a
     // URI of gigabytes before anything could refuse it.
     let mut uri = Capped::new(MAX_URI_BYTES);
     if write!(uri, "{expanded}").is_err() {
         return Err(if uri.cut {
-            format!("expanding `{template}` gives a URI longer than {MAX_URI_BYTES} bytes")
+            format!(
+                "expanding `{}` gives a URI longer than {MAX_URI_BYTES} bytes",
+                short_code(template)
+            )
         } else {
-            format!("expanding `{template}` failed")
+            format!("expanding `{}` failed", short_code(template))
         });
     }
     Ok(uri.text)
@@ -131,6 +139,12 @@ mod tests {
             refused.contains(&format!("longer than {MAX_URI_BYTES} bytes")),
             "{refused}"
         );
+        // The 60 KB template is named by its start, not written out again.
+        assert!(
+            refused.starts_with("expanding `https://x.test/{a}{a}"),
+            "{refused}"
+        );
+        assert!(refused.len() < 200, "{} bytes", refused.len());
         // Just under the limit, it is built whole.
         let fits = format!("https://x.test/{}", "{a}".repeat(10));
         assert_eq!(expand(&fits, &input).unwrap().len(), 15 + 1_000_000);
@@ -141,5 +155,10 @@ mod tests {
         assert!(check("https://x.test/{unclosed").is_err());
         assert!(check("https://x.test/{a b}").is_err());
         assert!(check("https://x.test/{a}").is_ok());
+        let long = format!("https://x.test/{}{{unclosed", "a".repeat(60_000));
+        let refused = check(&long).unwrap_err();
+        assert!(refused.starts_with("`https://x.test/aaa"), "{refused}");
+        assert!(refused.contains("...` is not a URI template"), "{refused}");
+        assert!(refused.len() < 300, "{} bytes", refused.len());
     }
 }

@@ -230,8 +230,9 @@ impl Expr {
     }
 }
 
-/// The first 80 characters of an expression, for messages.
-fn short_code(code: &str) -> String {
+/// The first 80 characters of an expression (or of any text a definition gives, such as a
+/// URI template), for messages.
+pub(crate) fn short_code(code: &str) -> String {
     let mut out: String = code.chars().take(80).collect();
     if out.len() < code.len() {
         out.push_str("...");
