@@ -394,7 +394,7 @@ impl Execution {
                 },
             ),
             Err(e) if cancelled => {
-                let error = e.to_info();
+                let error = crate::limits::bounded_error(e.to_info());
                 (
                     TurnOutcome::Cancelled {
                         output: None,
@@ -411,7 +411,7 @@ impl Execution {
                 HistoryEvent::ExecutionCompleted { output },
             ),
             Err(e) => {
-                let error = e.to_info();
+                let error = crate::limits::bounded_error(e.to_info());
                 (
                     TurnOutcome::Failed(error.clone()),
                     HistoryEvent::ExecutionFailed { error },

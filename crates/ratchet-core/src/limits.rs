@@ -29,6 +29,60 @@ pub const MAX_DURATION: Duration = Duration::from_millis(3_155_760_000_000);
 /// stores values in, so every value written can be read back.
 pub const MAX_JSON_DEPTH: usize = 100;
 
+/// The bytes of an error's `kind` kept (a retry policy matches kinds; real ones are short).
+pub const MAX_ERROR_KIND_BYTES: usize = 256;
+
+/// The bytes of an error's message kept: room for a stack trace, not for a payload. A longer
+/// one is cut to 4 KiB less, so that what wraps it ("activity `x` failed after 3 attempt(s):
+/// ...") still fits and keeps its end.
+pub const MAX_ERROR_MESSAGE_BYTES: usize = 64 << 10;
+
+/// What a cut message leaves below [`MAX_ERROR_MESSAGE_BYTES`] for the messages that wrap it.
+const WRAPPING_ROOM: usize = 4 << 10;
+
+/// The bytes of an error's `details` kept (as JSON): a failed call's answer fits.
+pub const MAX_ERROR_DETAILS_BYTES: usize = 1 << 20;
+
+/// `error` as Ratchet keeps it (in history, on the instance, in a task's last error): its
+/// kind and message cut past [`MAX_ERROR_KIND_BYTES`] and [`MAX_ERROR_MESSAGE_BYTES`] at a
+/// character boundary (the message to 4 KiB less), then saying how long they were; its
+/// details dropped when they nest deeper than [`MAX_JSON_DEPTH`] (history wraps them deeper
+/// still, and serde_json could not read them back) or pass [`MAX_ERROR_DETAILS_BYTES`], the
+/// message saying why. An error within the limits is returned as it is.
+pub fn bounded_error(mut error: crate::ErrorInfo) -> crate::ErrorInfo {
+    if error.kind.len() > MAX_ERROR_KIND_BYTES {
+        let end = char_boundary(&error.kind, MAX_ERROR_KIND_BYTES);
+        error.kind = start_and_length(&error.kind, end);
+    }
+    if error.message.len() > MAX_ERROR_MESSAGE_BYTES {
+        let end = char_boundary(&error.message, MAX_ERROR_MESSAGE_BYTES - WRAPPING_ROOM);
+        error.message = start_and_length(&error.message, end);
+    }
+    let dropped = error.details.as_ref().and_then(|details| {
+        if json_depth_exceeds(details, MAX_JSON_DEPTH) {
+            return Some(format!("they nest deeper than {MAX_JSON_DEPTH} levels"));
+        }
+        let size = serde_json::to_vec(details).map_or(usize::MAX, |b| b.len());
+        (size > MAX_ERROR_DETAILS_BYTES)
+            .then(|| format!("{size} bytes, over the limit of {MAX_ERROR_DETAILS_BYTES} bytes"))
+    });
+    if let Some(why) = dropped {
+        error.details = None;
+        error
+            .message
+            .push_str(&format!(" (its details were dropped: {why})"));
+    }
+    error
+}
+
+/// The largest character boundary of `text` at or below `at`.
+fn char_boundary(text: &str, at: usize) -> usize {
+    (0..=at.min(text.len()))
+        .rev()
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0)
+}
+
 /// A value refused at the edge: which field, and which rule it breaks.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {rule}")]
@@ -224,11 +278,7 @@ pub fn shown_name(name: &str) -> String {
     if name.len() <= MAX_SHOWN_NAME {
         return escaped(name);
     }
-    let end = (0..=MAX_SHOWN_NAME)
-        .rev()
-        .find(|&i| name.is_char_boundary(i))
-        .unwrap_or(0);
-    escaped(&start_and_length(name, end))
+    escaped(&start_and_length(name, char_boundary(name, MAX_SHOWN_NAME)))
 }
 
 /// `text` cut at byte `end` (a character boundary), followed by its whole length.
@@ -368,5 +418,41 @@ mod tests {
         assert!(shown.ends_with("..."));
         let plain = "task `b`: `call` names an activity no worker runs";
         assert_eq!(shown_message(plain), plain);
+    }
+
+    #[test]
+    fn errors_are_kept_within_their_limits() {
+        use crate::ErrorInfo;
+        let small = ErrorInfo::new("Declined", "card declined")
+            .with_details(serde_json::json!({"code": 51}));
+        assert_eq!(bounded_error(small.clone()), small);
+        // Cut at a character boundary: 'é' is two bytes and straddles the limit.
+        let message = format!("x{}", "é".repeat(MAX_ERROR_MESSAGE_BYTES));
+        let kept = bounded_error(ErrorInfo::new("é".repeat(200), message.clone()));
+        assert!(
+            kept.kind.len() < MAX_ERROR_KIND_BYTES + 32,
+            "{}",
+            kept.kind.len()
+        );
+        assert!(kept.kind.ends_with("... (400 bytes)"), "{}", kept.kind);
+        assert!(kept.message.len() < MAX_ERROR_MESSAGE_BYTES + 32);
+        assert!(kept
+            .message
+            .ends_with(&format!("... ({} bytes)", message.len())));
+        let deep = (0..150).fold(serde_json::json!(0), |v, _| serde_json::json!([v]));
+        let kept = bounded_error(ErrorInfo::new("Deep", "m").with_details(deep));
+        assert_eq!(kept.details, None);
+        assert_eq!(
+            kept.message,
+            "m (its details were dropped: they nest deeper than 100 levels)"
+        );
+        let big = serde_json::json!("y".repeat(MAX_ERROR_DETAILS_BYTES));
+        let kept = bounded_error(ErrorInfo::new("Big", "m").with_details(big));
+        assert_eq!(kept.details, None);
+        assert!(
+            kept.message.contains("over the limit of 1048576 bytes"),
+            "{}",
+            kept.message
+        );
     }
 }

@@ -231,11 +231,13 @@ pub(crate) fn output_refused(
 /// What follows attempt `attempt` that failed with `error` at `now`: a snooze, the next
 /// attempt at the time its retry policy gives, or the end of the task.
 pub(crate) fn after_failure(
-    error: ActivityError,
+    mut error: ActivityError,
     options: &ActivityOptions,
     attempt: u32,
     now: Timestamp,
 ) -> TaskResult {
+    // Whatever the code (or a remote worker) made of it, the error kept has limits.
+    error.info = ratchet_core::limits::bounded_error(error.info);
     if let Some(delay) = error.snooze {
         return TaskResult::Snooze {
             at: now.plus(delay),

@@ -272,10 +272,77 @@ async fn values_nested_too_deep_are_refused_where_they_come_in(store: Arc<dyn St
     r.shutdown().await;
 }
 
+/// An error as large as a user may make it: a 3 MiB message, and details nested 200 deep.
+fn huge_error() -> ratchet::ErrorInfo {
+    ratchet::ErrorInfo::new("Huge", "x".repeat(3 << 20)).with_details(nested(200))
+}
+
+/// Errors have limits too: an activity's or an orchestration's error with a 3 MiB message and
+/// details nested 200 deep is kept cut (its message to 64 KiB, its details dropped, both said
+/// in the message) instead of writing megabytes per attempt or a history no one can read back.
+async fn huge_errors_are_kept_cut_and_history_stays_readable(store: Arc<dyn Store>) {
+    let r = start(&store, |b| {
+        b.orchestration(
+            "calls_huge",
+            |ctx: OrchestrationContext, _: serde_json::Value| async move {
+                let v: serde_json::Value = ctx.activity("huge", ()).await?;
+                Ok::<_, OrchestrationError>(v)
+            },
+        )
+        .orchestration(
+            "fails_huge",
+            |_ctx: OrchestrationContext, _: serde_json::Value| async move {
+                Err::<(), _>(OrchestrationError::Application(huge_error()))
+            },
+        )
+        .activity("huge", |_ctx: ActivityContext, _: ()| async move {
+            Err::<(), _>(ActivityError {
+                info: huge_error(),
+                retryable: false,
+                snooze: None,
+            })
+        })
+    })
+    .await;
+    let c = r.client();
+    for name in ["calls_huge", "fails_huge"] {
+        let outcome = c.start(name, ()).await.unwrap().wait(WAIT).await.unwrap();
+        assert_eq!(outcome.status, InstanceStatus::Failed, "{name}");
+        let e = outcome.error.unwrap();
+        assert!(
+            e.message.len() < 70_000,
+            "{name}: {} bytes",
+            e.message.len()
+        );
+        assert!(
+            e.message.contains("xxxx"),
+            "{name}: the message's start is kept"
+        );
+        assert!(
+            e.message.contains("3145728 bytes"),
+            "{name}: {}",
+            &e.message[e.message.len() - 300..]
+        );
+        assert!(e.message.contains("details were dropped"), "{name}");
+        assert!(e.details.is_none(), "{name}");
+        // Stored, it reads back: the history and the instance.
+        let history = c.history(&outcome.id).await.unwrap();
+        let stored: usize = history
+            .iter()
+            .map(|h| serde_json::to_vec(&h.event).unwrap().len())
+            .sum();
+        assert!(stored < 200_000, "{name}: history of {stored} bytes");
+        let record = c.status(&outcome.id).await.unwrap();
+        assert_eq!(record.error.unwrap(), e);
+    }
+    r.shutdown().await;
+}
+
 crate::on_every_backend!(
     bad_starts_are_refused_and_write_nothing,
     unknown_activity_fails_the_instance_clearly,
     malformed_signal_payload_is_an_error_in_the_code,
     limits_fail_instances_with_clear_errors,
     values_nested_too_deep_are_refused_where_they_come_in,
+    huge_errors_are_kept_cut_and_history_stays_readable,
 );
