@@ -539,9 +539,11 @@ fn violation(shared: &Shared, turn: &Turn) -> Option<ErrorInfo> {
                     })
                     .or_else(|| too_big(format!("the input of task \"{name}\""), input)),
             },
-            HistoryEvent::ExecutionCompleted { output } => {
-                too_big("the orchestration's output".into(), output)
-            }
+            HistoryEvent::ExecutionCompleted { output }
+            | HistoryEvent::ExecutionCancelled {
+                output: Some(output),
+                ..
+            } => too_big("the orchestration's output".into(), output),
             HistoryEvent::ContinuedAsNew { input } => {
                 too_big("the continue-as-new input".into(), input)
             }

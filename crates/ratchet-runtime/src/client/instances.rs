@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::{check_new_id, validate_id, validate_name, Client};
+use super::{check_new_id, validate_id, validate_name, validate_reason, Client};
 use crate::hub::{Heard, InstanceOutcome};
 use crate::{Error, Result};
 
@@ -280,9 +280,11 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::NotFound`], [`Error::Finished`], or a store error.
+    /// [`Error::InvalidInput`] (a reason over 64 KiB), [`Error::NotFound`], [`Error::Finished`],
+    /// or a store error.
     pub async fn cancel(&self, id: &str, reason: &str) -> Result<()> {
         validate_id(id)?;
+        validate_reason(reason)?;
         let outcome = self.store.instance_cancel(id, reason).await?;
         self.stop_result(id, outcome)?;
         self.wake_local();
@@ -293,9 +295,11 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::NotFound`], [`Error::Finished`], or a store error.
+    /// [`Error::InvalidInput`] (a reason over 64 KiB), [`Error::NotFound`], [`Error::Finished`],
+    /// or a store error.
     pub async fn terminate(&self, id: &str, reason: &str) -> Result<()> {
         validate_id(id)?;
+        validate_reason(reason)?;
         let outcome = self
             .store
             .instance_terminate(id, reason, self.calls.now().await)

@@ -60,6 +60,19 @@ pub(crate) fn check_new_id(id: &str) -> Result<()> {
 }
 
 /// Checks the id of an instance being addressed: 1 to 255 bytes, no control characters.
+/// A cancel's or terminate's reason: kept in history and as the instance's error message, so
+/// at most an error message's bytes ([`ratchet_core::limits::MAX_ERROR_MESSAGE_BYTES`]).
+pub(crate) fn validate_reason(reason: &str) -> Result<()> {
+    let max = ratchet_core::limits::MAX_ERROR_MESSAGE_BYTES;
+    if reason.len() > max {
+        return Err(Error::InvalidInput(format!(
+            "reason: {} bytes, over the limit of {max} bytes",
+            reason.len()
+        )));
+    }
+    Ok(())
+}
+
 pub(crate) fn validate_id(id: &str) -> Result<()> {
     if id.is_empty() || id.len() > 255 {
         return Err(Error::InvalidInput(format!(

@@ -243,6 +243,15 @@ async fn values_nested_too_deep_are_refused_where_they_come_in(store: Arc<dyn St
                 Ok::<_, OrchestrationError>(v)
             },
         )
+        .orchestration(
+            "cancel_deep",
+            |ctx: OrchestrationContext, _: serde_json::Value| async move {
+                match ctx.signal::<serde_json::Value>("never").await {
+                    Err(e) if e.is_cancelled() => Ok(nested(120)),
+                    other => other,
+                }
+            },
+        )
         .activity("deep", |_ctx: ActivityContext, _: ()| async move {
             Ok::<_, ActivityError>(nested(120))
         })
@@ -264,6 +273,23 @@ async fn values_nested_too_deep_are_refused_where_they_come_in(store: Arc<dyn St
         c.events().append(vec![event]).await,
         Err(Error::InvalidInput(_))
     ));
+    // So does what an orchestration returns once cancelled, and a reason over 64 KiB.
+    let cancelled = c.start("cancel_deep", ()).await.unwrap();
+    let long = "r".repeat(70_000);
+    match c.cancel(cancelled.id(), &long).await {
+        Err(Error::InvalidInput(m)) => assert!(m.contains("70000 bytes"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    c.cancel(cancelled.id(), "stop").await.unwrap();
+    let id = cancelled.id().to_string();
+    let outcome = cancelled.wait(WAIT).await.unwrap();
+    assert_eq!(outcome.status, InstanceStatus::Failed);
+    let e = outcome.error.unwrap();
+    assert!(e.message.contains("deeper than 100"), "{e}");
+    let history = c.history(&id).await.unwrap();
+    assert!(history
+        .iter()
+        .all(|h| !format!("{:?}", h.event).contains("rrrr")));
     // An activity's result nested too deep fails the activity, not the history.
     let outcome = c.start("echo", ()).await.unwrap().wait(WAIT).await.unwrap();
     assert_eq!(outcome.status, InstanceStatus::Failed);
