@@ -30,12 +30,14 @@ pub const MAX_DURATION: Duration = Duration::from_millis(3_155_760_000_000);
 pub const MAX_JSON_DEPTH: usize = 100;
 
 /// The bytes of an error's `kind` kept (a retry policy matches kinds; real ones are short).
-pub const MAX_ERROR_KIND_BYTES: usize = 256;
+/// A worker reporting over HTTP is refused past it; an error made in process is cut.
+pub const MAX_ERROR_KIND_BYTES: usize = 255;
 
-/// The bytes of an error's message kept: room for a stack trace, not for a payload. A longer
-/// one is cut to 4 KiB less, so that what wraps it ("activity `x` failed after 3 attempt(s):
-/// ...") still fits and keeps its end.
-pub const MAX_ERROR_MESSAGE_BYTES: usize = 64 << 10;
+/// The bytes of an error's message kept: room for a stack trace, not for a payload. A worker
+/// reporting over HTTP is refused past it; an error made in process is cut to 4 KiB less, so
+/// that what wraps it ("activity `x` failed after 3 attempt(s): ...") still fits and keeps its
+/// end.
+pub const MAX_ERROR_MESSAGE_BYTES: usize = 32 << 10;
 
 /// What a cut message leaves below [`MAX_ERROR_MESSAGE_BYTES`] for the messages that wrap it.
 const WRAPPING_ROOM: usize = 4 << 10;
@@ -435,6 +437,7 @@ mod tests {
             kept.kind.len()
         );
         assert!(kept.kind.ends_with("... (400 bytes)"), "{}", kept.kind);
+        assert!(kept.kind.starts_with(&"é".repeat(127)));
         assert!(kept.message.len() < MAX_ERROR_MESSAGE_BYTES + 32);
         assert!(kept
             .message

@@ -17,9 +17,10 @@ use crate::work::{
     Released, ReportStatus, Reported, ReportedAll, ResultBody, StepView,
 };
 
-/// The longest error kind and message a worker may report, in bytes.
-const MAX_KIND: usize = 255;
-const MAX_MESSAGE: usize = 32 * 1024;
+/// The longest error kind and message a worker may report, in bytes: what Ratchet keeps of
+/// an error made in process.
+const MAX_KIND: usize = ratchet_core::limits::MAX_ERROR_KIND_BYTES;
+const MAX_MESSAGE: usize = ratchet_core::limits::MAX_ERROR_MESSAGE_BYTES;
 
 /// The longest snooze: a year.
 const MAX_SNOOZE_MS: u64 = 365 * 24 * 3_600_000;

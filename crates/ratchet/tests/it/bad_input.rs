@@ -273,11 +273,11 @@ async fn values_nested_too_deep_are_refused_where_they_come_in(store: Arc<dyn St
         c.events().append(vec![event]).await,
         Err(Error::InvalidInput(_))
     ));
-    // So does what an orchestration returns once cancelled, and a reason over 64 KiB.
+    // So does what an orchestration returns once cancelled, and a reason over 32 KiB.
     let cancelled = c.start("cancel_deep", ()).await.unwrap();
-    let long = "r".repeat(70_000);
+    let long = "r".repeat(40_000);
     match c.cancel(cancelled.id(), &long).await {
-        Err(Error::InvalidInput(m)) => assert!(m.contains("70000 bytes"), "{m}"),
+        Err(Error::InvalidInput(m)) => assert!(m.contains("40000 bytes"), "{m}"),
         other => panic!("{other:?}"),
     }
     c.cancel(cancelled.id(), "stop").await.unwrap();
@@ -304,7 +304,7 @@ fn huge_error() -> ratchet::ErrorInfo {
 }
 
 /// Errors have limits too: an activity's or an orchestration's error with a 3 MiB message and
-/// details nested 200 deep is kept cut (its message to 64 KiB, its details dropped, both said
+/// details nested 200 deep is kept cut (its message to 28 KiB, its details dropped, both said
 /// in the message) instead of writing megabytes per attempt or a history no one can read back.
 async fn huge_errors_are_kept_cut_and_history_stays_readable(store: Arc<dyn Store>) {
     let r = start(&store, |b| {
