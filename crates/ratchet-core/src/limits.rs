@@ -47,10 +47,11 @@ pub const MAX_ERROR_DETAILS_BYTES: usize = 1 << 20;
 
 /// `error` as Ratchet keeps it (in history, on the instance, in a task's last error): its
 /// kind and message cut past [`MAX_ERROR_KIND_BYTES`] and [`MAX_ERROR_MESSAGE_BYTES`] at a
-/// character boundary (the message to 4 KiB less), then saying how long they were; its
-/// details dropped when they nest deeper than [`MAX_JSON_DEPTH`] (history wraps them deeper
-/// still, and serde_json could not read them back) or pass [`MAX_ERROR_DETAILS_BYTES`], the
-/// message saying why. An error within the limits is returned as it is.
+/// character boundary (the message to 4 KiB less), then saying how long they were; when its
+/// details nest deeper than [`MAX_JSON_DEPTH`] (history wraps them deeper still, and
+/// serde_json could not read them back) or pass [`MAX_ERROR_DETAILS_BYTES`], an object keeps
+/// its small fields and anything else is dropped, the message saying what and why. An error
+/// within the limits is returned as it is.
 pub fn bounded_error(mut error: crate::ErrorInfo) -> crate::ErrorInfo {
     if error.kind.len() > MAX_ERROR_KIND_BYTES {
         let end = char_boundary(&error.kind, MAX_ERROR_KIND_BYTES);
@@ -60,7 +61,7 @@ pub fn bounded_error(mut error: crate::ErrorInfo) -> crate::ErrorInfo {
         let end = char_boundary(&error.message, MAX_ERROR_MESSAGE_BYTES - WRAPPING_ROOM);
         error.message = start_and_length(&error.message, end);
     }
-    let dropped = error.details.as_ref().and_then(|details| {
+    let over = error.details.as_ref().and_then(|details| {
         if json_depth_exceeds(details, MAX_JSON_DEPTH) {
             return Some(format!("they nest deeper than {MAX_JSON_DEPTH} levels"));
         }
@@ -68,13 +69,62 @@ pub fn bounded_error(mut error: crate::ErrorInfo) -> crate::ErrorInfo {
         (size > MAX_ERROR_DETAILS_BYTES)
             .then(|| format!("{size} bytes, over the limit of {MAX_ERROR_DETAILS_BYTES} bytes"))
     });
-    if let Some(why) = dropped {
-        error.details = None;
-        error
-            .message
-            .push_str(&format!(" (its details were dropped: {why})"));
+    if let Some(why) = over {
+        // An object keeps its small fields (a workflow error's `type`, `status`, `title`,
+        // `instance`): only what is too big or too deep goes.
+        let (kept, dropped) = match error.details.take() {
+            Some(Value::Object(fields)) => small_fields(fields),
+            _ => (None, Vec::new()),
+        };
+        let what = match dropped.as_slice() {
+            [] => "its details were dropped".to_string(),
+            names => format!("its details' {} dropped", quoted_list(names)),
+        };
+        error.details = kept;
+        error.message.push_str(&format!(" ({what}: {why})"));
     }
     error
+}
+
+/// The bytes of one field an error's details keep when they are over their limits.
+const KEPT_DETAIL_BYTES: usize = 4 << 10;
+
+/// The fields of oversized details that are each at most [`KEPT_DETAIL_BYTES`] and shallow,
+/// up to 64 of them (`None` when none is), and the names of the others.
+fn small_fields(fields: serde_json::Map<String, Value>) -> (Option<Value>, Vec<String>) {
+    let mut kept = serde_json::Map::new();
+    let mut dropped = Vec::new();
+    for (name, value) in fields {
+        let small = name.len() <= MAX_ERROR_KIND_BYTES
+            && kept.len() < 64
+            && !json_depth_exceeds(&value, MAX_JSON_DEPTH - 1)
+            && serde_json::to_vec(&value).is_ok_and(|b| b.len() <= KEPT_DETAIL_BYTES);
+        if small {
+            kept.insert(name, value);
+        } else {
+            dropped.push(name);
+        }
+    }
+    ((!kept.is_empty()).then_some(Value::Object(kept)), dropped)
+}
+
+/// `a`, `a` and `b`, or `a`, `b` and 3 more fields: names as a message lists them.
+fn quoted_list(names: &[String]) -> String {
+    let shown: Vec<String> = names
+        .iter()
+        .take(3)
+        .map(|n| format!("`{}`", shown_name(n)))
+        .collect();
+    match (shown.as_slice(), names.len()) {
+        ([one], 1) => format!("field {one} was"),
+        ([a, b], 2) => format!("fields {a} and {b} were"),
+        ([a, b, c], 3) => format!("fields {a}, {b} and {c} were"),
+        (_, n) => format!(
+            "fields {} and {} more were",
+            shown.join(", "),
+            n - shown.len()
+        ),
+    }
 }
 
 /// The largest character boundary of `text` at or below `at`.
@@ -448,6 +498,20 @@ mod tests {
         assert_eq!(
             kept.message,
             "m (its details were dropped: they nest deeper than 100 levels)"
+        );
+        // A workflow error keeps its small fields; the big one goes, named.
+        let error = serde_json::json!({"type": "https://example.com/huge", "status": 500,
+            "detail": "d".repeat(MAX_ERROR_DETAILS_BYTES)});
+        let kept = bounded_error(ErrorInfo::new("Huge", "m").with_details(error));
+        assert_eq!(
+            kept.details,
+            Some(serde_json::json!({"type": "https://example.com/huge", "status": 500}))
+        );
+        assert!(
+            kept.message
+                .starts_with("m (its details' field `detail` was dropped: "),
+            "{}",
+            kept.message
         );
         let big = serde_json::json!("y".repeat(MAX_ERROR_DETAILS_BYTES));
         let kept = bounded_error(ErrorInfo::new("Big", "m").with_details(big));

@@ -247,6 +247,53 @@ async fn errors_are_caught_retried_and_raised(store: Arc<dyn Store>) {
     r.shutdown().await;
 }
 
+const HUGE_RAISE: &str = r#"
+document: {dsl: '1.0.0', namespace: shop, name: huge, version: '1.0.0'}
+do:
+  - boom:
+      raise:
+        error:
+          type: https://example.com/errors/huge
+          status: 500
+          title: Huge
+          detail: ${ "x" * . }
+"#;
+
+/// A raised error whose detail is 3 MB is kept cut (the detail's start in the message), with
+/// its type, status, title and instance: the history and the instance stay small and readable.
+async fn a_huge_raised_error_keeps_its_type_and_status(store: Arc<dyn Store>) {
+    let r = start(&store, |b| b.workflow(compiled(HUGE_RAISE), 1)).await;
+    let c = r.client();
+    let huge = c
+        .start_with("shop/huge", 3_000_000, StartOptions::id("huge"))
+        .await
+        .unwrap();
+    let outcome = huge.wait(WAIT).await.unwrap();
+    assert_eq!(outcome.status, InstanceStatus::Failed);
+    let error = c.status("huge").await.unwrap().error.unwrap();
+    assert_eq!(error, outcome.error.unwrap());
+    assert_eq!(
+        error.details,
+        Some(
+            json!({"type": "https://example.com/errors/huge", "status": 500,
+                    "title": "Huge", "instance": "/do/0/boom"})
+        )
+    );
+    assert!(error.message.len() < 32 << 10, "{}", error.message.len());
+    assert!(
+        error.message.ends_with("... (3000000 bytes) (its details' field `detail` was dropped: 3000106 bytes, over the limit of 1048576 bytes)"),
+        "{}",
+        &error.message[error.message.len() - 200..]
+    );
+    let history = c.history("huge").await.unwrap();
+    let stored: usize = history
+        .iter()
+        .map(|h| serde_json::to_vec(&h.event).unwrap().len())
+        .sum();
+    assert!(stored < 64 << 10, "{stored} bytes of history");
+    r.shutdown().await;
+}
+
 const TWO_STEPS: &str = r#"
 document: {dsl: '1.0.0', namespace: shop, name: steps, version: 'VERSION'}
 do:
@@ -697,5 +744,6 @@ crate::on_every_backend!(
     each_step_kind_runs_with_its_expressions,
     a_signal_continues_and_its_absence_times_out,
     errors_are_caught_retried_and_raised,
+    a_huge_raised_error_keeps_its_type_and_status,
     a_workflow_resumes_in_a_new_runtime_on_the_version_it_started,
 );
