@@ -59,7 +59,6 @@ pub(crate) fn check_new_id(id: &str) -> Result<()> {
     Ok(ratchet_core::limits::check_identifier("id", id, 255)?)
 }
 
-/// Checks the id of an instance being addressed: 1 to 255 bytes, no control characters.
 /// A cancel's or terminate's reason: kept in history and as the instance's error message, so
 /// at most an error message's bytes ([`ratchet_core::limits::MAX_ERROR_MESSAGE_BYTES`]).
 pub(crate) fn validate_reason(reason: &str) -> Result<()> {
@@ -73,6 +72,7 @@ pub(crate) fn validate_reason(reason: &str) -> Result<()> {
     Ok(())
 }
 
+/// Checks the id of an instance being addressed: 1 to 255 bytes, no control characters.
 pub(crate) fn validate_id(id: &str) -> Result<()> {
     if id.is_empty() || id.len() > 255 {
         return Err(Error::InvalidInput(format!(
