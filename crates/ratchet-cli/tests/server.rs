@@ -176,6 +176,15 @@ async fn instances(server: &Server) {
     assert_eq!(outcomes[2]["id"], "o3");
     // (A cancel reaches the steps in flight: the order's wait for its signal.)
     awaiting_delivery(server, "o2").await;
+    // A reason past 32 KiB is refused naming it; nothing is written.
+    let (status, problem) = post(
+        server,
+        "/v1/instances/o2/cancel",
+        json!({"reason": "r".repeat(40_000)}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{problem}");
+    assert_eq!(problem["field"], "reason", "{problem}");
     let (status, _) = post(
         server,
         "/v1/instances/o2/cancel",

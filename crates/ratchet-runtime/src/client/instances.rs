@@ -280,7 +280,7 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidInput`] (a reason over 32 KiB), [`Error::NotFound`], [`Error::Finished`],
+    /// [`Error::Limit`] (a reason over 32 KiB, naming the field `reason`), [`Error::NotFound`], [`Error::Finished`],
     /// or a store error.
     pub async fn cancel(&self, id: &str, reason: &str) -> Result<()> {
         validate_id(id)?;
@@ -295,7 +295,7 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidInput`] (a reason over 32 KiB), [`Error::NotFound`], [`Error::Finished`],
+    /// [`Error::Limit`] (a reason over 32 KiB, naming the field `reason`), [`Error::NotFound`], [`Error::Finished`],
     /// or a store error.
     pub async fn terminate(&self, id: &str, reason: &str) -> Result<()> {
         validate_id(id)?;

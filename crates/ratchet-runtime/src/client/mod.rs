@@ -64,9 +64,9 @@ pub(crate) fn check_new_id(id: &str) -> Result<()> {
 pub(crate) fn validate_reason(reason: &str) -> Result<()> {
     let max = ratchet_core::limits::MAX_ERROR_MESSAGE_BYTES;
     if reason.len() > max {
-        return Err(Error::InvalidInput(format!(
-            "reason: {} bytes, over the limit of {max} bytes",
-            reason.len()
+        return Err(Error::Limit(ratchet_core::limits::LimitError::new(
+            "reason",
+            format!("{} bytes, over the limit of {max} bytes", reason.len()),
         )));
     }
     Ok(())

@@ -277,7 +277,10 @@ async fn values_nested_too_deep_are_refused_where_they_come_in(store: Arc<dyn St
     let cancelled = c.start("cancel_deep", ()).await.unwrap();
     let long = "r".repeat(40_000);
     match c.cancel(cancelled.id(), &long).await {
-        Err(Error::InvalidInput(m)) => assert!(m.contains("40000 bytes"), "{m}"),
+        Err(Error::Limit(l)) => {
+            assert_eq!(l.field, "reason");
+            assert!(l.rule.contains("40000 bytes"), "{l}");
+        }
         other => panic!("{other:?}"),
     }
     c.cancel(cancelled.id(), "stop").await.unwrap();
