@@ -280,8 +280,8 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::Limit`] (a reason over 32 KiB, naming the field `reason`), [`Error::NotFound`], [`Error::Finished`],
-    /// or a store error.
+    /// [`Error::Limit`] (a reason over 32 KiB, naming the field `reason`), [`Error::NotFound`],
+    /// [`Error::Finished`], or a store error.
     pub async fn cancel(&self, id: &str, reason: &str) -> Result<()> {
         validate_id(id)?;
         validate_reason(reason)?;
@@ -295,8 +295,8 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::Limit`] (a reason over 32 KiB, naming the field `reason`), [`Error::NotFound`], [`Error::Finished`],
-    /// or a store error.
+    /// [`Error::Limit`] (a reason over 32 KiB, naming the field `reason`), [`Error::NotFound`],
+    /// [`Error::Finished`], or a store error.
     pub async fn terminate(&self, id: &str, reason: &str) -> Result<()> {
         validate_id(id)?;
         validate_reason(reason)?;
