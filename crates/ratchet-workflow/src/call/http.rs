@@ -13,6 +13,7 @@ use serde_json::{json, Map, Value};
 
 use super::auth::Tokens;
 use super::openapi::Document;
+use super::plain::{Failure, Plain, CONNECT_TIMEOUT};
 use super::{
     communication, CallConfig, CallConfigError, CallInput, Credentials, Target, AUTHORIZATION,
     DOCUMENTS_KEPT, MAX_REDIRECTS, MAX_RESPONSE_BYTES, TIMEOUT,
@@ -45,7 +46,13 @@ pub(crate) struct Caller {
     config: CallConfig,
     /// OAuth2 tokens, kept.
     tokens: Tokens,
+    /// Plain `http://` calls without redirects, sent without reqwest; `None` when the
+    /// environment names a proxy.
+    plain: Option<Plain>,
 }
+
+/// The `User-Agent` of every call.
+const USER_AGENT: &str = concat!("ratchet/", env!("CARGO_PKG_VERSION"));
 
 fn client(
     config: &CallConfig,
@@ -58,8 +65,8 @@ fn client(
     }
     let mut builder = builder
         .redirect(redirect)
-        .connect_timeout(Duration::from_secs(30))
-        .user_agent(concat!("ratchet/", env!("CARGO_PKG_VERSION")));
+        .connect_timeout(CONNECT_TIMEOUT)
+        .user_agent(USER_AGENT);
     for (host, addr) in &config.resolve {
         builder = builder.resolve(host, *addr);
     }
@@ -93,6 +100,7 @@ impl Caller {
             protos: Kept::new(kept),
             config: config.clone(),
             tokens: Tokens::default(),
+            plain: Plain::new(&config.resolve),
         })
     }
 
@@ -188,6 +196,7 @@ impl Caller {
         };
         send(
             client,
+            self.plain.as_ref(),
             request,
             &input.idempotency_key,
             &input.output,
@@ -208,7 +217,15 @@ impl Caller {
         if let Some(doc) = self.documents.get(&key) {
             return Ok(doc);
         }
-        let content = fetch(client, uri, auth, "the OpenAPI document", "content").await?;
+        let content = fetch(
+            client,
+            self.plain.as_ref(),
+            uri,
+            auth,
+            "the OpenAPI document",
+            "content",
+        )
+        .await?;
         let doc = Arc::new(
             Document::read(uri, &content)
                 .map_err(|e| communication(format!("the OpenAPI document {uri}: {e}")))?,
@@ -235,7 +252,8 @@ impl Caller {
         let source = if uri.starts_with("file://") {
             super::grpc::read_file(self.config.proto_dir.as_deref(), uri)?
         } else {
-            let content = fetch(client, uri, auth, "the .proto", "raw").await?;
+            let content =
+                fetch(client, self.plain.as_ref(), uri, auth, "the .proto", "raw").await?;
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(content.as_str().unwrap_or_default())
                 .map_err(|e| communication(format!("the .proto {uri}: {e}")))?;
@@ -281,6 +299,7 @@ impl<T> Kept<T> {
 /// it does not answer 2xx.
 async fn fetch(
     client: &reqwest::Client,
+    plain: Option<&Plain>,
     uri: &str,
     auth: Option<&Credentials>,
     what: &str,
@@ -294,7 +313,7 @@ async fn fetch(
         body: None,
         auth: auth.cloned(),
     };
-    let mut answer = send(client, request, "", output, false).await?;
+    let mut answer = send(client, plain, request, "", output, false).await?;
     let status = answer["statusCode"].as_u64().unwrap_or(0);
     if !(200..300).contains(&status) {
         return Err(communication(format!("{what} {uri} answered {status}")));
@@ -337,6 +356,7 @@ pub(crate) struct Request {
 /// uses, and a failed call's whole answer goes into its error.
 async fn send(
     client: &reqwest::Client,
+    plain: Option<&Plain>,
     request: Request,
     idempotency_key: &str,
     output: &str,
@@ -390,46 +410,33 @@ async fn send(
         .map_err(|e| communication(format!("{} {}: {e}", request.method, request.uri)))?;
     let sent_headers = sent.headers().clone();
     let sent_url = sent.url().clone();
-    let mut response = client.execute(sent).await.map_err(|e| {
-        let what = if e.is_timeout() {
-            TIMEOUT
-        } else {
-            super::COMMUNICATION
-        };
-        ActivityError::non_retryable(
-            what,
-            format!("{} {}: {}", request.method, url, error_chain(&e)),
-        )
-    })?;
-    let status = response.status().as_u16();
+    let answer = match plain {
+        Some(plain) if Plain::serves(&sent_url, redirect) => plain
+            .exchange(sent, USER_AGENT, MAX_RESPONSE_BYTES)
+            .await
+            .map_err(|failure| match failure {
+                Failure::ConnectTimeout(address) => ActivityError::non_retryable(
+                    TIMEOUT,
+                    format!(
+                        "{} {url}: connecting to {address} took longer than {CONNECT_TIMEOUT:?}",
+                        request.method
+                    ),
+                ),
+                Failure::Io(what) => communication(format!("{} {url}: {what}", request.method)),
+                Failure::TooLarge => too_large(&request.method, &url),
+            })?,
+        _ => through_reqwest(client, sent, &request.method, &url).await?,
+    };
+    let status = answer.status;
     let ok = if redirect { 200..400 } else { 200..300 };
     let whole = output == "response" || !ok.contains(&status);
-    let headers = whole.then(|| headers_of(response.headers(), false));
-    let json_content = response
-        .headers()
+    let headers = whole.then(|| headers_of(&answer.headers, false));
+    let json_content = answer
+        .headers
         .get(reqwest::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|t| t.to_ascii_lowercase().contains("json"));
-    if response
-        .content_length()
-        .is_some_and(|n| n > MAX_RESPONSE_BYTES as u64)
-    {
-        return Err(too_large(&request.method, &url));
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| {
-        communication(format!(
-            "{} {}: reading the answer: {}",
-            request.method,
-            url,
-            error_chain(&e)
-        ))
-    })? {
-        if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
-            return Err(too_large(&request.method, &url));
-        }
-        body.extend_from_slice(&chunk);
-    }
+    let body = answer.body;
     let content = if output == "raw" {
         Value::String(base64::engine::general_purpose::STANDARD.encode(&body))
     } else {
@@ -447,6 +454,54 @@ async fn send(
             "content": content,
         }),
         None => json!({"statusCode": status, "content": content}),
+    })
+}
+
+/// An answer read whole.
+pub(super) struct Answer {
+    pub(super) status: u16,
+    pub(super) headers: reqwest::header::HeaderMap,
+    pub(super) body: Vec<u8>,
+}
+
+/// Sends `sent` through reqwest (TLS, proxies, redirects) and reads the answer, at most
+/// [`MAX_RESPONSE_BYTES`] of it.
+async fn through_reqwest(
+    client: &reqwest::Client,
+    sent: reqwest::Request,
+    method: &str,
+    url: &reqwest::Url,
+) -> Result<Answer, ActivityError> {
+    let mut response = client.execute(sent).await.map_err(|e| {
+        let what = if e.is_timeout() {
+            TIMEOUT
+        } else {
+            super::COMMUNICATION
+        };
+        ActivityError::non_retryable(what, format!("{method} {url}: {}", error_chain(&e)))
+    })?;
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_RESPONSE_BYTES as u64)
+    {
+        return Err(too_large(method, url));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| {
+        communication(format!(
+            "{method} {url}: reading the answer: {}",
+            error_chain(&e)
+        ))
+    })? {
+        if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+            return Err(too_large(method, url));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Answer {
+        status: response.status().as_u16(),
+        headers: std::mem::take(response.headers_mut()),
+        body,
     })
 }
 

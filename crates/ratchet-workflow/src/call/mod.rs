@@ -7,6 +7,7 @@ mod auth;
 mod grpc;
 mod http;
 mod openapi;
+mod plain;
 pub(crate) mod uri;
 
 use std::collections::BTreeMap;

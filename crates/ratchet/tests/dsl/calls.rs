@@ -31,8 +31,25 @@ do:
             attempt: {count: 4}
 "#;
 
-/// Fails twice (500, 503), hangs the third until its timeout, answers the fourth.
+/// Fails twice (500, 503), hangs the third until its timeout, answers the fourth: over
+/// HTTPS (reqwest) and over plain HTTP (the worker's own HTTP/1 path).
 async fn a_failing_call_is_retried_on_durable_timers_with_one_key(store: Arc<dyn Store>) {
+    for scheme in ["https", "http"] {
+        retried_with_one_key(&store, scheme).await;
+    }
+}
+
+/// [`FLAKY`] with its calls over `scheme` and a name of its own.
+fn flaky(scheme: &str) -> Workflow {
+    Workflow::compile(
+        &FLAKY
+            .replace("https://", &format!("{scheme}://"))
+            .replace("name: flaky", &format!("name: flaky-{scheme}")),
+    )
+    .unwrap()
+}
+
+async fn retried_with_one_key(store: &Arc<dyn Store>, scheme: &str) {
     let standin = standin::start().await;
     standin.script(
         "flaky",
@@ -43,17 +60,17 @@ async fn a_failing_call_is_retried_on_durable_timers_with_one_key(store: Arc<dyn
             Step::Status(200),
         ],
     );
-    let r = start(&store, |b| {
-        b.calls(standin.calls())
-            .workflow(Workflow::compile(FLAKY).unwrap(), 1)
+    let r = start(store, |b| {
+        b.calls(standin.calls()).workflow(flaky(scheme), 1)
     })
     .await;
     let c = r.client();
+    let id = format!("flaky-{scheme}");
     let handle = c
         .start_with(
-            "calls/flaky",
+            &format!("calls/flaky-{scheme}"),
             json!({"script": "flaky"}),
-            StartOptions::id("flaky"),
+            StartOptions::id(&id),
         )
         .await
         .unwrap();
@@ -76,7 +93,7 @@ async fn a_failing_call_is_retried_on_durable_timers_with_one_key(store: Arc<dyn
     assert!(keys.iter().all(|k| *k == keys[0]), "{keys:?}");
     // Three waits between four attempts, each a durable timer; each attempt's answer recorded
     // once: three answers (500, 503, 200) and one timeout.
-    let history = c.history("flaky").await.unwrap();
+    let history = c.history(&id).await.unwrap();
     let named = |name: &str| history.iter().filter(|h| h.event.kind() == name).count();
     assert_eq!(named("TimerFired"), 3, "{history:?}");
     assert_eq!(named("ActivityCompleted"), 3, "{history:?}");
@@ -85,17 +102,16 @@ async fn a_failing_call_is_retried_on_durable_timers_with_one_key(store: Arc<dyn
 
     // A second run of the same definition sends a new key; its answer comes from its own call.
     standin.script("again", vec![Step::Status(200)]);
-    let r = start(&store, |b| {
-        b.calls(standin.calls())
-            .workflow(Workflow::compile(FLAKY).unwrap(), 1)
+    let r = start(store, |b| {
+        b.calls(standin.calls()).workflow(flaky(scheme), 1)
     })
     .await;
     let again = r
         .client()
         .start_with(
-            "calls/flaky",
+            &format!("calls/flaky-{scheme}"),
             json!({"script": "again"}),
-            StartOptions::id("again"),
+            StartOptions::id(format!("again-{scheme}")),
         )
         .await
         .unwrap();
@@ -149,20 +165,30 @@ do:
                 failure: ${ $failure | del(.response) }
 "#;
 
-/// What each `output` gives, and what a non-2xx answer raises.
+/// What each `output` gives, and what a non-2xx answer raises; what the service sees: over
+/// HTTPS (reqwest) and over plain HTTP (the worker's own HTTP/1 path) alike.
 async fn calls_answer_as_their_output_says(store: Arc<dyn Store>) {
+    for scheme in ["https", "http"] {
+        answered_as_output_says(&store, scheme).await;
+    }
+}
+
+async fn answered_as_output_says(store: &Arc<dyn Store>, scheme: &str) {
     let standin = standin::start().await;
-    let r = start(&store, |b| {
+    let shapes = SHAPES
+        .replace("https://", &format!("{scheme}://"))
+        .replace("name: shapes", &format!("name: shapes-{scheme}"));
+    let r = start(store, |b| {
         b.calls(standin.calls())
-            .workflow(Workflow::compile(SHAPES).unwrap(), 1)
+            .workflow(Workflow::compile(&shapes).unwrap(), 1)
     })
     .await;
     let handle = r
         .client()
         .start_with(
-            "calls/shapes",
+            &format!("calls/shapes-{scheme}"),
             json!({"petId": 2}),
-            StartOptions::id("shapes"),
+            StartOptions::id(format!("shapes-{scheme}")),
         )
         .await
         .unwrap();
@@ -173,9 +199,18 @@ async fn calls_answer_as_their_output_says(store: Arc<dyn Store>) {
     assert_eq!(response["request"]["method"], "GET");
     assert_eq!(
         response["request"]["uri"],
-        "https://petstore.swagger.io/v2/pet/2"
+        format!("{scheme}://petstore.swagger.io/v2/pet/2")
     );
     assert_eq!(response["request"]["headers"]["x-request"], "pet-2");
+    // What the service saw: the host by its name, the worker's agent, the key.
+    let seen = standin.seen("/v2/pet/2");
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    let headers = &seen[0].headers;
+    assert_eq!(headers["host"], "petstore.swagger.io", "{headers:?}");
+    assert!(headers["user-agent"].starts_with("ratchet/"), "{headers:?}");
+    assert_eq!(headers["accept"], "*/*", "{headers:?}");
+    assert_eq!(headers["x-request"], "pet-2", "{headers:?}");
+    assert_eq!(headers["idempotency-key"].len(), 32, "{headers:?}");
     assert_eq!(response["headers"]["content-type"], "application/json");
     // Raw: the body as base64.
     use base64::Engine as _;

@@ -11,6 +11,7 @@ mod calls;
 mod conformance;
 mod grpc;
 mod listen;
+mod plain;
 mod processes;
 mod schemas;
 mod secrets;

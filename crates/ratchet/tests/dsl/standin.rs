@@ -1,6 +1,6 @@
 //! A local stand-in for the services the conformance kit calls (`petstore.swagger.io`,
-//! `httpbin.org`), over HTTPS with a certificate of a test CA, and a scripted endpoint for
-//! retries. It records every request it sees.
+//! `httpbin.org`), over HTTPS with a certificate of a test CA and over plain HTTP on the same
+//! port, and a scripted endpoint for retries. It records every request it sees.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -134,16 +134,16 @@ pub async fn start() -> Standin {
             let acceptor = acceptor.clone();
             let state = shared.clone();
             tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let service = hyper::service::service_fn(move |req| {
-                    let state = state.clone();
-                    async move { Ok::<_, Infallible>(answer(&state, req).await) }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(tls), service)
-                    .await;
+                // TLS starts with a handshake record (0x16); anything else is plain HTTP.
+                let mut first = [0_u8; 1];
+                let tls = matches!(tcp.peek(&mut first).await, Ok(1)) && first[0] == 0x16;
+                if tls {
+                    if let Ok(tls) = acceptor.accept(tcp).await {
+                        serve(TokioIo::new(tls), state).await;
+                    }
+                } else {
+                    serve(TokioIo::new(tcp), state).await;
+                }
             });
         }
     });
@@ -152,6 +152,20 @@ pub async fn start() -> Standin {
         ca_pem: ca.pem(),
         state,
     }
+}
+
+/// Answers the requests of one connection.
+async fn serve<I>(io: I, state: Arc<Mutex<State>>)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |req| {
+        let state = state.clone();
+        async move { Ok::<_, Infallible>(answer(&state, req).await) }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .serve_connection(io, service)
+        .await;
 }
 
 fn json_response(status: u16, body: Value) -> Response<Full<Bytes>> {
