@@ -319,7 +319,9 @@ async fn driven<F: Future>(io: &mut Io, work: F) -> Result<F::Output, Failure> {
             return Poll::Ready(Err(Failure::Io("the connection closed".into())));
         };
         let Poll::Ready(end) = driver.as_mut().poll(cx) else {
-            return Poll::Pending;
+            // The I/O just done may have answered `work` (the answer's head, a frame of its
+            // body): take it now rather than after a wake-up of this task.
+            return work.as_mut().poll(cx).map(Ok);
         };
         io.driver = None;
         match work.as_mut().poll(cx) {
