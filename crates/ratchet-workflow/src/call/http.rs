@@ -458,6 +458,7 @@ async fn send(
 }
 
 /// An answer read whole.
+#[derive(Debug)]
 pub(super) struct Answer {
     pub(super) status: u16,
     pub(super) headers: reqwest::header::HeaderMap,

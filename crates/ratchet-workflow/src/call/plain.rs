@@ -368,4 +368,71 @@ mod tests {
         assert!(refused.take_message().is_some());
         assert!(conn.io.ended());
     }
+
+    /// Serves `answer` to every connection, after reading the request's head, and returns
+    /// the URL to call.
+    async fn answering(answer: Vec<u8>) -> reqwest::Url {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let answer = answer.clone();
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buf = [0_u8; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match socket.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let _ = socket.write_all(&answer).await;
+                });
+            }
+        });
+        reqwest::Url::parse(&format!("http://{addr}/x")).unwrap()
+    }
+
+    async fn exchange(answer: &[u8]) -> Result<Answer, Failure> {
+        let url = answering(answer.to_vec()).await;
+        let plain = Plain {
+            resolve: HashMap::new(),
+            idle: Mutex::new(Idle::default()),
+        };
+        let request = reqwest::Request::new(reqwest::Method::GET, url);
+        plain.exchange(request, "ratchet/test", 1 << 20).await
+    }
+
+    /// What a service answers cannot take the worker down: each bad answer is an error that
+    /// says what was wrong.
+    #[tokio::test]
+    async fn bad_answers_are_errors() {
+        let ok = exchange(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nhi").await;
+        let ok = ok.unwrap_or_else(|_| panic!("a good answer failed"));
+        assert_eq!((ok.status, ok.body.as_slice()), (200, &b"hi"[..]));
+
+        let garbage = exchange(b"NOT HTTP AT ALL\r\n\r\n").await;
+        assert!(
+            matches!(&garbage, Err(Failure::Io(m)) if m.contains("invalid")),
+            "{garbage:?}"
+        );
+
+        let mut flood = b"HTTP/1.1 200 OK\r\n".to_vec();
+        for i in 0..20_000 {
+            flood.extend_from_slice(format!("x-{i}: {}\r\n", "y".repeat(50)).as_bytes());
+        }
+        flood.extend_from_slice(b"content-length: 0\r\n\r\n");
+        let flooded = exchange(&flood).await;
+        assert!(matches!(&flooded, Err(Failure::Io(_))), "{flooded:?}");
+
+        let declared = exchange(b"HTTP/1.1 200 OK\r\ncontent-length: 20971520\r\n\r\n").await;
+        assert!(matches!(declared, Err(Failure::TooLarge)), "{declared:?}");
+
+        let cut = exchange(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nhi").await;
+        assert!(
+            matches!(&cut, Err(Failure::Io(m)) if m.contains("reading the answer")),
+            "{cut:?}"
+        );
+    }
 }
