@@ -87,6 +87,8 @@ pub(super) struct Plain {
 struct Idle {
     by_host: HashMap<(String, u16), Vec<(Conn, Instant)>>,
     count: usize,
+    /// When connections past their time were last closed.
+    swept: Option<Instant>,
 }
 
 impl Plain {
@@ -148,11 +150,12 @@ impl Plain {
                 headers.insert(http::header::ACCEPT, http::HeaderValue::from_static("*/*"));
             }
         }
-        let body = request
-            .body()
-            .and_then(|b| b.as_bytes())
-            .map(Bytes::copy_from_slice)
-            .unwrap_or_default();
+        let body = match request.body() {
+            None => Bytes::new(),
+            Some(body) => body.as_bytes().map(Bytes::copy_from_slice).ok_or_else(|| {
+                Failure::Io("a streamed body is not sent on a plain connection".into())
+            })?,
+        };
         let mut message = builder
             .body(Full::new(body))
             .map_err(|e| Failure::Io(format!("the request does not build: {e}")))?;
@@ -253,7 +256,7 @@ impl Plain {
     /// The most recently used idle connection to `key`, if one is young enough.
     fn take(&self, key: &(String, u16)) -> Option<Conn> {
         let mut idle = self.idle.lock().ok()?;
-        let Idle { by_host, count } = &mut *idle;
+        let Idle { by_host, count, .. } = &mut *idle;
         let list = by_host.get_mut(key)?;
         let mut found = None;
         while let Some((mut conn, since)) = list.pop() {
@@ -278,8 +281,10 @@ impl Plain {
         let Ok(mut idle) = self.idle.lock() else {
             return;
         };
-        if idle.count >= MAX_IDLE {
-            idle.sweep();
+        // Connections past their time, to hosts no longer called too, are closed by the
+        // next call that ends once that time has passed since the last sweep.
+        if idle.count >= MAX_IDLE || idle.swept.is_none_or(|at| at.elapsed() >= IDLE_FOR) {
+            idle.sweep(IDLE_FOR);
             if idle.count >= MAX_IDLE {
                 return;
             }
@@ -293,11 +298,12 @@ impl Plain {
 }
 
 impl Idle {
-    /// Closes the connections idle for longer than [`IDLE_FOR`].
-    fn sweep(&mut self) {
+    /// Closes the connections idle for `longer_than`.
+    fn sweep(&mut self, longer_than: Duration) {
+        self.swept = Some(Instant::now());
         let mut count = 0;
         self.by_host.retain(|_, list| {
-            list.retain(|(_, since)| since.elapsed() < IDLE_FOR);
+            list.retain(|(_, since)| since.elapsed() < longer_than);
             count += list.len();
             !list.is_empty()
         });
@@ -434,5 +440,33 @@ mod tests {
             matches!(&cut, Err(Failure::Io(m)) if m.contains("reading the answer")),
             "{cut:?}"
         );
+    }
+
+    /// Idle connections past their time are closed, and the count follows.
+    #[tokio::test]
+    async fn idle_connections_are_swept() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let plain = Plain {
+            resolve: HashMap::new(),
+            idle: Mutex::new(Idle::default()),
+        };
+        let key = (addr.ip().to_string(), addr.port());
+        // The service keeps its ends open.
+        let mut served = Vec::new();
+        for _ in 0..2 {
+            let (conn, accepted) = tokio::join!(plain.connect(&key, true), listener.accept());
+            served.push(accepted.unwrap());
+            plain.give_back(key.clone(), conn.unwrap());
+        }
+        {
+            let mut idle = plain.idle.lock().unwrap();
+            assert_eq!(idle.count, 2);
+            idle.sweep(Duration::from_secs(60));
+            assert_eq!(idle.count, 2);
+            idle.sweep(Duration::ZERO);
+            assert_eq!((idle.count, idle.by_host.len()), (0, 0));
+        }
+        assert!(plain.take(&key).is_none());
     }
 }
