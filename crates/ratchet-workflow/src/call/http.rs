@@ -1,5 +1,6 @@
-//! Sending a call and reading its answer, within the limits: reqwest over rustls, with the
-//! web's root certificates and any the operator adds.
+//! Sending a call and reading its answer, within the limits: plain `http://` without
+//! redirects on the worker's own connections (`plain.rs`), everything else through reqwest
+//! over rustls, with the web's root certificates and any the operator adds.
 
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
@@ -32,8 +33,9 @@ pub(crate) fn is_method(m: &str) -> bool {
 /// The request headers never written into a call's recorded output.
 const SECRET_HEADERS: [&str; 3] = ["authorization", "proxy-authorization", "cookie"];
 
-/// Sends calls: one client that follows redirections and one that does not (reqwest fixes
-/// the policy per client), and the OpenAPI documents read so far.
+/// Sends calls: plain ones on its own connections, the others through one client that
+/// follows redirections and one that does not (reqwest fixes the policy per client); and
+/// the OpenAPI documents read so far.
 pub(crate) struct Caller {
     follow: reqwest::Client,
     stay: reqwest::Client,
