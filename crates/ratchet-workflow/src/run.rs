@@ -1161,12 +1161,11 @@ fn idempotency_key(instance: &str, path: &str, loops: &[String], answered: u64) 
         hash.update([0]);
     }
     hash.update(answered.to_le_bytes());
-    // Hex by hand: one string per call, not one per byte.
-    const HEX: &[u8; 16] = b"0123456789abcdef";
+    // One string per call, not one per byte.
+    use std::fmt::Write as _;
     let mut key = String::with_capacity(32);
     for b in &hash.finalize()[..16] {
-        key.push(char::from(HEX[usize::from(b >> 4)]));
-        key.push(char::from(HEX[usize::from(b & 0xf)]));
+        let _ = write!(key, "{b:02x}");
     }
     key
 }

@@ -102,7 +102,7 @@ impl Caller {
             protos: Kept::new(kept),
             config: config.clone(),
             tokens: Tokens::default(),
-            plain: Plain::new(&config.resolve),
+            plain: (!Plain::proxied()).then(|| Plain::new(&config.resolve)),
         })
     }
 

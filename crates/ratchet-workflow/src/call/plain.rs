@@ -22,7 +22,7 @@ use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use super::http::Answer;
+use super::http::{error_chain, Answer};
 
 /// How long a connection may wait for its TCP handshake (reqwest's setting too).
 pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -92,16 +92,20 @@ struct Idle {
 }
 
 impl Plain {
-    /// A transport for plain calls, or `None` when the environment names a proxy (reqwest
-    /// honours `HTTP_PROXY` and `ALL_PROXY`; such calls go through it).
-    pub(super) fn new(resolve: &[(String, SocketAddr)]) -> Option<Plain> {
-        let proxied = ["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"]
-            .iter()
-            .any(|v| std::env::var_os(v).is_some_and(|p| !p.is_empty()));
-        (!proxied).then(|| Plain {
+    /// A transport for plain calls, sending `resolve`'s host names to their fixed addresses.
+    pub(super) fn new(resolve: &[(String, SocketAddr)]) -> Plain {
+        Plain {
             resolve: resolve.iter().cloned().collect(),
             idle: Mutex::new(Idle::default()),
-        })
+        }
+    }
+
+    /// True when the environment names a proxy for plain HTTP (reqwest honours `HTTP_PROXY`
+    /// and `ALL_PROXY`): then every call goes through reqwest.
+    pub(super) fn proxied() -> bool {
+        ["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"]
+            .iter()
+            .any(|v| std::env::var_os(v).is_some_and(|p| !p.is_empty()))
     }
 
     /// True when this transport sends `url`'s request: plain `http`, no redirection to
@@ -114,10 +118,11 @@ impl Plain {
     /// headers) and reads its answer, at most `limit` bytes of body.
     pub(super) async fn exchange(
         &self,
-        request: reqwest::Request,
+        mut request: reqwest::Request,
         user_agent: &str,
         limit: usize,
     ) -> Result<Answer, Failure> {
+        let sent_headers = std::mem::take(request.headers_mut());
         let url = request.url();
         let written_host = url.host_str().unwrap_or_default();
         let port = url.port_or_known_default().unwrap_or(80);
@@ -134,7 +139,7 @@ impl Plain {
             .method(request.method().clone())
             .uri(if target.is_empty() { "/" } else { &target });
         if let Some(headers) = builder.headers_mut() {
-            *headers = request.headers().clone();
+            *headers = sent_headers;
             // The host by its name (a request that sets its own keeps it, as with reqwest).
             if !headers.contains_key(http::header::HOST) {
                 let host = http::HeaderValue::from_str(&authority)
@@ -172,7 +177,7 @@ impl Plain {
             match driven(&mut conn.io, conn.sender.ready()).await {
                 Ok(Ok(())) => {}
                 Ok(Err(_)) | Err(_) if reused => continue,
-                Ok(Err(e)) => return Err(Failure::Io(chain(&e))),
+                Ok(Err(e)) => return Err(Failure::Io(error_chain(&e))),
                 Err(e) => return Err(e),
             }
             let sent = conn.sender.try_send_request(message);
@@ -180,7 +185,7 @@ impl Plain {
                 Ok(response) => break (conn, response),
                 Err(mut e) => match e.take_message() {
                     Some(back) if reused => message = back,
-                    _ => return Err(Failure::Io(chain(e.error()))),
+                    _ => return Err(Failure::Io(error_chain(e.error()))),
                 },
             }
         };
@@ -192,8 +197,8 @@ impl Plain {
         }
         let mut body = Vec::new();
         while let Some(frame) = driven(&mut conn.io, incoming.frame()).await? {
-            let frame =
-                frame.map_err(|e| Failure::Io(format!("reading the answer: {}", chain(&e))))?;
+            let frame = frame
+                .map_err(|e| Failure::Io(format!("reading the answer: {}", error_chain(&e))))?;
             if let Ok(data) = frame.into_data() {
                 if body.len() + data.len() > limit {
                     return Err(Failure::TooLarge);
@@ -240,7 +245,7 @@ impl Plain {
                     let _ = tcp.set_nodelay(true);
                     let (sender, driver) = http1::handshake(TokioIo::new(tcp))
                         .await
-                        .map_err(|e| Failure::Io(chain(&e)))?;
+                        .map_err(|e| Failure::Io(error_chain(&e)))?;
                     return Ok(Conn {
                         sender,
                         io: Io {
@@ -334,15 +339,11 @@ async fn driven<F: Future>(io: &mut Io, work: F) -> Result<F::Output, Failure> {
             Poll::Ready(out) => Poll::Ready(Ok(out)),
             Poll::Pending => Poll::Ready(Err(Failure::Io(match end {
                 Ok(()) => "the connection closed".to_string(),
-                Err(e) => chain(&e),
+                Err(e) => error_chain(&e),
             }))),
         }
     })
     .await
-}
-
-fn chain(e: &hyper::Error) -> String {
-    super::http::error_chain(e)
 }
 
 #[cfg(test)]
@@ -355,10 +356,7 @@ mod tests {
     async fn a_request_on_a_closed_connection_comes_back_unsent() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let plain = Plain {
-            resolve: HashMap::new(),
-            idle: Mutex::new(Idle::default()),
-        };
+        let plain = Plain::new(&[]);
         let key = (addr.ip().to_string(), addr.port());
         let (conn, accepted) = tokio::join!(plain.connect(&key, true), listener.accept());
         let mut conn = conn.unwrap();
@@ -402,10 +400,7 @@ mod tests {
 
     async fn exchange(answer: &[u8]) -> Result<Answer, Failure> {
         let url = answering(answer.to_vec()).await;
-        let plain = Plain {
-            resolve: HashMap::new(),
-            idle: Mutex::new(Idle::default()),
-        };
+        let plain = Plain::new(&[]);
         let request = reqwest::Request::new(reqwest::Method::GET, url);
         plain.exchange(request, "ratchet/test", 1 << 20).await
     }
@@ -447,10 +442,7 @@ mod tests {
     async fn idle_connections_are_swept() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let plain = Plain {
-            resolve: HashMap::new(),
-            idle: Mutex::new(Idle::default()),
-        };
+        let plain = Plain::new(&[]);
         let key = (addr.ip().to_string(), addr.port());
         // The service keeps its ends open.
         let mut served = Vec::new();

@@ -39,12 +39,13 @@ async fn a_failing_call_is_retried_on_durable_timers_with_one_key(store: Arc<dyn
     }
 }
 
-/// [`FLAKY`] with its calls over `scheme` and a name of its own.
-fn flaky(scheme: &str) -> Workflow {
+/// `source` (a workflow named `name`) with its calls over `scheme` and the name
+/// `{name}-{scheme}`.
+fn over(source: &str, name: &str, scheme: &str) -> Workflow {
     Workflow::compile(
-        &FLAKY
+        &source
             .replace("https://", &format!("{scheme}://"))
-            .replace("name: flaky", &format!("name: flaky-{scheme}")),
+            .replace(&format!("name: {name}"), &format!("name: {name}-{scheme}")),
     )
     .unwrap()
 }
@@ -61,7 +62,8 @@ async fn retried_with_one_key(store: &Arc<dyn Store>, scheme: &str) {
         ],
     );
     let r = start(store, |b| {
-        b.calls(standin.calls()).workflow(flaky(scheme), 1)
+        b.calls(standin.calls())
+            .workflow(over(FLAKY, "flaky", scheme), 1)
     })
     .await;
     let c = r.client();
@@ -103,7 +105,8 @@ async fn retried_with_one_key(store: &Arc<dyn Store>, scheme: &str) {
     // A second run of the same definition sends a new key; its answer comes from its own call.
     standin.script("again", vec![Step::Status(200)]);
     let r = start(store, |b| {
-        b.calls(standin.calls()).workflow(flaky(scheme), 1)
+        b.calls(standin.calls())
+            .workflow(over(FLAKY, "flaky", scheme), 1)
     })
     .await;
     let again = r
@@ -175,12 +178,9 @@ async fn calls_answer_as_their_output_says(store: Arc<dyn Store>) {
 
 async fn answered_as_output_says(store: &Arc<dyn Store>, scheme: &str) {
     let standin = standin::start().await;
-    let shapes = SHAPES
-        .replace("https://", &format!("{scheme}://"))
-        .replace("name: shapes", &format!("name: shapes-{scheme}"));
     let r = start(store, |b| {
         b.calls(standin.calls())
-            .workflow(Workflow::compile(&shapes).unwrap(), 1)
+            .workflow(over(SHAPES, "shapes", scheme), 1)
     })
     .await;
     let handle = r
