@@ -99,7 +99,12 @@ pub enum HistoryEvent {
         name: String,
         /// Input payload.
         input: Value,
-        /// Retry policy and timeout.
+        /// Retry policy and timeout, written as far as they differ from the defaults.
+        #[serde(
+            default,
+            skip_serializing_if = "crate::options::compact::is_default",
+            serialize_with = "crate::options::compact::serialize"
+        )]
         options: ActivityOptions,
     },
     /// An activity returned.

@@ -3,8 +3,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 /// How an activity is retried. Retries happen in the runtime, not in orchestration history:
-/// only the final outcome is delivered to the orchestration.
+/// only the final outcome is delivered to the orchestration. A field left out reads as its
+/// default.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RetryPolicy {
     /// Attempts in total, including the first. `1` means no retry.
     pub max_attempts: u32,
@@ -109,8 +111,9 @@ impl RetryPolicy {
     }
 }
 
-/// Options of one activity call.
+/// Options of one activity call. A field left out reads as its default.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ActivityOptions {
     /// Retry policy.
     pub retry: RetryPolicy,
@@ -143,6 +146,71 @@ impl ActivityOptions {
     /// The start-to-close timeout as a duration.
     pub fn start_to_close_timeout(&self) -> Duration {
         Duration::from_millis(self.start_to_close_ms)
+    }
+}
+
+/// How history writes an activity's options: only the fields that differ from their
+/// defaults (nothing at all for the default options), so that a fan-out's turn stays a small
+/// row. Read back with [`ActivityOptions`]' own `Deserialize`, which fills in the defaults.
+pub(crate) mod compact {
+    use serde::{Serialize, Serializer};
+
+    use super::{ActivityOptions, RetryPolicy};
+
+    /// True when `options` are the defaults, which history leaves out.
+    pub(crate) fn is_default(options: &ActivityOptions) -> bool {
+        *options == ActivityOptions::default()
+    }
+
+    #[derive(Serialize)]
+    struct Options<'a> {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        retry: Option<Retry<'a>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        start_to_close_ms: Option<u64>,
+    }
+
+    #[derive(Serialize)]
+    struct Retry<'a> {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        max_attempts: Option<u32>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        initial_interval_ms: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        backoff: Option<f64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        max_interval_ms: Option<u64>,
+        #[serde(skip_serializing_if = "<[String]>::is_empty")]
+        non_retryable: &'a [String],
+        #[serde(skip_serializing_if = "Option::is_none")]
+        jitter: Option<f64>,
+    }
+
+    /// Keeps `value` only when it differs from `default`.
+    fn unless<T: PartialEq>(value: T, default: T) -> Option<T> {
+        (value != default).then_some(value)
+    }
+
+    /// Writes `options` without their default fields.
+    pub(crate) fn serialize<S: Serializer>(
+        options: &ActivityOptions,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        let defaults = ActivityOptions::default();
+        let (r, d) = (&options.retry, RetryPolicy::default());
+        let retry = (*r != d).then(|| Retry {
+            max_attempts: unless(r.max_attempts, d.max_attempts),
+            initial_interval_ms: unless(r.initial_interval_ms, d.initial_interval_ms),
+            backoff: unless(r.backoff, d.backoff),
+            max_interval_ms: unless(r.max_interval_ms, d.max_interval_ms),
+            non_retryable: &r.non_retryable,
+            jitter: unless(r.jitter, d.jitter),
+        });
+        Options {
+            retry,
+            start_to_close_ms: unless(options.start_to_close_ms, defaults.start_to_close_ms),
+        }
+        .serialize(serializer)
     }
 }
 
@@ -311,5 +379,57 @@ mod tests {
             (opts.start_to_close_ms, opts.retry.max_attempts),
             (3_000, 1)
         );
+    }
+
+    #[test]
+    fn history_keeps_only_the_options_that_differ_from_the_defaults() {
+        use crate::HistoryEvent;
+        let scheduled = |options: ActivityOptions| HistoryEvent::ActivityScheduled {
+            seq: 0,
+            name: "a".into(),
+            input: serde_json::Value::Null,
+            options,
+        };
+        let written = |e: &HistoryEvent| serde_json::to_value(e).expect("serializes");
+        let read = |v: serde_json::Value| -> HistoryEvent {
+            serde_json::from_value(v).expect("reads back")
+        };
+
+        let plain = scheduled(ActivityOptions::default());
+        assert_eq!(
+            written(&plain),
+            serde_json::json!({"type": "ActivityScheduled", "seq": 0, "name": "a", "input": null})
+        );
+        assert_eq!(read(written(&plain)), plain);
+
+        let mut options = ActivityOptions::default();
+        options.retry.max_attempts = 1;
+        options.start_to_close_ms = 305_000;
+        let call = scheduled(options);
+        assert_eq!(
+            written(&call)["options"],
+            serde_json::json!({"retry": {"max_attempts": 1}, "start_to_close_ms": 305_000})
+        );
+        assert_eq!(read(written(&call)), call);
+
+        let every = ActivityOptions {
+            retry: RetryPolicy {
+                max_attempts: 7,
+                initial_interval_ms: 5,
+                backoff: 1.5,
+                max_interval_ms: 9,
+                non_retryable: vec!["Fatal".into()],
+                jitter: 0.25,
+            },
+            start_to_close_ms: 1,
+        };
+        let every = scheduled(every);
+        assert_eq!(read(written(&every)), every);
+
+        // Histories written whole, before the defaults were left out, read the same.
+        let whole = serde_json::json!({"type": "ActivityScheduled", "seq": 0, "name": "a",
+            "input": null, "options": serde_json::to_value(ActivityOptions::default())
+                .expect("serializes")});
+        assert_eq!(read(whole), plain);
     }
 }

@@ -40,7 +40,7 @@ export function buildModel(records) {
     };
     switch (e.type) {
       case 'ActivityScheduled':
-        step('activity', { name: e.name, input: e.input, options: e.options });
+        step('activity', { name: e.name, input: e.input, options: activityOptions(e.options) });
         break;
       case 'ActivityCompleted':
         finish('completed', { output: e.output });
@@ -170,6 +170,18 @@ function executionView(ex, end, many, live, open) {
     h('div', { class: 'tl-axis', 'aria-hidden': 'true' }, h('span', { class: 'tl-label' }), h('span', { class: 'tl-track' }, ticks), h('span', { class: 'tl-dur' }, duration(span))),
     rows.length ? h('ol', { class: 'tl-rows', 'aria-label': `Steps of execution ${ex.execution}` }, rows) : h('p', { class: 'muted' }, 'No steps in this execution.'),
     eventTable(ex));
+}
+
+// History writes an activity's options only as far as they differ from the defaults
+// (ratchet-core's `ActivityOptions` and `RetryPolicy`): the detail shows them whole.
+const ACTIVITY_DEFAULTS = {
+  retry: { max_attempts: 3, initial_interval_ms: 1000, backoff: 2, max_interval_ms: 60000, non_retryable: [], jitter: 0 },
+  start_to_close_ms: 300000,
+};
+
+function activityOptions(options) {
+  const given = options || {};
+  return { ...ACTIVITY_DEFAULTS, ...given, retry: { ...ACTIVITY_DEFAULTS.retry, ...(given.retry || {}) } };
 }
 
 function rowDetail(row, status) {
