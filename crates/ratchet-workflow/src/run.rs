@@ -1109,16 +1109,14 @@ async fn call_out(
         timeout_ms,
         idempotency_key: key,
     };
-    let arg = serde_json::to_value(&input)
-        .map_err(|e| Fault::expression(format!("task `{}`: {e}", task.name)))?;
     // The DSL's `try` retries a call; the activity runs once per attempt, a little longer
     // than the call's own timeout so that the call reports it.
     let mut options = ActivityOptions::default();
     options.retry.max_attempts = 1;
     options.start_to_close_ms = timeout_ms.saturating_add(5_000);
-    let answer: Value = run.durable(
+    let mut answer: Value = run.durable(
         run.ctx
-            .activity_with::<Value>(call::CALL_ACTIVITY, arg, options)
+            .activity_with::<Value>(call::CALL_ACTIVITY, &input, options)
             .await,
     )?;
     let status = answer["statusCode"].as_u64().unwrap_or(0);
@@ -1143,7 +1141,10 @@ async fn call_out(
     }
     Ok(match output {
         CallOutput::Response => answer,
-        CallOutput::Content | CallOutput::Raw => answer["content"].clone(),
+        CallOutput::Content | CallOutput::Raw => answer
+            .get_mut("content")
+            .map(Value::take)
+            .unwrap_or_default(),
     })
 }
 
