@@ -391,7 +391,7 @@ pub(crate) async fn run(args: FanoutArgs, database_url: Option<&str>) -> anyhow:
 
 /// `bench workflows calls`: the fan-out of 5 `call: http` (10 ms answers, 20 in flight)
 /// against the Rust fan-out, 6 rounds of 10 s each (with 3, runs within an hour spread over
-/// 11 points of share on PostgreSQL; with 6, over 3).
+/// 11 points of share on PostgreSQL; with 6, over 5).
 pub(crate) async fn calls_against_rust(
     common: Common,
     database_url: Option<&str>,
