@@ -196,19 +196,32 @@ pub(crate) mod compact {
         options: &ActivityOptions,
         serializer: S,
     ) -> Result<S::Ok, S::Error> {
-        let defaults = ActivityOptions::default();
-        let (r, d) = (&options.retry, RetryPolicy::default());
-        let retry = (*r != d).then(|| Retry {
-            max_attempts: unless(r.max_attempts, d.max_attempts),
-            initial_interval_ms: unless(r.initial_interval_ms, d.initial_interval_ms),
-            backoff: unless(r.backoff, d.backoff),
-            max_interval_ms: unless(r.max_interval_ms, d.max_interval_ms),
-            non_retryable: &r.non_retryable,
-            jitter: unless(r.jitter, d.jitter),
+        // Taken apart whole: a field added to either struct fails to compile here rather
+        // than go missing from history.
+        let ActivityOptions {
+            retry,
+            start_to_close_ms,
+        } = options;
+        let RetryPolicy {
+            max_attempts,
+            initial_interval_ms,
+            backoff,
+            max_interval_ms,
+            non_retryable,
+            jitter,
+        } = retry;
+        let (defaults, d) = (ActivityOptions::default(), RetryPolicy::default());
+        let retry = (*retry != d).then(|| Retry {
+            max_attempts: unless(*max_attempts, d.max_attempts),
+            initial_interval_ms: unless(*initial_interval_ms, d.initial_interval_ms),
+            backoff: unless(*backoff, d.backoff),
+            max_interval_ms: unless(*max_interval_ms, d.max_interval_ms),
+            non_retryable,
+            jitter: unless(*jitter, d.jitter),
         });
         Options {
             retry,
-            start_to_close_ms: unless(options.start_to_close_ms, defaults.start_to_close_ms),
+            start_to_close_ms: unless(*start_to_close_ms, defaults.start_to_close_ms),
         }
         .serialize(serializer)
     }
