@@ -52,9 +52,9 @@ pub(crate) struct FanoutArgs {
     #[arg(long)]
     no_fed_turns: bool,
     /// With `--workflow yaml|http`: alternate it with the Rust fan-out of the same shape, in
-    /// one process on one store, --rounds times each for --duration, and report the
-    /// declarative one's throughput as a share of the Rust one's (what the machine does
-    /// meanwhile weighs on both alike).
+    /// one process on one store, --rounds times each for --duration (every other round
+    /// starting with the declarative one), and report its throughput as a share of the Rust
+    /// one's, with each round's (what the machine does meanwhile weighs on both alike).
     #[arg(long)]
     against_rust: bool,
     /// Rounds of each shape with --against-rust.
@@ -442,9 +442,14 @@ async fn against_rust(
     let mut latencies = [super::Latencies::new(), super::Latencies::new()];
     let mut correctness = super::Correctness::default();
     let mut shares = Vec::new();
-    for _ in 0..args.rounds {
+    let mut round_rates = Vec::new();
+    for round in 0..args.rounds {
         let mut rates = [0.0_f64; 2];
-        for (k, unit) in shapes.iter().enumerate() {
+        // Every other round starts with the declarative shape, so that neither shape always
+        // runs on the store the other has just grown, or in the cleanup it leaves.
+        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for k in order {
+            let unit = &shapes[k];
             let result = closed_loop(
                 room,
                 Instant::now() + args.duration,
@@ -460,6 +465,7 @@ async fn against_rust(
             correctness.timed_out += result.correctness.timed_out;
         }
         shares.push(rates[1] / rates[0].max(f64::EPSILON));
+        round_rates.push([rates[0].round(), rates[1].round()]);
     }
     let (after, active) = wind_down(progress, ratchet, store).await?;
 
@@ -485,6 +491,7 @@ async fn against_rust(
         shares.iter().copied().fold(f64::INFINITY, f64::min),
     );
     report.param("rounds", args.rounds);
+    report.param("orchestrations/s by round (rust, declarative)", round_rates);
     env.describe(&mut report);
     report.postgres = env.end_stats(all).await?;
     env.close().await?;
