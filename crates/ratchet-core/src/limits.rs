@@ -67,7 +67,7 @@ pub fn bounded_error(mut error: crate::ErrorInfo) -> crate::ErrorInfo {
         if json_depth_exceeds(details, MAX_JSON_DEPTH) {
             return Some(format!("they nest deeper than {MAX_JSON_DEPTH} levels"));
         }
-        let size = serde_json::to_vec(details).map_or(usize::MAX, |b| b.len());
+        let size = json_size(details);
         (size > MAX_ERROR_DETAILS_BYTES)
             .then(|| format!("{size} bytes, over the limit of {MAX_ERROR_DETAILS_BYTES} bytes"))
     });
@@ -206,6 +206,27 @@ pub fn check_json_depth(field: &str, value: &Value) -> Result<(), LimitError> {
         ))
     } else {
         Ok(())
+    }
+}
+
+/// The bytes `value` takes written as compact JSON, counted as it is written rather than
+/// written out: a size check costs no copy of what it checks.
+pub fn json_size(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 = self.0.saturating_add(buf.len());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // A `Value` always serializes; were it ever not to, it is too large to keep.
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        Err(_) => usize::MAX,
     }
 }
 
@@ -402,6 +423,20 @@ mod tests {
         assert!(check_time("at", Timestamp(MIN_TIME_MS - 1)).is_err());
         assert!(check_duration("d", MAX_DURATION).is_ok());
         assert!(check_duration("d", MAX_DURATION + Duration::from_millis(1)).is_err());
+    }
+
+    #[test]
+    fn json_size_is_the_written_length() {
+        for value in [
+            json!(null),
+            json!(12.5),
+            json!("quote \" and \u{1} and é"),
+            json!({"a": [1, {"b": "c"}], "idempotencyKey": "580c0fd3"}),
+            json!("x".repeat(70_000)),
+        ] {
+            let written = serde_json::to_vec(&value).map(|b| b.len()).unwrap_or(0);
+            assert_eq!(json_size(&value), written, "{value}");
+        }
     }
 
     #[test]

@@ -473,13 +473,20 @@ fn started_of(history: &[HistoryEvent]) -> (Option<ParentRef>, Option<String>) {
 /// violation fails the instance instead of scheduling anything.
 fn violation(shared: &Shared, turn: &Turn) -> Option<ErrorInfo> {
     let limit = shared.config.max_payload_bytes;
-    let too_big = |what: String, v: &Value| {
-        let size = serde_json::to_vec(v).map(|b| b.len()).unwrap_or(0);
+    // `what` names the value only for the error, so a value within its limits costs no text.
+    let too_big = |what: &dyn Fn() -> String, v: &Value| {
+        let size = ratchet_core::limits::json_size(v);
         let message = if size > limit {
-            format!("{what} is {size} bytes, over the limit of {limit} bytes")
-        } else if let Err(e) = ratchet_core::limits::check_json_depth(&what, v) {
+            format!(
+                "{} is {size} bytes, over the limit of {limit} bytes",
+                what()
+            )
+        } else if ratchet_core::limits::json_depth_exceeds(v, ratchet_core::limits::MAX_JSON_DEPTH)
+        {
             // Written, it could not be read back: history wraps it deeper still.
-            e.to_string()
+            ratchet_core::limits::check_json_depth(&what(), v)
+                .err()?
+                .to_string()
         } else {
             return None;
         };
@@ -494,7 +501,7 @@ fn violation(shared: &Shared, turn: &Turn) -> Option<ErrorInfo> {
                         format!("no activity named \"{name}\" is registered"),
                     ))
                 } else {
-                    too_big(format!("the input of activity \"{name}\""), input)
+                    too_big(&|| format!("the input of activity \"{name}\""), input)
                 }
             }
             HistoryEvent::SubOrchestrationScheduled {
@@ -514,7 +521,10 @@ fn violation(shared: &Shared, turn: &Turn) -> Option<ErrorInfo> {
                         format!("no orchestration named \"{name}\" is registered"),
                     ))
                 } else {
-                    too_big(format!("the input of sub-orchestration \"{name}\""), input)
+                    too_big(
+                        &|| format!("the input of sub-orchestration \"{name}\""),
+                        input,
+                    )
                 }
             }
             HistoryEvent::TaskEnqueued {
@@ -537,17 +547,19 @@ fn violation(shared: &Shared, turn: &Turn) -> Option<ErrorInfo> {
                             .err()
                             .map(|e| ErrorInfo::new("InvalidInput", e))
                     })
-                    .or_else(|| too_big(format!("the input of task \"{name}\""), input)),
+                    .or_else(|| too_big(&|| format!("the input of task \"{name}\""), input)),
             },
             HistoryEvent::ExecutionCompleted { output }
             | HistoryEvent::ExecutionCancelled {
                 output: Some(output),
                 ..
-            } => too_big("the orchestration's output".into(), output),
+            } => too_big(&|| "the orchestration's output".into(), output),
             HistoryEvent::ContinuedAsNew { input } => {
-                too_big("the continue-as-new input".into(), input)
+                too_big(&|| "the continue-as-new input".into(), input)
             }
-            HistoryEvent::CustomStatusSet { status } => too_big("the custom status".into(), status),
+            HistoryEvent::CustomStatusSet { status } => {
+                too_big(&|| "the custom status".into(), status)
+            }
             _ => None,
         };
         if found.is_some() {

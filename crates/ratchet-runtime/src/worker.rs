@@ -17,7 +17,7 @@ use crate::{ActivityContext, TaskContext};
 /// Runs `task` on its own task once a slot of its queue is free; the completion goes to the
 /// group committer. Until then it waits in the prefetch buffer, its lease renewed like a
 /// running one's; on shutdown it goes back to the queue instead.
-pub(crate) fn spawn(shared: Arc<Shared>, task: ClaimedTask) {
+pub(crate) fn spawn(shared: Arc<Shared>, mut task: ClaimedTask) {
     let cancelled = shared.capacity.running.hold(&task);
     let guard = shared.begin_work();
     tokio::spawn(async move {
@@ -43,10 +43,16 @@ pub(crate) fn spawn(shared: Arc<Shared>, task: ClaimedTask) {
         let span = attempt_span(&task);
         let spent = attempts_spent(&task);
         let lost_attempt = spent.is_some();
+        // The handler takes the input: nothing after the attempt reads it.
+        let input = std::mem::take(&mut task.input);
         let result = match (&task.owner, spent) {
             (_, Some(lost)) => lost,
-            (Some(_), None) => activity(&shared, &task).instrument(span).await,
-            (None, None) => standalone(&shared, &task, cancelled).instrument(span).await,
+            (Some(_), None) => activity(&shared, &task, input).instrument(span).await,
+            (None, None) => {
+                standalone(&shared, &task, input, cancelled)
+                    .instrument(span)
+                    .await
+            }
         };
         crate::metrics::attempt(
             task.owner.is_some(),
@@ -125,7 +131,7 @@ pub(crate) fn attempts_spent(task: &ClaimedTask) -> Option<TaskResult> {
     })
 }
 
-async fn activity(shared: &Shared, task: &ClaimedTask) -> TaskResult {
+async fn activity(shared: &Shared, task: &ClaimedTask, input: Value) -> TaskResult {
     let (Some(f), Some(owner)) = (shared.registry.activity_fn(&task.name), &task.owner) else {
         return TaskResult::Failed(ErrorInfo::new(
             "UnknownActivity",
@@ -140,12 +146,13 @@ async fn activity(shared: &Shared, task: &ClaimedTask) -> TaskResult {
         step: owner.seq,
         attempt: task.attempt,
     };
-    run(shared, task, "activity", f(ctx, task.input.clone())).await
+    run(shared, task, "activity", f(ctx, input)).await
 }
 
 async fn standalone(
     shared: &Shared,
     task: &ClaimedTask,
+    input: Value,
     mut cancelled: watch::Receiver<bool>,
 ) -> TaskResult {
     let Some(entry) = shared.registry.task_entry(&task.name) else {
@@ -162,7 +169,7 @@ async fn standalone(
         metadata: task.metadata.clone(),
         cancelled: cancelled.clone(),
     };
-    let handler = (entry.run)(ctx, task.input.clone());
+    let handler = (entry.run)(ctx, input);
     // A cancelled task stops at its next await point: its future is dropped.
     tokio::select! {
         result = run(shared, task, "task", handler) => result,
@@ -215,15 +222,21 @@ pub(crate) fn output_refused(
     output: &Value,
     max_bytes: usize,
 ) -> Option<ActivityError> {
-    let size = serde_json::to_vec(output).map(|b| b.len()).unwrap_or(0);
-    let field = format!("the output of {what} \"{name}\"");
+    let size = ratchet_core::limits::json_size(output);
+    let field = || format!("the output of {what} \"{name}\"");
     if size > max_bytes {
         return Some(ActivityError::non_retryable(
             "LimitExceeded",
-            format!("{field} is {size} bytes, over the limit of {max_bytes} bytes"),
+            format!(
+                "{} is {size} bytes, over the limit of {max_bytes} bytes",
+                field()
+            ),
         ));
     }
-    ratchet_core::limits::check_json_depth(&field, output)
+    if !ratchet_core::limits::json_depth_exceeds(output, ratchet_core::limits::MAX_JSON_DEPTH) {
+        return None;
+    }
+    ratchet_core::limits::check_json_depth(&field(), output)
         .err()
         .map(|e| ActivityError::non_retryable("LimitExceeded", e.to_string()))
 }

@@ -185,7 +185,7 @@ impl Client {
     pub(crate) fn payload(&self, what: &str, value: impl Serialize) -> Result<Value> {
         let value = serde_json::to_value(value)
             .map_err(|e| Error::InvalidInput(format!("{what} does not serialize: {e}")))?;
-        let size = serde_json::to_vec(&value).map(|b| b.len()).unwrap_or(0);
+        let size = ratchet_core::limits::json_size(&value);
         if size > self.max_payload_bytes {
             return Err(Error::PayloadTooLarge {
                 what: what.to_string(),
