@@ -200,13 +200,40 @@ pub fn check_duration(field: &str, d: Duration) -> Result<(), LimitError> {
 /// [`LimitError`] naming `field` when it nests deeper.
 pub fn check_json_depth(field: &str, value: &Value) -> Result<(), LimitError> {
     if json_depth_exceeds(value, MAX_JSON_DEPTH) {
-        Err(LimitError::new(
-            field,
-            format!("nests deeper than {MAX_JSON_DEPTH} levels"),
-        ))
+        Err(too_deep(field))
     } else {
         Ok(())
     }
+}
+
+fn too_deep(field: impl Into<String>) -> LimitError {
+    LimitError::new(field, format!("nests deeper than {MAX_JSON_DEPTH} levels"))
+}
+
+/// Checks a value on its way to the store: at most `max_bytes` written, and at most
+/// [`MAX_JSON_DEPTH`] levels (deeper, it could be written but not read back, since history
+/// wraps it deeper still). `what` names the value and is called only for the error, so a
+/// value within its limits costs no text.
+///
+/// # Errors
+///
+/// The message naming the value and the limit it breaks.
+pub fn check_payload(
+    what: impl FnOnce() -> String,
+    value: &Value,
+    max_bytes: usize,
+) -> Result<(), String> {
+    let size = json_size(value);
+    if size > max_bytes {
+        return Err(format!(
+            "{} is {size} bytes, over the limit of {max_bytes} bytes",
+            what()
+        ));
+    }
+    if json_depth_exceeds(value, MAX_JSON_DEPTH) {
+        return Err(too_deep(what()).to_string());
+    }
+    Ok(())
 }
 
 /// The bytes `value` takes written as compact JSON, counted as it is written rather than
@@ -437,6 +464,26 @@ mod tests {
             let written = serde_json::to_vec(&value).map(|b| b.len()).unwrap_or(0);
             assert_eq!(json_size(&value), written, "{value}");
         }
+    }
+
+    #[test]
+    fn payloads_are_named_only_when_refused() {
+        let unnamed = || -> String { panic!("named a value within its limits") };
+        assert_eq!(check_payload(unnamed, &json!({"a": [1, 2]}), 11), Ok(()));
+        assert_eq!(
+            check_payload(|| "the input".into(), &json!({"a": [1, 2]}), 10),
+            Err("the input is 11 bytes, over the limit of 10 bytes".into())
+        );
+        let mut deep = json!(1);
+        for _ in 0..=MAX_JSON_DEPTH {
+            deep = json!([deep]);
+        }
+        assert_eq!(
+            check_payload(|| "the output".into(), &deep, usize::MAX),
+            Err(format!(
+                "the output: nests deeper than {MAX_JSON_DEPTH} levels"
+            ))
+        );
     }
 
     #[test]

@@ -473,23 +473,8 @@ fn started_of(history: &[HistoryEvent]) -> (Option<ParentRef>, Option<String>) {
 /// violation fails the instance instead of scheduling anything.
 fn violation(shared: &Shared, turn: &Turn) -> Option<ErrorInfo> {
     let limit = shared.config.max_payload_bytes;
-    // `what` names the value only for the error, so a value within its limits costs no text.
     let too_big = |what: &dyn Fn() -> String, v: &Value| {
-        let size = ratchet_core::limits::json_size(v);
-        let message = if size > limit {
-            format!(
-                "{} is {size} bytes, over the limit of {limit} bytes",
-                what()
-            )
-        } else if ratchet_core::limits::json_depth_exceeds(v, ratchet_core::limits::MAX_JSON_DEPTH)
-        {
-            // Written, it could not be read back: history wraps it deeper still.
-            ratchet_core::limits::check_json_depth(&what(), v)
-                .err()?
-                .to_string()
-        } else {
-            return None;
-        };
+        let message = ratchet_core::limits::check_payload(what, v, limit).err()?;
         Some(OrchestrationError::Limit { message }.to_info())
     };
     for event in turn.outbound() {

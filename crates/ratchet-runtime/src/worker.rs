@@ -222,23 +222,10 @@ pub(crate) fn output_refused(
     output: &Value,
     max_bytes: usize,
 ) -> Option<ActivityError> {
-    let size = ratchet_core::limits::json_size(output);
-    let field = || format!("the output of {what} \"{name}\"");
-    if size > max_bytes {
-        return Some(ActivityError::non_retryable(
-            "LimitExceeded",
-            format!(
-                "{} is {size} bytes, over the limit of {max_bytes} bytes",
-                field()
-            ),
-        ));
-    }
-    if !ratchet_core::limits::json_depth_exceeds(output, ratchet_core::limits::MAX_JSON_DEPTH) {
-        return None;
-    }
-    ratchet_core::limits::check_json_depth(&field(), output)
+    let named = || format!("the output of {what} \"{name}\"");
+    ratchet_core::limits::check_payload(named, output, max_bytes)
         .err()
-        .map(|e| ActivityError::non_retryable("LimitExceeded", e.to_string()))
+        .map(|message| ActivityError::non_retryable("LimitExceeded", message))
 }
 
 /// What follows attempt `attempt` that failed with `error` at `now`: a snooze, the next
