@@ -249,18 +249,43 @@ pub(crate) struct GrpcTarget {
     pub(crate) auth: Option<Credentials>,
 }
 
-/// The input of [`CALL_ACTIVITY`], recorded in history.
+/// The input of [`CALL_ACTIVITY`], recorded in history (and in the task's row). Fields at
+/// their defaults are left out: a fan-out of calls writes each of them once per call, twice.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct CallInput {
     pub(crate) target: Target,
     /// `content`, `response` or `raw`: `raw` gives the content base64-encoded.
+    #[serde(default = "content", skip_serializing_if = "is_content")]
     pub(crate) output: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) redirect: bool,
+    #[serde(
+        default = "default_timeout_ms",
+        skip_serializing_if = "is_default_timeout_ms"
+    )]
     pub(crate) timeout_ms: u64,
     /// Sent as `Idempotency-Key` unless the request sets one: the same for every attempt of
     /// one call of the instance.
     pub(crate) idempotency_key: String,
+}
+
+/// A call's `output` when its task names none.
+fn content() -> String {
+    "content".to_string()
+}
+
+fn is_content(output: &str) -> bool {
+    output == "content"
+}
+
+/// [`DEFAULT_CALL_TIMEOUT`] in milliseconds.
+fn default_timeout_ms() -> u64 {
+    u64::try_from(DEFAULT_CALL_TIMEOUT.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn is_default_timeout_ms(ms: &u64) -> bool {
+    *ms == default_timeout_ms()
 }
 
 /// The error kinds the activity fails with: the interpreter raises the DSL's timeout error
@@ -272,4 +297,60 @@ pub(crate) const AUTHORIZATION: &str = "Authorization";
 
 fn communication(message: impl Into<String>) -> ActivityError {
     ActivityError::non_retryable(COMMUNICATION, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn get(uri: &str) -> Target {
+        Target::Http {
+            method: "GET".into(),
+            uri: uri.into(),
+            headers: BTreeMap::new(),
+            query: BTreeMap::new(),
+            body: None,
+            auth: None,
+        }
+    }
+
+    #[test]
+    fn call_inputs_leave_out_their_defaults_and_read_back_whole() {
+        let plain = CallInput {
+            target: get("http://a/"),
+            output: "content".into(),
+            redirect: false,
+            timeout_ms: 300_000,
+            idempotency_key: "k".into(),
+        };
+        let written = serde_json::to_value(&plain).unwrap();
+        assert_eq!(
+            written,
+            json!({"target": {"call": "http", "method": "GET", "uri": "http://a/"}, "idempotencyKey": "k"})
+        );
+        assert_eq!(serde_json::from_value::<CallInput>(written).unwrap(), plain);
+
+        let other = CallInput {
+            output: "response".into(),
+            redirect: true,
+            timeout_ms: 1_500,
+            ..plain.clone()
+        };
+        let written = serde_json::to_value(&other).unwrap();
+        assert_eq!(written["output"], "response");
+        assert_eq!(written["redirect"], true);
+        assert_eq!(written["timeoutMs"], 1_500);
+        assert_eq!(serde_json::from_value::<CallInput>(written).unwrap(), other);
+
+        // What history holds from before the defaults were left out still reads.
+        let recorded = json!({
+            "idempotencyKey": "k", "output": "content", "redirect": false,
+            "target": {"call": "http", "method": "GET", "uri": "http://a/"}, "timeoutMs": 300000
+        });
+        assert_eq!(
+            serde_json::from_value::<CallInput>(recorded).unwrap(),
+            plain
+        );
+    }
 }
