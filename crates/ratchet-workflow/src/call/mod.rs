@@ -22,6 +22,8 @@ use serde_json::Value;
 
 pub(crate) use http::is_method;
 
+use crate::model::CallOutput;
+
 /// The name of the activity that runs the calls of declarative workflows. Every Ratchet
 /// process registers it (see [`register_calls`]), so any worker can run them.
 pub const CALL_ACTIVITY: &str = "ratchet/call";
@@ -34,7 +36,10 @@ pub const MAX_RESPONSE_BYTES: usize = 10 << 20;
 pub const MAX_REDIRECTS: usize = 10;
 
 /// How long a call may take when its task gives no `timeout`: 5 minutes.
-pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(300);
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_millis(DEFAULT_CALL_TIMEOUT_MS);
+
+/// [`DEFAULT_CALL_TIMEOUT`] in milliseconds, as a call's input records it.
+const DEFAULT_CALL_TIMEOUT_MS: u64 = 300_000;
 
 /// OpenAPI documents kept parsed per process (by URI and definition revision).
 const DOCUMENTS_KEPT: usize = 64;
@@ -272,20 +277,19 @@ pub(crate) struct CallInput {
 
 /// A call's `output` when its task names none.
 fn content() -> String {
-    "content".to_string()
+    CallOutput::Content.as_str().to_string()
 }
 
 fn is_content(output: &str) -> bool {
-    output == "content"
+    output == CallOutput::Content.as_str()
 }
 
-/// [`DEFAULT_CALL_TIMEOUT`] in milliseconds.
 fn default_timeout_ms() -> u64 {
-    u64::try_from(DEFAULT_CALL_TIMEOUT.as_millis()).unwrap_or(u64::MAX)
+    DEFAULT_CALL_TIMEOUT_MS
 }
 
 fn is_default_timeout_ms(ms: &u64) -> bool {
-    *ms == default_timeout_ms()
+    *ms == DEFAULT_CALL_TIMEOUT_MS
 }
 
 /// The error kinds the activity fails with: the interpreter raises the DSL's timeout error
