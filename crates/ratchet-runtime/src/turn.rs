@@ -300,9 +300,7 @@ impl Pending {
                 if let Some(at) = self.first_timer {
                     shared.wake.timer_committed(at);
                 }
-                for task in tasks {
-                    worker::spawn(shared.clone(), task);
-                }
+                worker::spawn_siblings(shared, tasks);
                 if self.wakes_others {
                     shared.wake.work.notify_one();
                 }

@@ -1,10 +1,12 @@
 //! Running one activity or task attempt and turning its result into a completion.
 
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use futures::FutureExt;
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt as _};
 use ratchet_core::{ActivityError, ActivityOptions, ErrorInfo, Timestamp};
 use ratchet_store::{ClaimedTask, LeaseRelease, TaskCompletion, TaskResult};
 use serde_json::Value;
@@ -14,13 +16,42 @@ use tracing::Instrument as _;
 use crate::runtime::Shared;
 use crate::{ActivityContext, TaskContext};
 
+/// Attempts that one task runs together at most (see [`spawn_siblings`]).
+const SIBLINGS_PER_TASK: usize = 16;
+
 /// Runs `task` on its own task once a slot of its queue is free; the completion goes to the
 /// group committer. Until then it waits in the prefetch buffer, its lease renewed like a
 /// running one's; on shutdown it goes back to the queue instead.
-pub(crate) fn spawn(shared: Arc<Shared>, mut task: ClaimedTask) {
+pub(crate) fn spawn(shared: Arc<Shared>, task: ClaimedTask) {
+    tokio::spawn(attempt(shared, task));
+}
+
+/// Runs the activities that one turn scheduled together, up to [`SIBLINGS_PER_TASK`] of
+/// them on one task. Spawned one by one, siblings start apart: tokio runs the last task
+/// spawned first and queues the others behind whatever waits on that thread, and siblings
+/// that start apart finish apart, so that a straggler costs its instance a commit and a turn
+/// of its own (one instance in eleven of a fan-out of five HTTP calls, measured). On one task
+/// they start in one poll and their answers are taken in one wake-up. A task keeps to one
+/// thread at a time, hence the bound: a wide fan-out still spreads over the runtime's
+/// threads. A panic stays within its attempt (its handler's is caught), so a group fails
+/// nothing together.
+pub(crate) fn spawn_siblings(shared: &Arc<Shared>, tasks: Vec<ClaimedTask>) {
+    let mut tasks = tasks.into_iter().peekable();
+    while tasks.peek().is_some() {
+        let mut group: FuturesUnordered<_> = tasks
+            .by_ref()
+            .take(SIBLINGS_PER_TASK)
+            .map(|task| attempt(shared.clone(), task))
+            .collect();
+        tokio::spawn(async move { while group.next().await.is_some() {} });
+    }
+}
+
+/// One attempt of `task`, held as running from now on (see [`spawn`]).
+fn attempt(shared: Arc<Shared>, mut task: ClaimedTask) -> impl Future<Output = ()> {
     let cancelled = shared.capacity.running.hold(&task);
     let guard = shared.begin_work();
-    tokio::spawn(async move {
+    async move {
         let _guard = guard;
         let Some(slots) = shared.capacity.slots(&task.queue) else {
             tracing::warn!(queue = %task.queue, "claimed a task of a queue this process does not work");
@@ -72,7 +103,7 @@ pub(crate) fn spawn(shared: Arc<Shared>, mut task: ClaimedTask) {
             }
             shared.committer.complete(completion, instance);
         }
-    });
+    }
 }
 
 /// Returns an attempt that never started to the queue at once. The shutdown gives back the

@@ -1,12 +1,14 @@
 //! User code that panics fails its own instance only: the turns and completions that
 //! commit with it (the group commit carries many instances' work) commit, and a start
-//! whose first turn panics is answered with the failed instance, not an error.
+//! whose first turn panics is answered with the failed instance, not an error. An activity
+//! that panics fails its own step only, though the activities its turn scheduled with it
+//! run together with it.
 
 use std::sync::Arc;
 
 use ratchet::{
-    ActivityContext, ActivityError, InstanceStatus, OrchestrationContext, OrchestrationError,
-    Store, TaskContext, TaskError, TaskOptions, TaskState,
+    ActivityContext, ActivityError, ActivityOptions, InstanceStatus, OrchestrationContext,
+    OrchestrationError, RetryPolicy, Store, TaskContext, TaskError, TaskOptions, TaskState,
 };
 
 use crate::harness::{start, WAIT};
@@ -97,4 +99,65 @@ async fn a_panicking_turn_fails_its_own_instance_only(store: Arc<dyn Store>) {
     r.shutdown().await;
 }
 
-crate::on_every_backend!(a_panicking_turn_fails_its_own_instance_only);
+crate::on_every_backend!(
+    a_panicking_turn_fails_its_own_instance_only,
+    a_panicking_activity_fails_its_own_step_only
+);
+
+/// Doubles `n`, except 7, on which it panics.
+async fn double_but_seven(_ctx: ActivityContext, n: i64) -> Result<i64, ActivityError> {
+    if n == 7 {
+        panic!("seven among its siblings");
+    }
+    Ok(n * 2)
+}
+
+/// Schedules `n` activities in one turn (more than one group of siblings when `n` is large),
+/// and answers with the sum of those that completed and the failures of the others.
+async fn wide(ctx: OrchestrationContext, n: i64) -> Result<(i64, Vec<String>), OrchestrationError> {
+    let once = ActivityOptions::default().retry(RetryPolicy::no_retry());
+    let calls = (0..n).map(|i| ctx.activity_with::<i64>("double_but_seven", i, once.clone()));
+    let mut sum = 0;
+    let mut failed = Vec::new();
+    for result in ratchet::join_all(calls).await {
+        match result {
+            Ok(d) => sum += d,
+            Err(OrchestrationError::Activity { error, .. }) => {
+                failed.push(format!("{}: {}", error.kind, error.message));
+            }
+            Err(other) => return Err(other),
+        }
+    }
+    Ok((sum, failed))
+}
+
+async fn a_panicking_activity_fails_its_own_step_only(store: Arc<dyn Store>) {
+    let r = start(&store, |b| {
+        b.orchestration("wide", wide)
+            .activity("double_but_seven", double_but_seven)
+    })
+    .await;
+    let c = r.client();
+    for n in [8, 40] {
+        let (sum, failed): (i64, Vec<String>) = c
+            .start("wide", n)
+            .await
+            .unwrap()
+            .wait(WAIT)
+            .await
+            .unwrap()
+            .into_result()
+            .unwrap();
+        assert_eq!(
+            sum,
+            (0..n).filter(|i| *i != 7).map(|i| 2 * i).sum::<i64>(),
+            "n = {n}"
+        );
+        assert_eq!(
+            failed,
+            vec!["Panic: seven among its siblings".to_string()],
+            "n = {n}"
+        );
+    }
+    r.shutdown().await;
+}
