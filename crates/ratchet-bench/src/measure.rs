@@ -125,6 +125,21 @@ pub(crate) fn resident_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// CPU time this process has used so far, every thread, user and system (`None` where
+/// `/proc` is not there): the difference of two readings is what a stretch of work cost.
+pub(crate) fn process_cpu() -> Option<std::time::Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command name, which may hold spaces and ends at the last `)`.
+    let fields: Vec<&str> = stat
+        .get(stat.rfind(')')? + 2..)?
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| fields.get(i).and_then(|t| t.parse::<u64>().ok());
+    // utime and stime (fields 14 and 15 in proc(5)), in the kernel's USER_HZ: 100 a second.
+    let total = ticks(11)?.checked_add(ticks(12)?)?;
+    Some(std::time::Duration::from_millis(total.saturating_mul(10)))
+}
+
 /// The allocator the `ratchet` binary runs on (mimalloc), counting: a few uncontended atomic
 /// additions per allocation. The `ratchet-bench` binary installs it.
 pub static COUNTING_ALLOCATOR: CountingAllocator = stats_alloc::StatsAlloc::new(mimalloc::MiMalloc);
