@@ -1387,7 +1387,8 @@ fn uses(cx: &mut Cx<'_>, node: &Node, scope: &[String]) {
         }
     }
     for (name, def) in named(cx, m, "retries") {
-        if let Some(r) = retry(cx, &format!("use.retries.{name}"), def) {
+        // A named policy's `when` sees the caught error as `.` and the workflow's variables.
+        if let Some(r) = retry(cx, &format!("use.retries.{name}"), def, scope) {
             cx.retries.insert(name.to_string(), r);
         }
     }
@@ -2139,7 +2140,7 @@ fn try_catch(
     let except_when = m
         .get_node("exceptWhen")
         .and_then(|n| cx.expr(n, &inner, &format!("{what}: catch.exceptWhen")));
-    let retry = m.get_node("retry").and_then(|n| retry(cx, what, n));
+    let retry = m.get_node("retry").and_then(|n| retry(cx, what, n, &inner));
     let handler = match m.get_node("do") {
         Some(n) => Some(block(
             cx,
@@ -2163,7 +2164,9 @@ fn try_catch(
     })
 }
 
-fn retry(cx: &mut Cx<'_>, what: &str, node: &Node) -> Option<Retry> {
+/// A `catch.retry`, inline or naming one of `use.retries`; its `when` and `exceptWhen` see
+/// the caught error as `.` and the variables of `scope`.
+fn retry(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<Retry> {
     if let Node::Scalar(name) = node {
         return match cx.retries.get(name.as_str()) {
             Some(r) => Some(r.clone()),
@@ -2182,9 +2185,15 @@ fn retry(cx: &mut Cx<'_>, what: &str, node: &Node) -> Option<Retry> {
     let m = cx.mapping(node, &format!("{what}: catch.retry"))?;
     cx.only(
         m,
-        &["delay", "backoff", "limit"],
+        &["when", "exceptWhen", "delay", "backoff", "limit", "jitter"],
         &format!("{what}: catch.retry"),
     );
+    let when = m
+        .get_node("when")
+        .and_then(|n| cx.expr(n, scope, &format!("{what}: retry.when")));
+    let except_when = m
+        .get_node("exceptWhen")
+        .and_then(|n| cx.expr(n, scope, &format!("{what}: retry.exceptWhen")));
     let delay = m
         .get_node("delay")
         .and_then(|n| cx.duration(n, &format!("{what}: retry.delay")))
@@ -2209,36 +2218,107 @@ fn retry(cx: &mut Cx<'_>, what: &str, node: &Node) -> Option<Retry> {
             }
         }
     };
-    let attempts = match m
+    let (attempts, attempt_limit, limit) = match m
         .get_node("limit")
         .and_then(|n| cx.mapping(n, &format!("{what}: retry.limit")))
     {
-        None => 3,
-        Some(l) => {
-            cx.only(l, &["attempt"], &format!("{what}: retry.limit"));
-            let count = l
-                .get_node("attempt")
-                .and_then(|a| a.as_mapping())
-                .and_then(|a| a.get_node("count"))
-                .and_then(|c| c.as_scalar())
-                .and_then(|c| c.as_u32());
-            match count {
-                Some(n) if n >= 1 => n,
-                _ => {
-                    cx.error(
-                        place(l),
-                        format!("{what}: retry.limit needs attempt.count, at least 1"),
-                    );
-                    1
-                }
-            }
-        }
+        None => (3, None, None),
+        Some(l) => retry_limit(cx, what, l),
     };
+    let jitter = m
+        .get_node("jitter")
+        .and_then(|n| cx.mapping(n, &format!("{what}: retry.jitter")))
+        .and_then(|j| {
+            cx.only(j, &["from", "to"], &format!("{what}: retry.jitter"));
+            let mut bound = |key: &str| match j.get_node(key) {
+                Some(n) => cx.duration(n, &format!("{what}: retry.jitter.{key}")),
+                None => {
+                    cx.error(place(j), format!("{what}: retry.jitter needs `{key}`"));
+                    None
+                }
+            };
+            let (from, to) = (bound("from")?, bound("to")?);
+            if from > to {
+                cx.error(
+                    place(j),
+                    format!("{what}: retry.jitter.from is longer than retry.jitter.to"),
+                );
+                return None;
+            }
+            Some((from, to))
+        });
     Some(Retry {
+        when,
+        except_when,
         delay,
         backoff,
         attempts,
+        attempt_limit,
+        limit,
+        jitter,
     })
+}
+
+/// A retry's `limit`: attempts in all (`attempt.count`), how long one attempt may run
+/// (`attempt.duration`) and how long retries may go on (`duration`). A count or a duration
+/// must bound the attempts.
+fn retry_limit(
+    cx: &mut Cx<'_>,
+    what: &str,
+    l: &MarkedMappingNode,
+) -> (u32, Option<Duration>, Option<Duration>) {
+    cx.only(l, &["attempt", "duration"], &format!("{what}: retry.limit"));
+    let limit = l
+        .get_node("duration")
+        .and_then(|n| cx.duration(n, &format!("{what}: retry.limit.duration")));
+    let attempt = l
+        .get_node("attempt")
+        .and_then(|n| cx.mapping(n, &format!("{what}: retry.limit.attempt")));
+    let mut count = None;
+    let mut attempt_limit = None;
+    if let Some(a) = attempt {
+        cx.only(
+            a,
+            &["count", "duration"],
+            &format!("{what}: retry.limit.attempt"),
+        );
+        count = match a.get_node("count") {
+            None => None,
+            Some(c) => match c.as_scalar().and_then(|c| c.as_u32()) {
+                Some(n) if n >= 1 => Some(n),
+                _ => {
+                    cx.error(
+                        c.span(),
+                        format!("{what}: retry.limit.attempt.count is a whole number, at least 1"),
+                    );
+                    Some(1)
+                }
+            },
+        };
+        attempt_limit = a.get_node("duration").and_then(|n| {
+            let d = cx.duration(n, &format!("{what}: retry.limit.attempt.duration"))?;
+            if d.is_zero() {
+                cx.error(
+                    n.span(),
+                    format!("{what}: retry.limit.attempt.duration must be longer than zero"),
+                );
+                return None;
+            }
+            Some(d)
+        });
+    }
+    let attempts = match (count, limit) {
+        (Some(n), _) => n,
+        (None, Some(_)) => u32::MAX,
+        (None, None) => {
+            cx.error(
+                place(l),
+                format!("{what}: retry.limit needs attempt.count or duration"),
+            );
+            1
+        }
+    };
+    (attempts, attempt_limit, limit)
 }
 
 fn run(cx: &mut Cx<'_>, what: &str, node: &Node, scope: &[String]) -> Option<Kind> {

@@ -554,20 +554,43 @@ fn catch(c: &Catch) -> Y {
 
 fn retry(r: &Retry) -> Y {
     let backoff = r.backoff.as_str();
-    Y::Map(vec![
-        ("delay".into(), duration(r.delay)),
-        (
-            "backoff".into(),
-            Y::Map(vec![(backoff.into(), Y::Map(Vec::new()))]),
-        ),
-        (
-            "limit".into(),
-            Y::Map(vec![(
-                "attempt".into(),
-                Y::Map(vec![("count".into(), Y::Scalar(r.attempts.to_string()))]),
-            )]),
-        ),
-    ])
+    let mut fields = Vec::new();
+    if let Some(w) = &r.when {
+        fields.push(("when".into(), expr(w)));
+    }
+    if let Some(w) = &r.except_when {
+        fields.push(("exceptWhen".into(), expr(w)));
+    }
+    fields.push(("delay".into(), duration(r.delay)));
+    fields.push((
+        "backoff".into(),
+        Y::Map(vec![(backoff.into(), Y::Map(Vec::new()))]),
+    ));
+    let mut attempt = Vec::new();
+    if r.attempts != u32::MAX || r.limit.is_none() {
+        attempt.push(("count".into(), Y::Scalar(r.attempts.to_string())));
+    }
+    if let Some(d) = r.attempt_limit {
+        attempt.push(("duration".into(), duration(d)));
+    }
+    let mut limit = Vec::new();
+    if !attempt.is_empty() {
+        limit.push(("attempt".into(), Y::Map(attempt)));
+    }
+    if let Some(d) = r.limit {
+        limit.push(("duration".into(), duration(d)));
+    }
+    fields.push(("limit".into(), Y::Map(limit)));
+    if let Some((from, to)) = r.jitter {
+        fields.push((
+            "jitter".into(),
+            Y::Map(vec![
+                ("from".into(), duration(from)),
+                ("to".into(), duration(to)),
+            ]),
+        ));
+    }
+    Y::Map(fields)
 }
 
 /// A mapping key: plain when YAML reads it back as the same string, else quoted.

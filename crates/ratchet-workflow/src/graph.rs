@@ -213,10 +213,10 @@ fn task_node(task: &Task, path: &str) -> Node {
 
 /// A `try`: its body in a box; with a `catch.do`, that too, reached `on error`.
 fn try_node(node: Node, body: &Block, catch: &Catch, path: &str) -> Node {
-    let retry = catch
-        .retry
-        .as_ref()
-        .map(|r| format!("retry up to {} attempts", r.attempts));
+    let retry = catch.retry.as_ref().map(|r| match r.attempts {
+        u32::MAX => "retry until its limit".to_string(),
+        n => format!("retry up to {n} attempts"),
+    });
     let Some(handler) = &catch.body else {
         return node
             .detail(retry.unwrap_or_else(|| "try".into()))

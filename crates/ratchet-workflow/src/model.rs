@@ -178,10 +178,37 @@ pub(crate) struct Catch {
 /// How a `try` retries: durable timers between attempts.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Retry {
+    /// Retry only when this holds of the caught error (`when`), or unless it holds
+    /// (`exceptWhen`); otherwise the error goes to the `catch.do` at once.
+    pub(crate) when: Option<Expr>,
+    pub(crate) except_when: Option<Expr>,
     pub(crate) delay: Duration,
     pub(crate) backoff: Backoff,
-    /// Attempts in all, the first included.
+    /// Attempts in all, the first included (`limit.attempt.count`; `u32::MAX` when only
+    /// `limit.duration` bounds them).
     pub(crate) attempts: u32,
+    /// How long one attempt may run (`limit.attempt.duration`): past it, the attempt fails
+    /// with the DSL's timeout error, which the `catch` may retry like any other.
+    pub(crate) attempt_limit: Option<Duration>,
+    /// How long after the first attempt began a retry may still start (`limit.duration`).
+    pub(crate) limit: Option<Duration>,
+    /// A random extra delay between these two, added to each (`jitter.from`, `jitter.to`).
+    pub(crate) jitter: Option<(Duration, Duration)>,
+}
+
+impl Retry {
+    /// The delay before retry number `retry` (1 for the first): the backoff's, plus the
+    /// jitter's share `random` (in `[0, 1)`) of its range.
+    pub(crate) fn delay_before(&self, retry: u32, random: f64) -> Duration {
+        let base = self.backoff.delay(self.delay, retry);
+        match self.jitter {
+            None => base,
+            Some((from, to)) => {
+                let extra = from + (to.saturating_sub(from)).mul_f64(random.clamp(0.0, 1.0));
+                base.saturating_add(extra)
+            }
+        }
+    }
 }
 
 /// What a call answers with (`output`).

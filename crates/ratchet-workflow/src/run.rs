@@ -16,7 +16,8 @@ use sha2::Digest as _;
 use crate::call::{self, CallInput, Credentials, Target};
 use crate::expr::{EvalError, Expr, Scope, EVAL_FUEL};
 use crate::model::{
-    Auth, Block, CallOutput, Catch, Endpoint, ErrorTemplate, Flow, Kind, Schema, Task, Template,
+    Auth, Block, CallOutput, Catch, Endpoint, ErrorTemplate, Flow, Kind, Retry, Schema, Task,
+    Template,
 };
 use crate::Workflow;
 
@@ -837,8 +838,9 @@ async fn try_catch(
     scope: &Scope,
 ) -> Result<(Value, Flow), Fault> {
     let mut attempt = 1;
+    let began = run.ctx.now();
     loop {
-        let error = match block(run, body, input.clone(), scope).await {
+        let error = match attempt_of(run, task, body, catch, attempt, input.clone(), scope).await {
             Ok((output, ended)) => return Ok((output, if ended { Flow::End } else { task.then })),
             Err(Fault::Error(error)) => error,
             Err(Fault::Cancelled(cancelled)) => {
@@ -864,12 +866,27 @@ async fn try_catch(
             return Err(Fault::Error(error));
         }
         if let Some(retry) = &catch.retry {
-            if attempt < retry.attempts {
-                // A durable timer: a crash during the back-off resumes it, not restarts it.
-                let delay = retry.backoff.delay(retry.delay, attempt);
-                run.durable(run.ctx.sleep(delay).await)?;
-                attempt += 1;
-                continue;
+            if attempt < retry.attempts && retries(run, retry, &error, &inner)? {
+                // Jitter from a value recorded in history: a replay waits the same.
+                let random = if retry.jitter.is_some() {
+                    run.ctx.random()
+                } else {
+                    0.0
+                };
+                let delay = retry.delay_before(attempt, random);
+                // `limit.duration`: no retry starts once it has passed since the first
+                // attempt began (the instance's clock, recorded, so a replay agrees).
+                let too_late = retry.limit.is_some_and(|limit| {
+                    let waited = run.ctx.now().as_millis().saturating_sub(began.as_millis());
+                    let start_at = u128::try_from(waited).unwrap_or(0) + delay.as_millis();
+                    start_at >= limit.as_millis()
+                });
+                if !too_late {
+                    // A durable timer: a crash during the back-off resumes it, not restarts it.
+                    run.durable(run.ctx.sleep(delay).await)?;
+                    attempt += 1;
+                    continue;
+                }
             }
         }
         return match &catch.body {
@@ -879,6 +896,55 @@ async fn try_catch(
             }
             None => Ok((input, task.then)),
         };
+    }
+}
+
+/// One attempt of a `try`'s body; with `limit.attempt.duration`, raced against a durable
+/// timer, so an attempt that runs longer fails with the DSL's timeout error (which the
+/// `catch` may retry) and what it left running is abandoned.
+async fn attempt_of(
+    run: &Run,
+    task: &Task,
+    body: &Block,
+    catch: &Catch,
+    attempt: u32,
+    input: Value,
+    scope: &Scope,
+) -> Result<(Value, bool), Fault> {
+    let Some(limit) = catch.retry.as_ref().and_then(|r| r.attempt_limit) else {
+        return block(run, body, input, scope).await;
+    };
+    let timer = async move {
+        run.durable(run.ctx.sleep(limit).await)?;
+        let mut error = Fault::timeout(format!(
+            "attempt {attempt} of task `{}` ran longer than its limit of {limit:?}",
+            task.name
+        ));
+        if let Fault::Error(Value::Object(fields)) = &mut error {
+            fields.insert(
+                "instance".into(),
+                Value::String(format!("{}/try", task.path)),
+            );
+        }
+        Err::<(Value, bool), Fault>(error)
+    }
+    .boxed();
+    ratchet_core::race(vec![block(run, body, input, scope), timer])
+        .await
+        .1
+}
+
+/// True when a caught error is to be retried: the retry's `when` holds of it and its
+/// `exceptWhen` does not.
+fn retries(run: &Run, retry: &Retry, error: &Value, scope: &Scope) -> Result<bool, Fault> {
+    if let Some(w) = &retry.when {
+        if !truthy(&run.eval(w, error, scope)?) {
+            return Ok(false);
+        }
+    }
+    match &retry.except_when {
+        Some(w) => Ok(!truthy(&run.eval(w, error, scope)?)),
+        None => Ok(true),
     }
 }
 

@@ -356,3 +356,51 @@ do:
         "{unknown}"
     );
 }
+
+#[test]
+fn retry_policies_are_checked_whole() {
+    let with_retry = |retry: &str| {
+        format!(
+            "document: {{dsl: '1.0.0', namespace: a, name: b, version: '1.0.0'}}\n\
+             do:\n  - guarded:\n      try:\n        - w: {{wait: PT1S}}\n      catch:\n        retry: {retry}\n"
+        )
+    };
+    // Every field of the reference's retry policy compiles.
+    Workflow::compile(&with_retry(
+        "{when: '${ .status >= 500 }', exceptWhen: '${ $error.status == 501 }', delay: PT1S, \
+         backoff: {linear: {}}, jitter: {from: PT0.1S, to: PT0.5S}, \
+         limit: {attempt: {count: 5, duration: PT10S}, duration: {minutes: 1}}}",
+    ))
+    .unwrap();
+    // A duration alone bounds the attempts.
+    Workflow::compile(&with_retry("{limit: {duration: PT1M}}")).unwrap();
+    for (retry, says) in [
+        (
+            "{jitter: {from: PT2S, to: PT1S}}",
+            "retry.jitter.from is longer than retry.jitter.to",
+        ),
+        ("{jitter: {from: PT2S}}", "retry.jitter needs `to`"),
+        ("{jitter: {to: PT2S, by: 3}}", "`by`"),
+        (
+            "{limit: {attempt: {count: 0}}}",
+            "retry.limit.attempt.count is a whole number, at least 1",
+        ),
+        (
+            "{limit: {attempt: {duration: PT1S}}}",
+            "retry.limit needs attempt.count or duration",
+        ),
+        (
+            "{limit: {attempt: {count: 2, duration: PT0S}}}",
+            "retry.limit.attempt.duration must be longer than zero",
+        ),
+        (
+            "{limit: {duration: {days: 99999}}}",
+            "retry.limit.duration: a duration is at most 100 years",
+        ),
+        ("{when: '${ $nowhere }'}", "retry.when"),
+        ("{exceptWhen: '${ .a | frobnicate }'}", "retry.exceptWhen"),
+    ] {
+        let found = errors(&with_retry(retry));
+        assert!(found.to_string().contains(says), "{retry}: {found}");
+    }
+}

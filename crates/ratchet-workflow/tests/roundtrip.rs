@@ -135,13 +135,25 @@ fn tasks(depth: u32) -> BoxedStrategy<Vec<Value>> {
                 t
             }),
             1 => (inner.clone(), any::<bool>()).prop_map(|(b, c)| json!({"fork": {"compete": c, "branches": b}})),
-            1 => (inner.clone(), inner, any::<bool>(), 1u32..4).prop_map(|(b, h, exp, n)| json!({
-                "try": b,
-                "catch": {"errors": {"with": {"status": 500}}, "as": "err", "when": "${ $err.status > 0 }",
-                          "retry": {"delay": {"seconds": 1},
-                                    "backoff": if exp { json!({"exponential": {}}) } else { json!({"constant": {}}) },
-                                    "limit": {"attempt": {"count": n}}},
-                          "do": h}})),
+            1 => (inner.clone(), inner, any::<bool>(), 1u32..4, 0u8..4).prop_map(|(b, h, exp, n, more)| {
+                let mut retry = json!({"delay": {"seconds": 1},
+                    "backoff": if exp { json!({"exponential": {}}) } else { json!({"constant": {}}) },
+                    "limit": {"attempt": {"count": n}}});
+                match more {
+                    1 => retry["jitter"] = json!({"from": {"milliseconds": 10}, "to": "PT0.25S"}),
+                    2 => {
+                        retry["limit"] = json!({"attempt": {"count": n, "duration": "PT5S"}, "duration": {"minutes": 1}});
+                        retry["when"] = json!("${ .status >= 500 }");
+                        retry["exceptWhen"] = json!("${ $err.status == 501 }");
+                    }
+                    3 => retry["limit"] = json!({"duration": {"minutes": 2}}),
+                    _ => {}
+                }
+                json!({
+                    "try": b,
+                    "catch": {"errors": {"with": {"status": 500}}, "as": "err", "when": "${ $err.status > 0 }",
+                              "retry": retry, "do": h}})
+            }),
         ]
         .boxed()
     };

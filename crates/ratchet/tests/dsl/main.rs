@@ -13,5 +13,6 @@ mod grpc;
 mod listen;
 mod plain;
 mod processes;
+mod retries;
 mod schemas;
 mod secrets;
