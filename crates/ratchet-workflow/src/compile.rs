@@ -1587,7 +1587,7 @@ fn authentication(cx: &mut Cx<'_>, node: &Node, scope: &[String], what: &str) ->
     let [scheme] = given.as_slice() else {
         cx.error(
             place(m),
-            format!("{what} names one scheme: basic, bearer, oauth2 or oidc"),
+            format!("{what} names one scheme: basic, bearer, digest, oauth2 or oidc"),
         );
         return None;
     };
@@ -1598,28 +1598,30 @@ fn authentication(cx: &mut Cx<'_>, node: &Node, scope: &[String], what: &str) ->
     let at = format!("{what}.{}", scheme.as_str());
     let inner_node = m.get_node(scheme.as_str())?;
     match scheme.as_str() {
-        "basic" | "bearer" => {
+        "basic" | "bearer" | "digest" => {
             let inner = cx.mapping(inner_node, &at)?;
-            let kind = if scheme.as_str() == "bearer" {
-                Scheme::Bearer
-            } else {
-                Scheme::Basic
+            let kind = match scheme.as_str() {
+                "bearer" => Scheme::Bearer,
+                "digest" => Scheme::Digest,
+                _ => Scheme::Basic,
             };
             if let Some(from_secret) = secret_policy(cx, inner, &at, kind) {
                 return from_secret;
             }
-            if scheme.as_str() == "basic" {
-                cx.only(inner, &["username", "password"], &at);
-                Some(Auth::Basic {
-                    username: field(cx, inner, "username", &at)?,
-                    password: field(cx, inner, "password", &at)?,
-                })
-            } else {
+            if kind == Scheme::Bearer {
                 cx.only(inner, &["token"], &at);
-                Some(Auth::Bearer {
+                return Some(Auth::Bearer {
                     token: field(cx, inner, "token", &at)?,
-                })
+                });
             }
+            cx.only(inner, &["username", "password"], &at);
+            let username = field(cx, inner, "username", &at)?;
+            let password = field(cx, inner, "password", &at)?;
+            Some(if kind == Scheme::Digest {
+                Auth::Digest { username, password }
+            } else {
+                Auth::Basic { username, password }
+            })
         }
         "oauth2" | "oidc" => oauth2(cx, inner_node, scope, &at, scheme.as_str() == "oidc"),
         "use" => {
@@ -1638,7 +1640,7 @@ fn authentication(cx: &mut Cx<'_>, node: &Node, scope: &[String], what: &str) ->
         other => {
             cx.error(
                 scheme.span(),
-                format!("{what}: `{other}` authentication is not supported by Ratchet yet (basic, bearer, oauth2 and oidc are)"),
+                format!("{what}: `{other}` authentication is not supported by Ratchet yet (basic, bearer, digest, oauth2 and oidc are)"),
             );
             None
         }

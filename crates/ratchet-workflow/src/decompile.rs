@@ -211,14 +211,18 @@ fn endpoint(e: &Endpoint) -> Y {
 }
 
 fn auth(a: &Auth) -> Y {
-    match a {
-        Auth::Basic { username, password } => Y::Map(vec![(
-            "basic".into(),
+    let user = |scheme: &str, username: &Template, password: &Template| {
+        Y::Map(vec![(
+            scheme.into(),
             Y::Map(vec![
                 ("username".into(), template(username)),
                 ("password".into(), template(password)),
             ]),
-        )]),
+        )])
+    };
+    match a {
+        Auth::Basic { username, password } => user("basic", username, password),
+        Auth::Digest { username, password } => user("digest", username, password),
         Auth::Bearer { token } => Y::Map(vec![(
             "bearer".into(),
             Y::Map(vec![("token".into(), template(token))]),

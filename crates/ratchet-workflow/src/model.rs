@@ -242,6 +242,12 @@ pub(crate) enum Auth {
     Bearer {
         token: Template,
     },
+    /// HTTP Digest (RFC 7616): the call is sent once without credentials, and again with
+    /// the response to the service's challenge.
+    Digest {
+        username: Template,
+        password: Template,
+    },
     /// An OAuth2 (or OpenID Connect) client-credentials grant: the worker gets a token and
     /// sends it as bearer, keeping it until shortly before it expires.
     OAuth2(Box<OAuth2Policy>),
@@ -253,12 +259,13 @@ pub(crate) enum Auth {
     },
 }
 
-/// What a secret holds: `{username, password}`, `{token}`, or an OAuth2 or OpenID Connect
+/// What a secret holds: `{username, password}` (basic, digest), `{token}`, or an OAuth2 or OpenID Connect
 /// policy (`{authority, client: {id, secret}, ...}`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Scheme {
     Basic,
     Bearer,
+    Digest,
     OAuth2,
     Oidc,
 }
@@ -268,6 +275,7 @@ impl Scheme {
         match self {
             Self::Basic => "basic",
             Self::Bearer => "bearer",
+            Self::Digest => "digest",
             Self::OAuth2 => "oauth2",
             Self::Oidc => "oidc",
         }

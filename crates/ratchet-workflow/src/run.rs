@@ -1120,6 +1120,10 @@ fn credentials(
         Some(Auth::Bearer { token }) => Some(Credentials::Bearer {
             token: text(token, "bearer.token")?,
         }),
+        Some(Auth::Digest { username, password }) => Some(Credentials::Digest {
+            username: text(username, "digest.username")?,
+            password: text(password, "digest.password")?,
+        }),
         Some(Auth::Secret { scheme, secret }) => Some(Credentials::Secret {
             scheme: scheme.as_str().to_string(),
             secret: secret.clone(),

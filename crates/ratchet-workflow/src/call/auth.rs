@@ -58,10 +58,13 @@ impl Tokens {
                             .ok_or_else(|| refused_secret("has no `token`"))?;
                         return Ok(Some(Credentials::Bearer { token }));
                     }
-                    "basic" => {
+                    "basic" | "digest" => {
                         return match (field("username"), field("password")) {
-                            (Some(username), Some(password)) => {
+                            (Some(username), Some(password)) if scheme == "basic" => {
                                 Ok(Some(Credentials::Basic { username, password }))
+                            }
+                            (Some(username), Some(password)) => {
+                                Ok(Some(Credentials::Digest { username, password }))
                             }
                             _ => Err(refused_secret("has no `username` and `password`")),
                         }

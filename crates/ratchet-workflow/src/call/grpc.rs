@@ -233,6 +233,12 @@ pub(crate) async fn call(
     if !idempotency_key.is_empty() {
         builder = builder.header("idempotency-key", idempotency_key);
     }
+    if matches!(auth, Some(Credentials::Digest { .. })) {
+        return Err(ActivityError::non_retryable(
+            super::AUTHORIZATION,
+            "digest authentication is for `call: http` and `call: openapi`, not gRPC",
+        ));
+    }
     builder = super::http::authorized(builder, auth)?;
     let mut response = builder
         .send()

@@ -334,6 +334,8 @@ pub(super) fn authorized(
             Ok(builder.basic_auth(username, Some(password)))
         }
         Some(Credentials::Bearer { token }) => Ok(builder.bearer_auth(token)),
+        // Sent without credentials first: the service's challenge says how to answer.
+        Some(Credentials::Digest { .. }) => Ok(builder),
         // Resolved before a request is made.
         Some(Credentials::Secret { .. } | Credentials::OAuth2(_)) => Err(
             ActivityError::non_retryable(AUTHORIZATION, "the call's credentials were not resolved"),
@@ -412,23 +414,26 @@ async fn send(
         .map_err(|e| communication(format!("{} {}: {e}", request.method, request.uri)))?;
     let sent_headers = sent.headers().clone();
     let sent_url = sent.url().clone();
-    let answer = match plain {
-        Some(plain) if Plain::serves(&sent_url, redirect) => plain
-            .exchange(sent, USER_AGENT, MAX_RESPONSE_BYTES)
-            .await
-            .map_err(|failure| match failure {
-                Failure::ConnectTimeout(address) => ActivityError::non_retryable(
-                    TIMEOUT,
-                    format!(
-                        "{} {url}: connecting to {address} took longer than {CONNECT_TIMEOUT:?}",
-                        request.method
-                    ),
-                ),
-                Failure::Io(what) => communication(format!("{} {url}: {what}", request.method)),
-                Failure::TooLarge => too_large(&request.method, &url),
-            })?,
-        _ => through_reqwest(client, sent, &request.method, &url).await?,
+    // Digest: the same request again, with the response to the challenge of a 401.
+    let again = match &request.auth {
+        Some(Credentials::Digest { .. }) => sent.try_clone(),
+        _ => None,
     };
+    let mut answer = exchange(client, plain, sent, redirect, &request.method).await?;
+    if let (Some(mut again), Some(Credentials::Digest { username, password })) =
+        (again, &request.auth)
+    {
+        if answer.status == 401 {
+            if let Some(authorization) =
+                digest_response(&answer.headers, &again, username, password)?
+            {
+                again
+                    .headers_mut()
+                    .insert(reqwest::header::AUTHORIZATION, authorization);
+                answer = exchange(client, plain, again, redirect, &request.method).await?;
+            }
+        }
+    }
     let status = answer.status;
     let ok = if redirect { 200..400 } else { 200..300 };
     let whole = output == "response" || !ok.contains(&status);
@@ -457,6 +462,79 @@ async fn send(
         }),
         None => json!({"statusCode": status, "content": content}),
     })
+}
+
+/// Sends `sent` on the worker's own connections when it is plain HTTP without redirects,
+/// through reqwest otherwise, and reads the answer.
+async fn exchange(
+    client: &reqwest::Client,
+    plain: Option<&Plain>,
+    sent: reqwest::Request,
+    redirect: bool,
+    method: &str,
+) -> Result<Answer, ActivityError> {
+    let url = sent.url().clone();
+    match plain {
+        Some(plain) if Plain::serves(&url, redirect) => plain
+            .exchange(sent, USER_AGENT, MAX_RESPONSE_BYTES)
+            .await
+            .map_err(|failure| match failure {
+                Failure::ConnectTimeout(address) => ActivityError::non_retryable(
+                    TIMEOUT,
+                    format!(
+                        "{method} {url}: connecting to {address} took longer than {CONNECT_TIMEOUT:?}"
+                    ),
+                ),
+                Failure::Io(what) => communication(format!("{method} {url}: {what}")),
+                Failure::TooLarge => too_large(method, &url),
+            }),
+        _ => through_reqwest(client, sent, method, &url).await,
+    }
+}
+
+/// The `Authorization` that answers the `Digest` challenge among a 401's
+/// `WWW-Authenticate` headers, for `request`; `None` when the service offers no digest
+/// challenge (the 401 is then the call's answer). A challenge that does not read is the
+/// DSL's authorization error.
+fn digest_response(
+    headers: &reqwest::header::HeaderMap,
+    request: &reqwest::Request,
+    username: &str,
+    password: &str,
+) -> Result<Option<reqwest::header::HeaderValue>, ActivityError> {
+    let refused = |why: String| ActivityError::non_retryable(AUTHORIZATION, why);
+    let url = request.url();
+    for value in headers.get_all(reqwest::header::WWW_AUTHENTICATE) {
+        let Ok(text) = value.to_str() else { continue };
+        for challenge in http_auth::parser::ChallengeParser::new(text) {
+            let Ok(challenge) = challenge else { break };
+            if !challenge.scheme.eq_ignore_ascii_case("digest") {
+                continue;
+            }
+            let mut client = http_auth::DigestClient::try_from(&challenge)
+                .map_err(|why| refused(format!("{url}: its digest challenge: {why}")))?;
+            // The request-target as the request line writes it.
+            let mut target = url.path().to_string();
+            if let Some(query) = url.query() {
+                target.push('?');
+                target.push_str(query);
+            }
+            let body = request.body().and_then(reqwest::Body::as_bytes);
+            let response = client
+                .respond(&http_auth::PasswordParams {
+                    username,
+                    password,
+                    uri: &target,
+                    method: request.method().as_str(),
+                    body: Some(body.unwrap_or_default()),
+                })
+                .map_err(|why| refused(format!("{url}: answering its digest challenge: {why}")))?;
+            let header = reqwest::header::HeaderValue::from_str(&response)
+                .map_err(|_| refused(format!("{url}: the digest response is not a header")))?;
+            return Ok(Some(header));
+        }
+    }
+    Ok(None)
 }
 
 /// An answer read whole.

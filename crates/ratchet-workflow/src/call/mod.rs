@@ -162,10 +162,15 @@ pub(crate) enum Credentials {
     Bearer {
         token: String,
     },
+    /// HTTP Digest: the response to the service's challenge, computed when it answers 401.
+    Digest {
+        username: String,
+        password: String,
+    },
     /// A token from an OAuth2 client-credentials grant, sent as bearer.
     #[serde(rename = "oauth2")]
     OAuth2(Box<OAuth2>),
-    /// The worker's secret of this name: `{username, password}` for basic, `{token}` (or a
+    /// The worker's secret of this name: `{username, password}` for basic and digest, `{token}` (or a
     /// string) for bearer, an OAuth2 policy for `oauth2` and `oidc`.
     Secret {
         scheme: String,

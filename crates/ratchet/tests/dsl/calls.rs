@@ -285,8 +285,82 @@ async fn functions_run_on_their_arguments(store: Arc<dyn Store>) {
     r.shutdown().await;
 }
 
+const DIGEST: &str = r#"
+document: {dsl: '1.0.0', namespace: calls, name: digest, version: '1.0.0'}
+do:
+  - get:
+      try:
+        - ask:
+            call: http
+            with:
+              method: post
+              endpoint:
+                uri: https://standin.test/digest
+                authentication:
+                  digest:
+                    username: ratchet
+                    password: ${ .password }
+              body: {hello: world}
+      catch:
+        as: refused
+        do:
+          - say:
+              set:
+                status: ${ $refused.status }
+                answered: ${ $refused.response.statusCode }
+"#;
+
+/// `digest` authentication: the call goes out without credentials, and again with the
+/// response to the service's challenge (the same idempotency key on both); a wrong password
+/// is the 401 the service gives it, as a communication error.
+async fn digest_authentication_answers_the_challenge(store: Arc<dyn Store>) {
+    for scheme in ["https", "http"] {
+        let standin = standin::start().await;
+        let r = start(&store, |b| {
+            b.calls(standin.calls())
+                .workflow(over(DIGEST, "digest", scheme), 1)
+        })
+        .await;
+        let name = format!("calls/digest-{scheme}");
+        let run = |id: String, password: &str| {
+            let c = r.client().clone();
+            let (name, input) = (name.clone(), json!({"password": password}));
+            async move {
+                c.start_with(&name, input, StartOptions::id(id))
+                    .await
+                    .unwrap()
+                    .wait(WAIT)
+                    .await
+                    .unwrap()
+                    .into_result::<Value>()
+                    .unwrap()
+            }
+        };
+        let out = run(format!("digest-{scheme}"), standin::PASSWORD).await;
+        assert_eq!(out, json!({"by": "digest"}), "{scheme}");
+        let seen = standin.seen("/digest");
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        assert!(seen.iter().all(|s| s.method == "POST"), "{seen:?}");
+        assert!(!seen[0].headers.contains_key("authorization"), "{seen:?}");
+        assert!(
+            seen[1].headers["authorization"].starts_with("Digest username=\"ratchet\""),
+            "{seen:?}"
+        );
+        assert_eq!(
+            seen[0].headers.get("idempotency-key"),
+            seen[1].headers.get("idempotency-key")
+        );
+
+        let refused = run(format!("digest-wrong-{scheme}"), "not-the-password").await;
+        assert_eq!(refused, json!({"status": 401, "answered": 401}), "{scheme}");
+        assert_eq!(standin.seen("/digest").len(), 4);
+        r.shutdown().await;
+    }
+}
+
 crate::on_every_backend!(
     a_failing_call_is_retried_on_durable_timers_with_one_key,
     calls_answer_as_their_output_says,
-    functions_run_on_their_arguments
+    functions_run_on_their_arguments,
+    digest_authentication_answers_the_challenge
 );

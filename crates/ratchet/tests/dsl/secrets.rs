@@ -50,6 +50,17 @@ do:
               use: sso
       export:
         as: '${ $context + {oidc: .by} }'
+  - withDigest:
+      call: http
+      with:
+        method: get
+        endpoint:
+          uri: https://standin.test/digest
+          authentication:
+            digest:
+              use: login
+      export:
+        as: '${ $context + {digest: .by} }'
   - withBearer:
       call: http
       with:
@@ -61,7 +72,7 @@ do:
               use: apiToken
         output: response
   - done:
-      set: '${ {basic: $context.basic, oidc: $context.oidc, bearer: .content.by, sent: .request.headers} }'
+      set: '${ {basic: $context.basic, oidc: $context.oidc, digest: $context.digest, bearer: .content.by, sent: .request.headers} }'
 "#;
 
 const MISSING: &str = r#"
@@ -115,6 +126,12 @@ async fn run(store: &Arc<dyn Store>) -> String {
         .unwrap();
     assert_eq!(out["basic"], "basic");
     assert_eq!(out["bearer"], "bearer");
+    // Digest: sent once without credentials, again with the response to the challenge.
+    assert_eq!(out["digest"], "digest");
+    let digest = standin.seen("/digest");
+    assert_eq!(digest.len(), 2, "{digest:?}");
+    assert!(!digest[0].headers.contains_key("authorization"));
+    assert!(digest[1].headers["authorization"].starts_with("Digest username=\"ratchet\""));
     // OpenID Connect: the token endpoint discovered once, one token for both calls.
     assert_eq!(out["oidc"], "oauth2");
     assert_eq!(standin.tokens_issued(), 1);

@@ -18,7 +18,8 @@ use ratchet::workflow::CallConfig;
 use serde_json::{json, Value};
 
 /// What `/secured` accepts: basic `ratchet` with this password, this bearer token, or a
-/// token `/oauth2/token` issued to client `ratchet` with this secret.
+/// token `/oauth2/token` issued to client `ratchet` with this secret; `/digest`, digest
+/// `ratchet` with this password.
 pub const PASSWORD: &str = "pw-7c1e4b9d-never-recorded";
 pub const TOKEN: &str = "tok-52aa19f0-never-recorded";
 pub const CLIENT_SECRET: &str = "cs-0b3e77c2-never-recorded";
@@ -285,6 +286,23 @@ async fn answer(state: &Mutex<State>, req: Request<Incoming>) -> Response<Full<B
                 _ => json_response(401, json!({"authenticated": false})),
             }
         }
+        // Digest (RFC 7616, SHA-256, qop auth) for user `ratchet` with [`PASSWORD`].
+        (_, ["digest"]) => match headers.get("authorization") {
+            Some(a) if digest_valid(a, &method) => json_response(200, json!({"by": "digest"})),
+            _ => {
+                let mut refused = json_response(401, json!({"authenticated": false}));
+                refused.headers_mut().insert(
+                    "www-authenticate",
+                    format!(
+                        "Basic realm=\"standin\", Digest realm=\"standin\", qop=\"auth\", \
+                         algorithm=SHA-256, nonce=\"{DIGEST_NONCE}\", opaque=\"o-1\""
+                    )
+                    .parse()
+                    .unwrap(),
+                );
+                refused
+            }
+        },
         ("GET", ["basic-auth", user, password]) => {
             let expected = format!(
                 "Basic {}",
@@ -298,6 +316,45 @@ async fn answer(state: &Mutex<State>, req: Request<Incoming>) -> Response<Full<B
         }
         _ => json_response(404, json!({"message": "no such resource"})),
     }
+}
+
+/// The nonce of `/digest`'s challenges.
+const DIGEST_NONCE: &str = "4f1e-standin-nonce";
+
+/// True when `authorization` answers `/digest`'s challenge for `method`: user `ratchet`, its
+/// password [`PASSWORD`], the challenge's realm, nonce and opaque, qop `auth`, SHA-256.
+fn digest_valid(authorization: &str, method: &str) -> bool {
+    use sha2::Digest as _;
+    let Some(params) = authorization.strip_prefix("Digest ") else {
+        return false;
+    };
+    // `key=value` or `key="value"`, comma-separated (no commas inside these values).
+    let fields: HashMap<&str, &str> = params
+        .split(',')
+        .filter_map(|kv| kv.trim().split_once('='))
+        .map(|(k, v)| (k, v.trim_matches('"')))
+        .collect();
+    let field = |k: &str| fields.get(k).copied().unwrap_or_default();
+    let hash = |text: String| hex(&sha2::Sha256::digest(text.as_bytes()));
+    let ha1 = hash(format!("ratchet:standin:{PASSWORD}"));
+    let ha2 = hash(format!("{method}:{}", field("uri")));
+    let expected = hash(format!(
+        "{ha1}:{DIGEST_NONCE}:{}:{}:auth:{ha2}",
+        field("nc"),
+        field("cnonce")
+    ));
+    field("username") == "ratchet"
+        && field("realm") == "standin"
+        && field("nonce") == DIGEST_NONCE
+        && field("opaque") == "o-1"
+        && field("qop") == "auth"
+        && field("algorithm") == "SHA-256"
+        && !field("cnonce").is_empty()
+        && field("response") == expected
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The part of the Swagger Petstore's document (Swagger 2.0) the kit's calls use.
