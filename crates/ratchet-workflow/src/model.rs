@@ -259,8 +259,8 @@ pub(crate) enum Auth {
     },
 }
 
-/// What a secret holds: `{username, password}` (basic, digest), `{token}`, or an OAuth2 or OpenID Connect
-/// policy (`{authority, client: {id, secret}, ...}`).
+/// What a secret holds: `{username, password}` (basic, digest), `{token}`, or an OAuth2 or
+/// OpenID Connect policy (`{authority, client: {id, secret}, ...}`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Scheme {
     Basic,

@@ -170,8 +170,8 @@ pub(crate) enum Credentials {
     /// A token from an OAuth2 client-credentials grant, sent as bearer.
     #[serde(rename = "oauth2")]
     OAuth2(Box<OAuth2>),
-    /// The worker's secret of this name: `{username, password}` for basic and digest, `{token}` (or a
-    /// string) for bearer, an OAuth2 policy for `oauth2` and `oidc`.
+    /// The worker's secret of this name: `{username, password}` for basic and digest,
+    /// `{token}` (or a string) for bearer, an OAuth2 policy for `oauth2` and `oidc`.
     Secret {
         scheme: String,
         secret: String,
