@@ -16,8 +16,7 @@ use sha2::Digest as _;
 use crate::call::{self, CallInput, Credentials, Target};
 use crate::expr::{EvalError, Expr, Scope, EVAL_FUEL};
 use crate::model::{
-    Auth, Block, CallOutput, Catch, Endpoint, ErrorTemplate, Flow, Kind, Retry, Schema, Task,
-    Template,
+    Auth, Block, CallOutput, Catch, Endpoint, ErrorTemplate, Flow, Kind, Schema, Task, Template,
 };
 use crate::Workflow;
 
@@ -854,19 +853,14 @@ async fn try_catch(
             .with
             .iter()
             .all(|(k, v)| field_matches(k, v, error.get(k)));
-        let when = match &catch.when {
-            Some(w) => truthy(&run.eval(w, &error, &inner)?),
-            None => true,
-        };
-        let except = match &catch.except_when {
-            Some(w) => truthy(&run.eval(w, &error, &inner)?),
-            None => false,
-        };
-        if !(filtered && when && !except) {
+        let admitted = admits(run, &catch.when, &catch.except_when, &error, &inner)?;
+        if !(filtered && admitted) {
             return Err(Fault::Error(error));
         }
         if let Some(retry) = &catch.retry {
-            if attempt < retry.attempts && retries(run, retry, &error, &inner)? {
+            if attempt < retry.attempts
+                && admits(run, &retry.when, &retry.except_when, &error, &inner)?
+            {
                 // Jitter from a value recorded in history: a replay waits the same.
                 let random = if retry.jitter.is_some() {
                     run.ctx.random()
@@ -934,18 +928,24 @@ async fn attempt_of(
         .1
 }
 
-/// True when a caught error is to be retried: the retry's `when` holds of it and its
-/// `exceptWhen` does not.
-fn retries(run: &Run, retry: &Retry, error: &Value, scope: &Scope) -> Result<bool, Fault> {
-    if let Some(w) = &retry.when {
-        if !truthy(&run.eval(w, error, scope)?) {
-            return Ok(false);
-        }
-    }
-    match &retry.except_when {
-        Some(w) => Ok(!truthy(&run.eval(w, error, scope)?)),
-        None => Ok(true),
-    }
+/// True when `when` (if any) holds of a caught error and `except_when` (if any) does not:
+/// a `catch`'s filter, and a retry's. Both are evaluated, in that order.
+fn admits(
+    run: &Run,
+    when: &Option<Expr>,
+    except_when: &Option<Expr>,
+    error: &Value,
+    scope: &Scope,
+) -> Result<bool, Fault> {
+    let holds = match when {
+        Some(w) => truthy(&run.eval(w, error, scope)?),
+        None => true,
+    };
+    let excepted = match except_when {
+        Some(w) => truthy(&run.eval(w, error, scope)?),
+        None => false,
+    };
+    Ok(holds && !excepted)
 }
 
 /// A cancellation reached a `try`: when its `catch` names [`CANCELLED`], its `do` runs (never

@@ -419,7 +419,7 @@ async fn send(
         Some(Credentials::Digest { .. }) => sent.try_clone(),
         _ => None,
     };
-    let mut answer = exchange(client, plain, sent, redirect, &request.method).await?;
+    let mut answer = exchange(client, plain, sent, &sent_url, redirect, &request.method).await?;
     if let (Some(mut again), Some(Credentials::Digest { username, password })) =
         (again, &request.auth)
     {
@@ -430,7 +430,8 @@ async fn send(
                 again
                     .headers_mut()
                     .insert(reqwest::header::AUTHORIZATION, authorization);
-                answer = exchange(client, plain, again, redirect, &request.method).await?;
+                answer =
+                    exchange(client, plain, again, &sent_url, redirect, &request.method).await?;
             }
         }
     }
@@ -464,18 +465,18 @@ async fn send(
     })
 }
 
-/// Sends `sent` on the worker's own connections when it is plain HTTP without redirects,
-/// through reqwest otherwise, and reads the answer.
+/// Sends `sent` (to `url`) on the worker's own connections when it is plain HTTP without
+/// redirects, through reqwest otherwise, and reads the answer.
 async fn exchange(
     client: &reqwest::Client,
     plain: Option<&Plain>,
     sent: reqwest::Request,
+    url: &reqwest::Url,
     redirect: bool,
     method: &str,
 ) -> Result<Answer, ActivityError> {
-    let url = sent.url().clone();
     match plain {
-        Some(plain) if Plain::serves(&url, redirect) => plain
+        Some(plain) if Plain::serves(url, redirect) => plain
             .exchange(sent, USER_AGENT, MAX_RESPONSE_BYTES)
             .await
             .map_err(|failure| match failure {
@@ -486,9 +487,9 @@ async fn exchange(
                     ),
                 ),
                 Failure::Io(what) => communication(format!("{method} {url}: {what}")),
-                Failure::TooLarge => too_large(method, &url),
+                Failure::TooLarge => too_large(method, url),
             }),
-        _ => through_reqwest(client, sent, method, &url).await,
+        _ => through_reqwest(client, sent, method, url).await,
     }
 }
 
